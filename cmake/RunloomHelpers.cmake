@@ -1,0 +1,40 @@
+# runloom_cc_library(NAME n HDRS ... SRCS ... DEPS ... [TESTONLY])
+# Creates target runloom_<n> and alias runloom::<n>; always depend on the alias.
+function(runloom_cc_library)
+  cmake_parse_arguments(RL "TESTONLY" "NAME" "HDRS;SRCS;DEPS" ${ARGN})
+  set(_t runloom_${RL_NAME})
+  if(RL_SRCS)
+    add_library(${_t} STATIC ${RL_SRCS} ${RL_HDRS})
+    target_include_directories(${_t} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    # Internal modules include each other by "module/x.h"; src is visible to dependents of src targets.
+    target_include_directories(${_t} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>)
+    target_link_libraries(${_t} PUBLIC ${RL_DEPS})
+  else()
+    add_library(${_t} INTERFACE)
+    target_include_directories(${_t} INTERFACE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${_t} INTERFACE ${RL_DEPS})
+  endif()
+  add_library(runloom::${RL_NAME} ALIAS ${_t})
+endfunction()
+
+# runloom_cc_test(NAME n SRCS ... DEPS ... LABELS ...)
+# One GoogleTest binary registered with ctest via gtest_discover_tests so the
+# ctest summary counts every TEST, not every binary.
+function(runloom_cc_test)
+  if(NOT RUNLOOM_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(RL "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  set(_t ${RL_NAME})
+  add_executable(${_t} ${RL_SRCS})
+  target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${_t} PRIVATE ${RL_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT RL_TIMEOUT)
+    set(RL_TIMEOUT 120)
+  endif()
+  include(GoogleTest)
+  gtest_discover_tests(${_t}
+    PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT}
+               ENVIRONMENT "RUNLOOM_SOURCE_DIR=${PROJECT_SOURCE_DIR};RUNLOOM_BINARY=${PROJECT_BINARY_DIR}/runloom"
+    DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,98 @@
+// Records of runs, steps, events and leases, as the store keeps them.
+//
+// These are plain values copied out of the store; changing one changes
+// nothing durable. Writes go through Store (store.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runloom/status.h"
+
+namespace runloom {
+
+// One version of a workflow in the catalog.
+struct WorkflowVersion {
+  std::string name;
+  int64_t version = 0;      // 1, 2, ...: a changed definition gets the next number
+  std::string digest;       // "sha256:<hex>" of `canonical`
+  nlohmann::json canonical; // CanonicalWorkflow() of the definition
+  absl::Time created_at;
+};
+
+// The one row of a run.
+struct RunRecord {
+  std::string id;
+  std::string workflow_name;
+  int64_t workflow_version = 0;
+  std::string workflow_digest;  // pinned: a resume checks the catalog still has it
+  RunStatus status = RunStatus::kQueued;
+  nlohmann::json inputs = nlohmann::json::object();  // frozen; secret inputs never stored
+  std::string inputs_digest;
+  std::string idempotency_key;  // "" when none was given
+  std::string phase;            // the phase of the step running or last run
+  int64_t revision = 1;         // a rerun from a phase starts the next revision
+  std::string entry = "fresh";  // fresh | resume | rerun | revision
+  nlohmann::json context = nlohmann::json::object();  // rerun_from, feedback, ...
+  std::string lease_owner;      // "" when no lease
+  std::string lease_token;
+  std::optional<absl::Time> lease_expires_at;
+  int attempts = 0;             // leases taken so far
+  int max_attempts = 0;         // the attempt cap fixed at creation
+  bool cancel_requested = false;
+  std::string outcome;          // approved | rejected | unresolved | failed, once known
+  std::string error;            // why it failed, once known
+  int64_t last_event_seq = 0;
+  absl::Time created_at;
+  absl::Time updated_at;
+  std::optional<absl::Time> finished_at;
+};
+
+enum class StepState { kSucceeded, kFailed, kSkipped };
+std::string_view ToString(StepState s);
+std::optional<StepState> ParseStepState(std::string_view s);
+
+// The recorded result of a finished step, unique per (run, revision, path).
+// `path` names loop iterations and branches: "refine[2]/write", "fanout[sec]/scan".
+struct StepRecord {
+  std::string run_id;
+  int64_t revision = 1;
+  std::string path;
+  std::string step_id;
+  std::string kind;
+  std::string phase;
+  int attempt = 1;  // attempts used
+  StepState state = StepState::kSucceeded;
+  nlohmann::json output;     // null unless succeeded
+  std::string error;         // "" unless failed
+  std::string error_class;   // error | timeout | unavailable | rate_limited | invalid | skipped
+  std::string stderr_tail;   // exec: the last bytes of stderr (at most 4 KiB)
+  absl::Time started_at;
+  absl::Time finished_at;
+};
+
+// One typed, append-only event of a run. Build with the factories in
+// src/engine/events.h, never by hand.
+struct Event {
+  std::string run_id;
+  int64_t seq = 0;  // per-run, 1, 2, ...; assigned by the store on append
+  std::string type; // e.g. "run.created", "step.succeeded"
+  int schema_version = 1;
+  absl::Time at;    // assigned by the store on append
+  nlohmann::json data = nlohmann::json::object();
+};
+
+// Who executes a run now.
+struct Lease {
+  std::string run_id;
+  std::string owner;
+  std::string token;
+  int attempt = 0;
+  absl::Time expires_at;
+};
+
+}  // namespace runloom

@@ -1,0 +1,87 @@
+// Step kinds: what a step of a given `kind:` does when it runs.
+//
+// The engine resolves a step's templates, then calls StepKind::Execute with
+// the resolved config and a StepContext. A step reports failure through the
+// returned Status; its code decides the error class a retry policy sees:
+//   kDeadlineExceeded -> timeout, kUnavailable -> unavailable,
+//   kResourceExhausted -> rate_limited, kInvalidArgument -> invalid (never
+//   retried), kCancelled -> the run was cancelled or the lease lost (not a
+//   step failure), anything else -> error.
+//
+// Built-in kinds: exec, noop, sleep, fail, llm. An embedding program adds its
+// own with StepRegistry::Register before opening the engine.
+//
+// Thread-safety: a StepKind's Execute may be called from many threads at once
+// for different steps; implementations must be thread-safe. StepRegistry is
+// thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runloom/clock.h"
+
+namespace runloom {
+
+struct StepDef;
+
+// What a running step may ask of the engine.
+class StepContext {
+ public:
+  virtual ~StepContext() = default;
+  virtual const std::string& run_id() const = 0;
+  virtual const std::string& step_path() const = 0;
+  virtual int attempt() const = 0;          // 1 on the first try
+  virtual Clock* clock() = 0;
+  // The step's deadline (its timeout); InfiniteFuture when it has none.
+  virtual absl::Time deadline() const = 0;
+  // True once the step must stop: run cancelled, lease lost, engine stopping.
+  virtual bool Stopping() = 0;
+  // Sleeps until `until`, returning early (false) when Stopping() turns true.
+  virtual bool SleepUntil(absl::Time until) = 0;
+  // Registers a callback run (on another thread) when Stopping() turns true,
+  // e.g. to kill a subprocess. Replaces any earlier callback; nullptr clears.
+  virtual void OnStop(std::function<void()> fn) = 0;
+};
+
+// The result of one successful execution.
+struct StepOutput {
+  nlohmann::json output = nlohmann::json::object();
+  std::string stderr_tail;  // kept in the step record (at most 4 KiB)
+};
+
+class StepKind {
+ public:
+  virtual ~StepKind() = default;
+  // Checks the step's static config (templates unresolved). kInvalidArgument
+  // with a message saying what to change; the caller adds file and line.
+  virtual absl::Status Validate(const StepDef& def) const = 0;
+  // Runs the step once. `config` has every template resolved.
+  virtual absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) = 0;
+};
+
+class StepRegistry {
+ public:
+  StepRegistry() = default;
+  StepRegistry(const StepRegistry&) = delete;
+  StepRegistry& operator=(const StepRegistry&) = delete;
+
+  // Adds or replaces the kind `name`. "loop" and "parallel" are reserved.
+  void Register(const std::string& name, std::shared_ptr<StepKind> kind);
+  // nullptr when unknown.
+  std::shared_ptr<StepKind> Find(const std::string& name) const;
+  // A registry holding the built-in kinds (exec, noop, sleep, fail, llm).
+  static std::unique_ptr<StepRegistry> WithBuiltins();
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<StepKind>> kinds_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom

@@ -1,0 +1,139 @@
+// Workflow: a named, versioned graph of steps, as a plain value.
+//
+// A Workflow is loaded from YAML (LoadWorkflowFile / LoadWorkflowYaml) or built
+// in C++. It carries no execution state: the engine runs it. Its canonical
+// JSON form (CanonicalWorkflow) is what the catalog stores and digests, so two
+// files that differ only in formatting or key order have the same digest.
+//
+// Thread-safety: a Workflow is an immutable value once loaded; share it freely
+// through std::shared_ptr<const Workflow>.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace runloom {
+
+// When a step with `needs:` runs, given the final states of what it needs.
+enum class TriggerRule {
+  kAllSuccess,              // default: every need succeeded
+  kAllDone,                 // every need finished, whatever the result
+  kNoneFailedMinOneSuccess, // no need failed, at least one succeeded (skips allowed)
+  kOneSuccess,              // at least one need succeeded
+};
+
+// Error classes a step failure falls into; a retry policy names the ones it retries.
+//   error       the step ran and failed (nonzero exit, a `fail` step, a provider error)
+//   timeout     the step passed its `timeout`
+//   unavailable a dependency could not be reached (kUnavailable)
+//   rate_limited the provider said slow down (kResourceExhausted)
+//   invalid     bad input or output (kInvalidArgument): never retried
+enum class ErrorClass { kError, kTimeout, kUnavailable, kRateLimited, kInvalid };
+
+struct RetryPolicy {
+  int max_attempts = 1;  // 1 = no retry (the default for every step)
+  absl::Duration initial_delay = absl::Seconds(1);
+  double multiplier = 2.0;
+  absl::Duration max_delay = absl::Minutes(5);
+  // Classes that are retried; default: error, timeout, unavailable, rate_limited.
+  std::vector<ErrorClass> retry_on = {ErrorClass::kError, ErrorClass::kTimeout,
+                                      ErrorClass::kUnavailable, ErrorClass::kRateLimited};
+};
+
+// A condition on recorded outputs, e.g. `steps.edit.output.approved == true`.
+// Grammar: <ref> [ (== | !=) <JSON literal> ]; a bare <ref> tests truthiness
+// (not null, not false, not 0, not "").
+struct Condition {
+  std::string text;     // as written, for messages and canonical form
+  std::string ref;      // e.g. "steps.edit.output.approved"
+  std::string op;       // "", "==" or "!="
+  nlohmann::json value; // the literal, when op is not empty
+};
+
+struct StepDef;
+
+// One branch of a `parallel` step: its own sequence of steps.
+struct Branch {
+  std::string name;  // defaults to "b<index>"
+  std::vector<StepDef> steps;
+};
+
+struct StepDef {
+  std::string id;     // unique among its siblings; [a-z][a-z0-9_]*
+  std::string kind;   // exec, noop, sleep, fail, llm, loop, parallel, or a registered kind
+  std::string phase;  // optional label; rerun-from-phase starts at the first step of a phase
+  std::vector<std::string> needs;  // sibling step ids; empty = after the previous step
+  bool explicit_needs = false;     // `needs:` was written (even as []), so no implicit edge
+  TriggerRule trigger = TriggerRule::kAllSuccess;
+  RetryPolicy retry;
+  std::optional<absl::Duration> timeout;
+  bool allow_failure = false;  // a failure does not make the run fail by default
+  // Kind-specific settings, with templates still unresolved (strings holding
+  // "{{ ... }}"). For exec: command (string or list), input (any JSON).
+  nlohmann::json config = nlohmann::json::object();
+
+  // kind == "loop": body runs in order each iteration, up to max_iterations,
+  // stopping after the first iteration where `until` holds.
+  std::vector<StepDef> body;
+  int max_iterations = 0;
+  std::optional<Condition> until;
+
+  // kind == "parallel": branches start together; a branch still running at
+  // `deadline` is recorded failed and the join fires.
+  std::vector<Branch> branches;
+  std::optional<absl::Duration> deadline;
+
+  int line = 0;  // source line in the YAML file, for messages
+};
+
+struct InputDef {
+  std::string name;
+  std::string type = "string";  // string, integer, number, boolean, object, array
+  bool required = false;
+  std::optional<nlohmann::json> default_value;
+  bool secret = false;  // never stored; excluded from the frozen inputs and digest
+  std::vector<nlohmann::json> allowed;  // `enum:` when not empty
+  std::string description;
+};
+
+struct Workflow {
+  std::string name;  // [a-z][a-z0-9_-]*
+  std::string description;
+  std::vector<InputDef> inputs;
+  std::vector<StepDef> steps;
+  // Template evaluated after the graph ends; must yield approved, completed,
+  // rejected, unresolved or failed. Empty: failed if any step that was not
+  // allowed to fail failed, else completed.
+  std::string outcome;
+  std::string source_path;  // where it was loaded from ("" when built in C++)
+};
+
+// Loads and validates a workflow. Errors are kInvalidArgument with the text
+// "<file>:<line>: <what is wrong>; <how to fix it>"; a missing file is kNotFound.
+absl::StatusOr<Workflow> LoadWorkflowFile(const std::string& path);
+absl::StatusOr<Workflow> LoadWorkflowYaml(const std::string& yaml_text,
+                                          const std::string& source_name);
+
+// Validates a workflow built in C++ (the loader calls it too): unique ids,
+// needs that exist and form no cycle, loop/parallel shapes, templates whose
+// references can exist, known step kinds (see StepRegistry::Default()).
+absl::Status ValidateWorkflow(const Workflow& wf);
+
+// The canonical JSON form (what is stored and digested) and its digest.
+nlohmann::json CanonicalWorkflow(const Workflow& wf);
+std::string WorkflowDigest(const Workflow& wf);  // "sha256:<hex>"
+
+// Rebuilds a workflow from its canonical form (what the catalog stores).
+absl::StatusOr<Workflow> WorkflowFromCanonical(const nlohmann::json& canonical);
+
+std::string_view ToString(TriggerRule r);
+std::string_view ToString(ErrorClass c);
+
+}  // namespace runloom

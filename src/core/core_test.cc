@@ -1,0 +1,72 @@
+#include <thread>
+
+#include "core/digest.h"
+#include "core/duration.h"
+#include "core/ids.h"
+#include "gtest/gtest.h"
+#include "absl/random/random.h"
+#include "runloom/clock.h"
+
+namespace runloom {
+namespace {
+
+TEST(Digest, Sha256KnownVector) {
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Digest, CanonicalJsonIgnoresKeyOrder) {
+  auto a = nlohmann::json::parse(R"({"b":1,"a":[1,2,{"y":1,"x":2}]})");
+  auto b = nlohmann::json::parse(R"({ "a" : [1,2,{"x":2,"y":1}], "b" : 1 })");
+  EXPECT_EQ(CanonicalJson(a), CanonicalJson(b));
+  EXPECT_EQ(JsonDigest(a), JsonDigest(b));
+  EXPECT_NE(JsonDigest(a), JsonDigest(nlohmann::json::parse(R"({"b":2})")));
+}
+
+TEST(Duration, ParsesUnitsAndRejectsJunk) {
+  EXPECT_EQ(*ParseDuration("250ms"), absl::Milliseconds(250));
+  EXPECT_EQ(*ParseDuration("1m30s"), absl::Seconds(90));
+  EXPECT_FALSE(ParseDuration("ten").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+  EXPECT_FALSE(ParseDuration("").ok());
+}
+
+TEST(Ids, RunIdsAreUniqueAndTimeOrdered) {
+  absl::BitGen gen;
+  auto a = NewRunId(absl::FromUnixSeconds(100), gen);
+  auto b = NewRunId(absl::FromUnixSeconds(200), gen);
+  EXPECT_LT(a, b);
+  EXPECT_NE(NewRunId(absl::FromUnixSeconds(100), gen), a);
+  EXPECT_EQ(NewToken(gen).size(), 32u);
+}
+
+TEST(SimulatedClock, SleeperWakesOnlyWhenAdvanced) {
+  SimulatedClock clock;
+  absl::Time start = clock.Now();
+  std::atomic<bool> woke{false};
+  std::thread t([&] {
+    clock.SleepUntil(start + absl::Seconds(10));
+    woke = true;
+  });
+  clock.Advance(absl::Seconds(5));
+  EXPECT_FALSE(woke.load());
+  clock.Advance(absl::Seconds(5));
+  t.join();
+  EXPECT_TRUE(woke.load());
+  EXPECT_EQ(clock.Now() - start, absl::Seconds(10));
+}
+
+TEST(SimulatedClock, AwaitWithDeadlineReturnsAtSimulatedDeadline) {
+  SimulatedClock clock;
+  absl::Mutex mu;
+  bool flag = false;
+  absl::Time deadline = clock.Now() + absl::Seconds(2);
+  std::thread t([&] { clock.Advance(absl::Seconds(3)); });
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_FALSE(clock.AwaitWithDeadline(&mu, absl::Condition(&flag), deadline));
+  }
+  t.join();
+}
+
+}  // namespace
+}  // namespace runloom
