@@ -38,6 +38,9 @@ class StepContext {
   virtual const std::string& run_id() const = 0;
   virtual const std::string& step_path() const = 0;
   virtual int attempt() const = 0;          // 1 on the first try
+  // Directory relative paths are resolved against: the directory of the
+  // workflow file the run was started from; "" = the process's cwd.
+  virtual const std::string& working_dir() const = 0;
   virtual Clock* clock() = 0;
   // The step's deadline (its timeout); InfiniteFuture when it has none.
   virtual absl::Time deadline() const = 0;

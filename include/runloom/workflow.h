@@ -75,6 +75,9 @@ struct StepDef {
   RetryPolicy retry;
   std::optional<absl::Duration> timeout;
   bool allow_failure = false;  // a failure does not make the run fail by default
+  // `when:` condition; false -> the step is skipped (and skips propagate to
+  // steps whose trigger rule needs it to succeed).
+  std::optional<Condition> when;
   // Kind-specific settings, with templates still unresolved (strings holding
   // "{{ ... }}"). For exec: command (string or list), input (any JSON).
   nlohmann::json config = nlohmann::json::object();
