@@ -46,6 +46,7 @@ struct NewRun {
   std::string idempotency_key;  // "" = no duplicate guard
   int max_attempts = 5;
   std::string phase;
+  nlohmann::json context = nlohmann::json::object();  // stored in RunRecord::context
 };
 
 struct CreateRunResult {

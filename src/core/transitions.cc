@@ -2,6 +2,7 @@
 // test checks every row and that nothing outside it is accepted.
 #include <array>
 
+#include "runloom/run.h"
 #include "runloom/status.h"
 
 namespace runloom {
@@ -103,6 +104,26 @@ const Transition* FindTransition(std::optional<RunStatus> from, RunStatus to, Pa
     if (t.from == from && t.to == to && t.party == party) return &t;
   }
   return nullptr;
+}
+
+}  // namespace runloom
+
+namespace runloom {
+
+std::string_view ToString(StepState s) {
+  switch (s) {
+    case StepState::kSucceeded: return "succeeded";
+    case StepState::kFailed: return "failed";
+    case StepState::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+std::optional<StepState> ParseStepState(std::string_view s) {
+  for (StepState v : {StepState::kSucceeded, StepState::kFailed, StepState::kSkipped}) {
+    if (ToString(v) == s) return v;
+  }
+  return std::nullopt;
 }
 
 }  // namespace runloom

@@ -1,0 +1,147 @@
+// Engine: starts runs and carries them to an honest end.
+//
+// An Engine owns an executor pool that claims queue messages, takes a run's
+// lease, runs its graph step by step (recording each finished step before
+// anything that depends on it starts), renews the lease on a heartbeat, and
+// writes the terminal status; and a sweeper that re-enqueues runs whose lease
+// expired or whose queue message was lost. Every durable effect goes through
+// the Store as a fenced compare-and-set, so any number of engines in any
+// number of processes may share one store.
+//
+// Thread-safety: all public methods are thread-safe.
+//
+// Example:
+//   RUNLOOM_ASSIGN_OR_RETURN(auto backend, OpenSqlite("runloom.db", {}));
+//   RUNLOOM_ASSIGN_OR_RETURN(auto engine, Engine::Open({}, std::move(backend)));
+//   RUNLOOM_ASSIGN_OR_RETURN(Workflow wf, LoadWorkflowFile("examples/ingest.yaml"));
+//   RUNLOOM_ASSIGN_OR_RETURN(auto started, engine->StartRun({.workflow = wf}));
+//   engine->Start();
+//   RUNLOOM_ASSIGN_OR_RETURN(RunRecord done, engine->AwaitRun(started.run.id, absl::InfiniteFuture()));
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runloom/clock.h"
+#include "runloom/run.h"
+#include "runloom/step.h"
+#include "runloom/store.h"
+#include "runloom/workflow.h"
+
+namespace runloom {
+
+struct EngineOptions {
+  // Time source for leases, retries and sweeps. nullptr = the store's clock.
+  Clock* clock = nullptr;
+  // Lease owner name written on runs; "" = "<hostname>:<pid>".
+  std::string owner;
+  // Executor threads. More threads overlap more step I/O (and let the
+  // store's group commit batch more writes); each thread runs one run at a time.
+  int executors = 4;
+  // How long a lease lives without renewal. Shorter: a crashed executor's run
+  // is picked up sooner; longer: fewer renewals, more tolerance for pauses.
+  absl::Duration lease_ttl = absl::Seconds(30);
+  // Renewal period; zero = lease_ttl / 3.
+  absl::Duration heartbeat = absl::ZeroDuration();
+  // Leases a run may take before it fails ("attempt cap").
+  int max_attempts = 5;
+  // A queued run with no queue message for this long is re-enqueued.
+  absl::Duration queued_grace = absl::Seconds(30);
+  // How often the sweeper looks for runs to recover.
+  absl::Duration sweep_interval = absl::Seconds(1);
+  // A claimed queue message not acked within this time is delivered again.
+  absl::Duration visibility_timeout = absl::Seconds(60);
+  // How long an executor waits on an empty queue before polling again.
+  absl::Duration idle_poll = absl::Milliseconds(200);
+  // On Stop(), how long in-flight steps may run before they are stopped and
+  // their runs released to the queue.
+  absl::Duration drain_timeout = absl::Seconds(10);
+  // Step kinds; nullptr = StepRegistry::WithBuiltins().
+  std::shared_ptr<StepRegistry> registry;
+  // Run the sweeper in this engine (a `runloom run` process does not).
+  bool enable_sweeper = true;
+};
+
+struct StartRunRequest {
+  // The workflow to run; registered in the catalog first (a no-op when the
+  // same definition is already there).
+  std::optional<Workflow> workflow;
+  // Or a catalog entry: name and version (0 = latest).
+  std::string workflow_name;
+  int64_t workflow_version = 0;
+  // Inputs as given (strings from a CLI are converted to declared types).
+  nlohmann::json inputs = nlohmann::json::object();
+  // Same key (per workflow name) returns the first run instead of a new one.
+  std::string idempotency_key;
+  // Directory exec steps run in (default: the workflow file's directory).
+  std::string working_dir;
+};
+
+// Counters since Open(), for benchmarks and /metrics.
+struct EngineStats {
+  int64_t runs_finished = 0;  // terminal status written by this engine
+  int64_t runs_paused = 0;
+  int64_t runs_released = 0;  // given back to the queue on shutdown
+  int64_t leases_lost = 0;    // executions stopped by a refused write or renewal
+};
+
+// Checks that every leaf step's kind is in `registry` and that its config is
+// valid; errors read "<file>:<line>: step '<id>': ...". Needs no store.
+absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry);
+
+class Engine {
+ public:
+  // Takes ownership of the backend. Does not start any thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Open(EngineOptions options,
+                                                      EmbeddedBackend backend);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates `wf` (structure and known step kinds) and registers it.
+  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf);
+  // Checks every step kind is registered and its config is valid.
+  absl::Status ValidateSteps(const Workflow& wf) const;
+
+  // The creation seam: resolve the version, freeze the inputs, apply the
+  // duplicate guard, insert the run and enqueue it in one transaction.
+  // kInvalidArgument for bad inputs, kNotFound for an unknown workflow.
+  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& request);
+
+  // Starts the executor pool (and the sweeper, if enabled). Idempotent.
+  void Start();
+  // Stops claiming, lets in-flight steps finish for up to drain_timeout,
+  // releases every run still held back to the queue, and joins all threads.
+  void Stop();
+
+  // Executes one run in the calling thread: takes its lease and runs it
+  // until it is terminal, paused, or the lease is lost. Used by `runloom run`.
+  absl::StatusOr<RunRecord> ExecuteRun(const std::string& run_id);
+
+  // Waits until the run is terminal or paused, or `deadline`.
+  // kDeadlineExceeded at the deadline.
+  absl::StatusOr<RunRecord> AwaitRun(const std::string& run_id, absl::Time deadline);
+
+  // Runs one sweep now (tests and tools). Returns how many runs it acted on.
+  absl::StatusOr<int> SweepOnce();
+
+  // Number of runs this engine's executors hold right now.
+  int ActiveRuns() const;
+  EngineStats stats() const;
+
+  Store* store();
+  Transport* transport();
+  Clock* clock();
+
+ private:
+  class Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace runloom

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 (bookworm) packages runloom needs to build, run and
+# test, and only those that are missing. Safe to run again and again: when
+# everything is present it changes nothing and runs no `apt-get update`.
+#
+# Usage: scripts/bootstrap.sh [--test] [--check]
+#   --test    also install what only the tests need (nodejs, npm)
+#   --check   install nothing; list what is missing and exit 1 if anything is
+#
+# Non-interactive: no prompts, works with no stdin. Runs apt-get directly as
+# root, through `sudo` otherwise (`sudo -n` when there is no terminal, so it
+# fails instead of waiting for a password nobody can type).
+set -euo pipefail
+
+readonly BUILD_PACKAGES=(
+  build-essential cmake pkg-config g++ make
+  libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libssl-dev libsqlite3-dev sqlite3
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3  # examples/ingest/*.py and other exec steps
+)
+readonly TEST_PACKAGES=(nodejs npm)
+
+log() { printf 'bootstrap: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+want_test=0
+check_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) want_test=1 ;;
+    --check) check_only=1 ;;
+    -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) die "unknown argument '$arg'; use --test, --check or --help" ;;
+  esac
+done
+
+command -v dpkg-query >/dev/null 2>&1 ||
+  die "dpkg-query not found: this script supports Debian 12 (bookworm) only"
+
+packages=("${BUILD_PACKAGES[@]}")
+if [[ $want_test == 1 ]]; then
+  packages+=("${TEST_PACKAGES[@]}")
+fi
+
+# Installed packages, and the virtual names they provide (e.g. NodeSource's
+# nodejs provides and conflicts with npm: installing Debian's npm there would
+# remove it). Read once into variables; no pipes into `grep -q` under pipefail.
+read_state() {
+  installed="$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 2>/dev/null |
+    awk '$1 == "ii" { print $2 }')" || true
+  provided="$(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null |
+    awk -F'|' '$1 ~ /^ii/ && $2 != "" { n = split($2, p, ",")
+      for (i = 1; i <= n; i++) { sub(/^ +/, "", p[i]); sub(/ .*/, "", p[i]); print p[i] } }')" || true
+}
+read_state
+
+is_present() {
+  local name="${1%%:*}"  # ignore an architecture qualifier
+  grep -qxF -- "$name" <<<"$installed" || grep -qxF -- "$name" <<<"$provided"
+}
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! is_present "$pkg"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} == 0 ]]; then
+  log "all ${#packages[@]} packages present; nothing to install"
+  exit 0
+fi
+
+log "missing: ${missing[*]}"
+if [[ $check_only == 1 ]]; then
+  exit 1
+fi
+
+as_root=()
+if [[ $(id -u) != 0 ]]; then
+  command -v sudo >/dev/null 2>&1 ||
+    die "not root and sudo is not installed; run this script as root"
+  if [[ -t 0 ]]; then
+    as_root=(sudo)
+  else
+    as_root=(sudo -n)
+  fi
+fi
+
+apt_get() {
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a \
+    apt-get -y -q -o DPkg::Lock::Timeout=600 \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@" </dev/null
+}
+
+log "apt-get update"
+apt_get update
+log "apt-get install ${missing[*]}"
+apt_get install --no-install-recommends "${missing[@]}"
+
+# Confirm, so a package that apt-get skipped is reported here and not as a
+# confusing build error later.
+read_state
+still=()
+for pkg in "${missing[@]}"; do
+  is_present "$pkg" || still+=("$pkg")
+done
+if [[ ${#still[@]} != 0 ]]; then
+  die "still missing after apt-get install: ${still[*]}"
+fi
+log "installed: ${missing[*]}"

@@ -1,0 +1,63 @@
+#include "cli/codec.h"
+
+#include "events/events.h"
+
+namespace runloom::cli {
+namespace {
+nlohmann::json TimeOrNull(const std::optional<absl::Time>& t) {
+  return t ? nlohmann::json(FormatEventTime(*t)) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+nlohmann::json RunToJson(const RunRecord& r) {
+  return {{"id", r.id},
+          {"workflow", r.workflow_name},
+          {"workflow_version", r.workflow_version},
+          {"workflow_digest", r.workflow_digest},
+          {"status", std::string(ToString(r.status))},
+          {"inputs", r.inputs},
+          {"inputs_digest", r.inputs_digest},
+          {"idempotency_key", r.idempotency_key},
+          {"phase", r.phase},
+          {"revision", r.revision},
+          {"entry", r.entry},
+          {"context", r.context},
+          {"lease_owner", r.lease_owner},
+          {"lease_expires_at", TimeOrNull(r.lease_expires_at)},
+          {"attempts", r.attempts},
+          {"max_attempts", r.max_attempts},
+          {"cancel_requested", r.cancel_requested},
+          {"outcome", r.outcome},
+          {"error", r.error},
+          {"last_event_seq", r.last_event_seq},
+          {"created_at", FormatEventTime(r.created_at)},
+          {"updated_at", FormatEventTime(r.updated_at)},
+          {"finished_at", TimeOrNull(r.finished_at)}};
+}
+
+nlohmann::json StepToJson(const StepRecord& s) {
+  return {{"path", s.path},
+          {"step_id", s.step_id},
+          {"kind", s.kind},
+          {"phase", s.phase},
+          {"revision", s.revision},
+          {"attempt", s.attempt},
+          {"state", std::string(ToString(s.state))},
+          {"output", s.output},
+          {"error", s.error},
+          {"error_class", s.error_class},
+          {"stderr_tail", s.stderr_tail},
+          {"started_at", FormatEventTime(s.started_at)},
+          {"finished_at", FormatEventTime(s.finished_at)}};
+}
+
+nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definition) {
+  nlohmann::json j = {{"name", v.name},
+                      {"version", v.version},
+                      {"digest", v.digest},
+                      {"created_at", FormatEventTime(v.created_at)}};
+  if (with_definition) j["definition"] = v.canonical;
+  return j;
+}
+
+}  // namespace runloom::cli

@@ -1,0 +1,436 @@
+#include "cli/commands.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/codec.h"
+#include "core/duration.h"
+#include "core/status_macros.h"
+#include "events/events.h"
+#include "runloom/engine.h"
+#include "runloom/store.h"
+#include "workflow/inputs.h"
+
+namespace runloom::cli {
+namespace {
+
+// The first line of a multi-line message (an exec error carries its stderr).
+std::string FirstLine(const std::string& s) {
+  size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+int BadInput(const std::string& message) {
+  std::cerr << "runloom: error: " << message << "\n";
+  return kExitBadInput;
+}
+
+int Failure(const std::string& message) {
+  std::cerr << "runloom: error: " << message << "\n";
+  return kExitNotCompleted;
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Blocks SIGINT/SIGTERM in every thread and turns them into a flag that a
+// dedicated thread sets, so shutdown runs as ordinary code, not in a handler.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] {
+      timespec tick{0, 100'000'000};  // wake to notice done_
+      while (!done_.load()) {
+        int sig = sigtimedwait(&set_, nullptr, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+          signalled_ = true;
+          std::function<void()> fn;
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            fn = on_signal_;
+          }
+          if (fn) fn();
+        }
+      }
+    });
+  }
+  ~SignalWatcher() {
+    done_ = true;
+    thread_.join();
+  }
+  void OnSignal(std::function<void()> fn) {
+    std::lock_guard<std::mutex> l(mu_);
+    on_signal_ = std::move(fn);
+  }
+  bool signalled() const { return signalled_.load(); }
+
+ private:
+  sigset_t set_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> signalled_{false};
+  std::mutex mu_;
+  std::function<void()> on_signal_;
+  std::thread thread_;
+};
+
+absl::StatusOr<EmbeddedBackend> OpenDb(const CommonFlags& c) {
+  SqliteOptions o;
+  o.synchronous = c.sync;
+  auto b = OpenSqlite(c.db, o);
+  if (!b.ok()) return Annotate(b.status(), absl::StrCat("opening ", c.db));
+  return b;
+}
+
+// For read-only commands: never create a database that is not there.
+absl::StatusOr<EmbeddedBackend> OpenExistingDb(const CommonFlags& c) {
+  if (c.db != ":memory:" && !FileExists(c.db)) {
+    return absl::NotFoundError(
+        absl::StrCat("no database at '", c.db, "'; pass --db with the file `runloom run` used"));
+  }
+  return OpenDb(c);
+}
+
+absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
+  nlohmann::json given = nlohmann::json::object();
+  if (!f.input_file.empty()) {
+    std::ifstream in(f.input_file);
+    if (!in) return absl::NotFoundError(absl::StrCat("input file '", f.input_file, "' not found"));
+    try {
+      given = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input file '", f.input_file, "' is not valid JSON: ", e.what()));
+    }
+    if (!given.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input file '", f.input_file, "' must hold a JSON object of inputs"));
+    }
+  }
+  for (const std::string& kv : f.inputs) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", kv, "' is malformed; write --input name=value"));
+    }
+    given[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return given;
+}
+
+// Live progress from the run's events. On a terminal: symbols and colour;
+// elsewhere: plain lines that are easy to grep.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(Store* store, std::string run_id)
+      : store_(store), run_id_(std::move(run_id)), tty_(isatty(STDOUT_FILENO) != 0) {}
+
+  // Prints every event after the last one printed.
+  void Poll() {
+    auto evs = store_->ListEvents(run_id_, last_seq_, 1000);
+    if (!evs.ok()) return;
+    for (const Event& e : *evs) {
+      last_seq_ = e.seq;
+      Print(e);
+    }
+    std::cout.flush();
+  }
+
+ private:
+  std::string Paint(const char* color, const std::string& s) const {
+    return tty_ ? absl::StrCat("\033[", color, "m", s, "\033[0m") : s;
+  }
+
+  void Print(const Event& e) {
+    const nlohmann::json& d = e.data;
+    const std::string path = d.value("path", "");
+    if (e.type == "step.started") {
+      std::cout << (tty_ ? Paint("36", "  ▸ ") : "step started   ") << path << " ("
+                << d.value("kind", "") << ", attempt " << d.value("attempt", 1) << ")\n";
+    } else if (e.type == "step.succeeded") {
+      std::cout << (tty_ ? Paint("32", "  ✓ ") : "step succeeded ") << path << " ("
+                << d.value("duration_ms", 0) << " ms)\n";
+    } else if (e.type == "step.failed") {
+      std::string tail = d.value("will_retry", false)
+                             ? absl::StrCat(", retry in ", d.value("retry_in_ms", 0), " ms")
+                             : "";
+      std::cout << (tty_ ? Paint("31", "  ✗ ") : "step failed    ") << path << " ["
+                << d.value("error_class", "") << tail << "]: " << FirstLine(d.value("error", "")) << "\n";
+    } else if (e.type == "step.skipped") {
+      std::cout << (tty_ ? Paint("90", "  - ") : "step skipped   ") << path << ": "
+                << d.value("reason", "") << "\n";
+    } else if (e.type == "run.started") {
+      std::cout << "run " << run_id_ << " " << d.value("entry", "fresh") << " (attempt "
+                << d.value("attempt", 0) << ", revision " << d.value("revision", 1) << ")\n";
+    } else if (e.type == "run.released") {
+      std::cout << "run " << run_id_ << " released: " << d.value("reason", "") << "\n";
+    }
+  }
+
+  Store* const store_;
+  const std::string run_id_;
+  const bool tty_;
+  int64_t last_seq_ = 0;
+};
+
+int ExitFor(const RunRecord& run) {
+  if (run.status == RunStatus::kCompleted) return kExitCompleted;
+  if (run.status == RunStatus::kPaused) return kExitPaused;
+  return kExitNotCompleted;
+}
+
+void PrintFinal(const RunRecord& run, bool json) {
+  if (json) {
+    std::cout << RunToJson(run).dump() << "\n";
+    return;
+  }
+  std::cout << "run " << run.id << " " << std::string(ToString(run.status));
+  if (!run.error.empty()) std::cout << ": " << FirstLine(run.error);
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int RunCommand(const RunFlags& f) {
+  // Everything that can be wrong with the input is checked before the
+  // database is opened, so bad input writes nothing.
+  auto wf = LoadWorkflowFile(f.file);
+  if (!wf.ok()) return BadInput(std::string(wf.status().message()));
+  auto registry = StepRegistry::WithBuiltins();
+  if (absl::Status s = ValidateStepKinds(*wf, *registry); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
+  auto given = ParseInputs(f);
+  if (!given.ok()) return BadInput(std::string(given.status().message()));
+  if (auto frozen = FreezeInputs(*wf, *given); !frozen.ok()) {
+    return BadInput(absl::StrCat(f.file, ": ", frozen.status().message()));
+  }
+  auto ttl = ParseDuration(f.lease_ttl);
+  if (!ttl.ok()) return BadInput(absl::StrCat("--lease-ttl: ", ttl.status().message()));
+  if (*ttl <= absl::ZeroDuration()) return BadInput("--lease-ttl must be positive");
+  if (f.common.sync != "normal" && f.common.sync != "full") {
+    return BadInput("--sync must be normal or full");
+  }
+
+  SignalWatcher signals;
+  auto backend = OpenDb(f.common);
+  if (!backend.ok()) return Failure(std::string(backend.status().message()));
+  EngineOptions opts;
+  opts.lease_ttl = *ttl;
+  opts.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
+  opts.registry = std::move(registry);
+  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.inputs = *given;
+  req.idempotency_key = f.idempotency_key;
+  auto started = (*engine)->StartRun(req);
+  if (!started.ok()) {
+    if (started.status().code() == absl::StatusCode::kInvalidArgument) {
+      return BadInput(std::string(started.status().message()));
+    }
+    return Failure(std::string(started.status().message()));
+  }
+  const RunRecord& run = started->run;
+  if (!f.json) {
+    std::cout << "run " << run.id << ": " << run.workflow_name << " v" << run.workflow_version
+              << (started->created ? " started" : " (existing run for this idempotency key)")
+              << "\n";
+  }
+  if (!started->created && (IsTerminal(run.status) || run.status == RunStatus::kPaused)) {
+    PrintFinal(run, f.json);
+    return ExitFor(run);
+  }
+
+  Engine* e = engine->get();
+  signals.OnSignal([e] { e->Stop(); });
+  std::atomic<bool> done{false};
+  std::thread progress;
+  if (!f.json) {
+    progress = std::thread([&] {
+      ProgressPrinter printer(e->store(), run.id);
+      while (!done.load()) {
+        printer.Poll();
+        RealClock()->SleepFor(absl::Milliseconds(50));
+      }
+      printer.Poll();
+    });
+  }
+  auto result = e->ExecuteRun(run.id);
+  done = true;
+  if (progress.joinable()) progress.join();
+  e->Stop();
+  if (!result.ok()) {
+    if (result.status().code() == absl::StatusCode::kAborted) {
+      return Failure(absl::StrCat("run ", run.id, " is held by another executor: ",
+                                  result.status().message()));
+    }
+    return Failure(std::string(result.status().message()));
+  }
+  if (signals.signalled() && !IsTerminal(result->status)) {
+    std::cerr << "runloom: interrupted; run " << run.id << " is " << std::string(ToString(result->status))
+              << "; continue it with: runloom worker --db " << f.common.db << "\n";
+    return kExitInterrupted;
+  }
+  PrintFinal(*result, f.json);
+  return ExitFor(*result);
+}
+
+int WorkerCommand(const WorkerFlags& f) {
+  auto ttl = ParseDuration(f.lease_ttl);
+  if (!ttl.ok() || *ttl <= absl::ZeroDuration()) return BadInput("--lease-ttl: give a positive duration");
+  auto grace = ParseDuration(f.queued_grace);
+  if (!grace.ok()) return BadInput(absl::StrCat("--queued-grace: ", grace.status().message()));
+  if (f.executors < 1) return BadInput("--executors must be at least 1");
+  if (f.max_attempts < 1) return BadInput("--max-attempts must be at least 1");
+  if (f.common.sync != "normal" && f.common.sync != "full") {
+    return BadInput("--sync must be normal or full");
+  }
+  SignalWatcher signals;
+  auto backend = OpenDb(f.common);
+  if (!backend.ok()) return Failure(std::string(backend.status().message()));
+  EngineOptions opts;
+  opts.executors = f.executors;
+  opts.lease_ttl = *ttl;
+  opts.queued_grace = *grace;
+  opts.max_attempts = f.max_attempts;
+  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  Engine* e = engine->get();
+  std::cerr << "runloom worker: executing runs from " << f.common.db << " with " << f.executors
+            << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop") << "\n";
+  e->Start();
+  constexpr absl::Duration kCheck = absl::Milliseconds(200);
+  while (!signals.signalled()) {
+    RealClock()->SleepFor(kCheck);
+    if (!f.until_idle) continue;
+    RunFilter queued;
+    queued.status = RunStatus::kQueued;
+    queued.limit = 1;
+    RunFilter running = queued;
+    running.status = RunStatus::kRunning;
+    auto q = e->store()->ListRuns(queued);
+    auto r = e->store()->ListRuns(running);
+    if (q.ok() && r.ok() && q->empty() && r->empty() && e->ActiveRuns() == 0) break;
+  }
+  e->Stop();
+  EngineStats st = e->stats();
+  std::cerr << "runloom worker: stopped; " << st.runs_finished << " runs finished, "
+            << st.runs_released << " released, " << st.leases_lost << " leases lost\n";
+  return 0;
+}
+
+int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  auto run = backend->store->GetRun(run_id);
+  if (!run.ok()) {
+    if (run.status().code() == absl::StatusCode::kNotFound) {
+      return BadInput(absl::StrCat("run '", run_id, "' not found in ", c.db));
+    }
+    return Failure(std::string(run.status().message()));
+  }
+  auto steps = backend->store->ListSteps(run_id, std::nullopt);
+  if (!steps.ok()) return Failure(std::string(steps.status().message()));
+  if (json) {
+    nlohmann::json j = RunToJson(*run);
+    j["steps"] = nlohmann::json::array();
+    for (const StepRecord& s : *steps) j["steps"].push_back(StepToJson(s));
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "run       " << run->id << "\n"
+            << "workflow  " << run->workflow_name << " v" << run->workflow_version << " ("
+            << run->workflow_digest.substr(0, 19) << ")\n"
+            << "status    " << std::string(ToString(run->status))
+            << (run->outcome.empty() ? "" : absl::StrCat(" (outcome ", run->outcome, ")")) << "\n"
+            << "revision  " << run->revision << " (" << run->entry << "), attempts "
+            << run->attempts << "/" << run->max_attempts << "\n";
+  if (!run->phase.empty()) std::cout << "phase     " << run->phase << "\n";
+  if (!run->lease_owner.empty()) std::cout << "lease     " << run->lease_owner << "\n";
+  if (!run->error.empty()) std::cout << "error     " << run->error << "\n";
+  std::cout << "steps:\n";
+  for (const StepRecord& s : *steps) {
+    std::cout << absl::StrFormat("  r%-2d %-32s %-9s attempt %d", s.revision, s.path,
+                                 std::string(ToString(s.state)), s.attempt);
+    if (!s.error.empty()) std::cout << "  " << s.error;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bool follow) {
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  Store* store = backend->store.get();
+  auto run = store->GetRun(run_id);
+  if (!run.ok()) {
+    if (run.status().code() == absl::StatusCode::kNotFound) {
+      return BadInput(absl::StrCat("run '", run_id, "' not found in ", c.db));
+    }
+    return Failure(std::string(run.status().message()));
+  }
+  constexpr int kPage = 1000;
+  int64_t after = 0;
+  while (true) {
+    auto evs = store->ListEvents(run_id, after, kPage);
+    if (!evs.ok()) return Failure(std::string(evs.status().message()));
+    for (const Event& e : *evs) {
+      after = e.seq;
+      if (json) {
+        std::cout << EventToJson(e).dump() << "\n";
+      } else {
+        std::cout << absl::StrFormat("%4d  %s  %-20s %s\n", e.seq, FormatEventTime(e.at), e.type,
+                                     e.data.dump());
+      }
+    }
+    std::cout.flush();
+    if (static_cast<int>(evs->size()) == kPage) continue;
+    if (!follow) break;
+    auto now = store->GetRun(run_id);
+    if (now.ok() && (IsTerminal(now->status) || now->status == RunStatus::kPaused)) {
+      auto rest = store->ListEvents(run_id, after, kPage);
+      if (rest.ok() && rest->empty()) break;
+      continue;
+    }
+    RealClock()->SleepFor(absl::Milliseconds(100));
+  }
+  return 0;
+}
+
+int WorkflowsCommand(const CommonFlags& c, bool json) {
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  auto list = backend->store->ListWorkflows();
+  if (!list.ok()) return Failure(std::string(list.status().message()));
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const WorkflowVersion& v : *list) arr.push_back(WorkflowVersionToJson(v, false));
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-24s %8s  %-20s %s\n", "NAME", "VERSION", "DIGEST", "REGISTERED");
+  for (const WorkflowVersion& v : *list) {
+    std::cout << absl::StrFormat("%-24s %8d  %-20s %s\n", v.name, v.version,
+                                 v.digest.substr(0, 19), FormatEventTime(v.created_at));
+  }
+  return 0;
+}
+
+}  // namespace runloom::cli

@@ -1,0 +1,59 @@
+// The `runloom` subcommands. main.cc parses flags with CLI11 and calls these;
+// each returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace runloom::cli {
+
+// Exit codes (docs/operations.md lists them).
+inline constexpr int kExitCompleted = 0;
+inline constexpr int kExitNotCompleted = 1;  // a terminal status other than completed
+inline constexpr int kExitBadInput = 2;      // bad file, input, flag or run id; nothing written
+inline constexpr int kExitPaused = 3;        // the run waits for a human decision
+inline constexpr int kExitInterrupted = 130; // SIGINT/SIGTERM: the run was released to the queue
+
+struct CommonFlags {
+  std::string db = "runloom.db";
+  std::string sync = "normal";  // SQLite synchronous: normal | full
+};
+
+struct RunFlags {
+  CommonFlags common;
+  std::string file;
+  std::vector<std::string> inputs;  // k=v
+  std::string input_file;
+  std::string idempotency_key;
+  std::string lease_ttl = "30s";
+  bool json = false;
+};
+int RunCommand(const RunFlags& flags);
+
+struct WorkerFlags {
+  CommonFlags common;
+  bool until_idle = false;
+  int executors = 4;
+  std::string lease_ttl = "30s";
+  std::string queued_grace = "30s";
+  int max_attempts = 5;
+};
+int WorkerCommand(const WorkerFlags& flags);
+
+int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
+int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
+int WorkflowsCommand(const CommonFlags& common, bool json);
+
+struct BenchFlags {
+  int runs = 50000;
+  int executors = 16;
+  int producers = 2;
+  std::string sync = "normal";
+  std::string db;  // "" = a fresh temp file
+  bool json = false;
+};
+int BenchCommand(const BenchFlags& flags);
+
+}  // namespace runloom::cli

@@ -1,0 +1,87 @@
+// runloom: flag parsing and dispatch only; the commands live in commands.cc.
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using runloom::cli::kExitBadInput;
+  CLI::App app{"runloom: a durable run engine for LLM-agent pipelines"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "runloom 0.1.0");
+
+  auto add_db = [](CLI::App* sub, runloom::cli::CommonFlags& c) {
+    sub->add_option("--db", c.db, "SQLite database file")->capture_default_str();
+  };
+
+  runloom::cli::RunFlags run;
+  CLI::App* run_cmd = app.add_subcommand("run", "Run a workflow file in this process until it ends or pauses");
+  run_cmd->add_option("file", run.file, "workflow YAML file")->required();
+  run_cmd->add_option("--input", run.inputs, "an input as key=value (repeatable)");
+  run_cmd->add_option("--input-file", run.input_file, "a JSON object file of inputs");
+  run_cmd->add_option("--idempotency-key", run.idempotency_key, "same key -> the same run");
+  run_cmd->add_option("--lease-ttl", run.lease_ttl, "lease lifetime, e.g. 30s")->capture_default_str();
+  run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")->capture_default_str();
+  run_cmd->add_flag("--json", run.json, "print the final run as JSON");
+  add_db(run_cmd, run.common);
+
+  runloom::cli::WorkerFlags worker;
+  CLI::App* worker_cmd = app.add_subcommand("worker", "Execute every unfinished run in the database");
+  worker_cmd->add_flag("--until-idle", worker.until_idle, "exit when no queued or running run is left");
+  worker_cmd->add_option("--executors", worker.executors, "concurrent runs")->capture_default_str();
+  worker_cmd->add_option("--lease-ttl", worker.lease_ttl, "lease lifetime")->capture_default_str();
+  worker_cmd->add_option("--queued-grace", worker.queued_grace,
+                         "re-enqueue a queued run with no queue message after this long")
+      ->capture_default_str();
+  worker_cmd->add_option("--max-attempts", worker.max_attempts, "leases a new run may take")
+      ->capture_default_str();
+  worker_cmd->add_option("--sync", worker.common.sync, "SQLite synchronous: normal or full")
+      ->capture_default_str();
+  add_db(worker_cmd, worker.common);
+
+  runloom::cli::CommonFlags status_db;
+  std::string status_run;
+  bool status_json = false;
+  CLI::App* status_cmd = app.add_subcommand("status", "Show a run and its steps");
+  status_cmd->add_option("run", status_run, "run id")->required();
+  status_cmd->add_flag("--json", status_json, "JSON output");
+  add_db(status_cmd, status_db);
+
+  runloom::cli::CommonFlags events_db;
+  std::string events_run;
+  bool events_json = false, events_follow = false;
+  CLI::App* events_cmd = app.add_subcommand("events", "Show a run's events");
+  events_cmd->add_option("run", events_run, "run id")->required();
+  events_cmd->add_flag("--json", events_json, "one JSON object per line");
+  events_cmd->add_flag("--follow", events_follow, "keep printing until the run ends or pauses");
+  add_db(events_cmd, events_db);
+
+  runloom::cli::CommonFlags wf_db;
+  bool wf_json = false;
+  CLI::App* wf_cmd = app.add_subcommand("workflows", "List the workflow catalog");
+  wf_cmd->add_flag("--json", wf_json, "JSON output");
+  add_db(wf_cmd, wf_db);
+
+  runloom::cli::BenchFlags bench;
+  CLI::App* bench_cmd = app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the embedded store");
+  bench_cmd->add_option("--runs", bench.runs, "number of runs")->capture_default_str();
+  bench_cmd->add_option("--executors", bench.executors, "executor threads")->capture_default_str();
+  bench_cmd->add_option("--producers", bench.producers, "threads creating runs")->capture_default_str();
+  bench_cmd->add_option("--sync", bench.sync, "SQLite synchronous: normal or full")->capture_default_str();
+  bench_cmd->add_option("--db", bench.db, "database file (default: a fresh temp file)");
+  bench_cmd->add_flag("--json", bench.json, "print one JSON object");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitBadInput;
+  }
+  if (*run_cmd) return runloom::cli::RunCommand(run);
+  if (*worker_cmd) return runloom::cli::WorkerCommand(worker);
+  if (*status_cmd) return runloom::cli::StatusCommand(status_db, status_run, status_json);
+  if (*events_cmd) return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
+  if (*wf_cmd) return runloom::cli::WorkflowsCommand(wf_db, wf_json);
+  if (*bench_cmd) return runloom::cli::BenchCommand(bench);
+  return kExitBadInput;
+}

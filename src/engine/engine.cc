@@ -1,0 +1,494 @@
+// The engine: admission, the executor pool, the lease keeper and the sweeper.
+#include "runloom/engine.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "core/digest.h"
+#include "core/ids.h"
+#include "core/status_macros.h"
+#include "engine/run_execution.h"
+#include "engine/event_helpers.h"
+#include "workflow/inputs.h"
+
+namespace runloom {
+
+using engine_internal::Disposition;
+using engine_internal::ExecutionConfig;
+using engine_internal::RunExecution;
+using engine_internal::StopReason;
+namespace events = engine_internal::events;
+
+namespace {
+
+std::string DefaultOwner() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] ? host : "localhost", ":", getpid());
+}
+
+// "file:line: " for messages about a step.
+std::string Where(const Workflow& wf, const StepDef& step) {
+  std::string file = wf.source_path.empty() ? wf.name : wf.source_path;
+  return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
+}
+
+absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& steps,
+                              const StepRegistry& registry) {
+  for (const StepDef& step : steps) {
+    if (step.kind == "loop") {
+      RUNLOOM_RETURN_IF_ERROR(ValidateStepList(wf, step.body, registry));
+      continue;
+    }
+    if (step.kind == "parallel") {
+      for (const Branch& b : step.branches) {
+        RUNLOOM_RETURN_IF_ERROR(ValidateStepList(wf, b.steps, registry));
+      }
+      continue;
+    }
+    std::shared_ptr<StepKind> kind = registry.Find(step.kind);
+    if (kind == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(wf, step), "step '", step.id, "' has unknown kind '", step.kind,
+          "'; use one of exec, noop, sleep, fail, llm, loop, parallel or a kind registered in C++"));
+    }
+    absl::Status s = kind->Validate(step);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(wf, step), "step '", step.id, "': ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry) {
+  return ValidateStepList(wf, wf.steps, registry);
+}
+
+class Engine::Impl {
+ public:
+  Impl(EngineOptions options, EmbeddedBackend backend)
+      : options_(std::move(options)), backend_(std::move(backend)) {
+    if (options_.clock == nullptr) options_.clock = backend_.store->clock();
+    if (options_.owner.empty()) options_.owner = DefaultOwner();
+    if (options_.registry == nullptr) options_.registry = StepRegistry::WithBuiltins();
+    if (options_.heartbeat <= absl::ZeroDuration()) options_.heartbeat = options_.lease_ttl / 3;
+    if (options_.executors < 1) options_.executors = 1;
+  }
+  ~Impl() { Stop(); }
+
+  Store* store() { return backend_.store.get(); }
+  Transport* transport() { return backend_.transport.get(); }
+  Clock* clock() { return options_.clock; }
+
+  absl::Status ValidateSteps(const Workflow& wf) const {
+    return ValidateStepKinds(wf, *options_.registry);
+  }
+
+  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf) {
+    RUNLOOM_RETURN_IF_ERROR(ValidateWorkflow(wf));
+    RUNLOOM_RETURN_IF_ERROR(ValidateSteps(wf));
+    return store()->RegisterWorkflow(wf.name, WorkflowDigest(wf), CanonicalWorkflow(wf));
+  }
+
+  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& req) {
+    WorkflowVersion version;
+    std::shared_ptr<const Workflow> wf;
+    if (req.workflow) {
+      RUNLOOM_ASSIGN_OR_RETURN(version, RegisterWorkflow(*req.workflow));
+      wf = std::make_shared<const Workflow>(*req.workflow);
+    } else {
+      RUNLOOM_ASSIGN_OR_RETURN(version, store()->GetWorkflow(req.workflow_name, req.workflow_version));
+      RUNLOOM_ASSIGN_OR_RETURN(Workflow loaded, WorkflowFromCanonical(version.canonical));
+      wf = std::make_shared<const Workflow>(std::move(loaded));
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json frozen, FreezeInputs(*wf, req.inputs));
+    NewRun run;
+    {
+      absl::MutexLock l(&mu_);
+      run.id = NewRunId(clock()->Now(), bitgen_);
+    }
+    run.workflow_name = version.name;
+    run.workflow_version = version.version;
+    run.workflow_digest = version.digest;
+    run.inputs_digest = JsonDigest(frozen);
+    run.inputs = std::move(frozen);
+    run.idempotency_key = req.idempotency_key;
+    run.max_attempts = options_.max_attempts;
+    std::string working_dir = req.working_dir;
+    if (working_dir.empty() && req.workflow && !req.workflow->source_path.empty()) {
+      std::string p = req.workflow->source_path;
+      size_t slash = p.rfind('/');
+      working_dir = slash == std::string::npos ? "." : p.substr(0, slash == 0 ? 1 : slash);
+    }
+    if (!working_dir.empty()) {
+      // Absolute, so a worker started from another directory finds the scripts.
+      std::error_code ec;
+      std::filesystem::path abs = std::filesystem::absolute(working_dir, ec);
+      run.context["working_dir"] = ec ? working_dir : abs.lexically_normal().string();
+    }
+    std::vector<Event> ev = {RunCreatedEvent(run.id, {.workflow = version.name,
+                                                      .workflow_version = version.version,
+                                                      .workflow_digest = version.digest,
+                                                      .inputs_digest = run.inputs_digest,
+                                                      .idempotency_key = req.idempotency_key})};
+    RUNLOOM_ASSIGN_OR_RETURN(CreateRunResult created, store()->CreateRun(run, std::move(ev)));
+    // Secret inputs live only in this process's memory, for its own executions.
+    nlohmann::json secrets = nlohmann::json::object();
+    for (const InputDef& in : wf->inputs) {
+      if (in.secret && req.inputs.contains(in.name)) secrets[in.name] = req.inputs[in.name];
+    }
+    if (created.created && !secrets.empty()) {
+      absl::MutexLock l(&mu_);
+      secrets_[created.run.id] = std::move(secrets);
+    }
+    return created;
+  }
+
+  // Loads the pinned workflow version; fails closed on any mismatch.
+  absl::StatusOr<std::shared_ptr<const Workflow>> LoadPinned(const RunRecord& run) {
+    auto v = store()->GetWorkflow(run.workflow_name, run.workflow_version);
+    if (!v.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workflow ", run.workflow_name, " version ", run.workflow_version,
+          " pinned by this run is not in the catalog (", v.status().message(),
+          "); the run fails closed"));
+    }
+    if (v->digest != run.workflow_digest) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workflow ", run.workflow_name, " version ", run.workflow_version, " has digest ",
+          v->digest, " but the run pinned ", run.workflow_digest, "; the run fails closed"));
+    }
+    const std::string key = absl::StrCat(run.workflow_name, "@", run.workflow_version, "@", v->digest);
+    {
+      absl::MutexLock l(&mu_);
+      auto it = workflows_.find(key);
+      if (it != workflows_.end()) return it->second;
+    }
+    auto wf = WorkflowFromCanonical(v->canonical);
+    if (!wf.ok() || WorkflowDigest(*wf) != run.workflow_digest) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workflow ", run.workflow_name, " version ", run.workflow_version,
+          " changed under its pinned digest ", run.workflow_digest, "; the run fails closed"));
+    }
+    auto shared = std::make_shared<const Workflow>(*std::move(wf));
+    absl::MutexLock l(&mu_);
+    workflows_[key] = shared;
+    return shared;
+  }
+
+  // Takes the lease and runs the run in this thread. `on_leased` runs once
+  // the lease is held (the executor acks its queue message there).
+  absl::StatusOr<RunRecord> ExecuteRun(const std::string& run_id,
+                                       const std::function<void()>& on_leased) {
+    RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, store()->GetRun(run_id));
+    if (IsTerminal(run.status) || run.status == RunStatus::kPaused) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
+    }
+    const RunEntry entry = run.attempts > 0
+                               ? RunEntry::kResume
+                               : ParseRunEntry(run.entry).value_or(RunEntry::kFresh);
+    RUNLOOM_ASSIGN_OR_RETURN(
+        Lease lease,
+        store()->AcquireLease(run_id, options_.owner, options_.lease_ttl,
+                              {RunStartedEvent(run_id, {.lease_owner = options_.owner,
+                                                          .revision = run.revision,
+                                                          .entry = entry})}));
+    if (on_leased) on_leased();
+    // Re-read: the row we hold now (the lease write may have raced a cancel).
+    RUNLOOM_ASSIGN_OR_RETURN(run, store()->GetRun(run_id));
+    ExecutionConfig config;
+    config.store = store();
+    config.clock = clock();
+    config.registry = options_.registry.get();
+    config.working_dir = run.context.value("working_dir", "");
+    config.drain_timeout = options_.drain_timeout;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = secrets_.find(run_id);
+      if (it != secrets_.end()) config.secrets = it->second;
+    }
+    auto wf = LoadPinned(run);
+    std::vector<StepRecord> records;
+    if (wf.ok()) {
+      RUNLOOM_ASSIGN_OR_RETURN(records, store()->ListSteps(run_id, run.revision));
+    }
+    auto exec = std::make_shared<RunExecution>(std::move(config), run, lease,
+                                               wf.ok() ? *wf : nullptr, std::move(records));
+    {
+      absl::MutexLock l(&mu_);
+      active_[run_id] = exec;
+      if (draining_) exec->Drain();
+    }
+    if (!wf.ok()) {
+      Count(exec->FailBeforeStart(std::string(wf.status().message())));
+    } else if (lease.attempt > run.max_attempts) {
+      Count(exec->FailBeforeStart(absl::StrCat("attempt cap reached: lease ", lease.attempt,
+                                               " of at most ", run.max_attempts)));
+    } else if (run.cancel_requested) {
+      exec->root().RequestStop(StopReason::kCancel);
+      Count(exec->Run());
+    } else {
+      Count(exec->Run());
+    }
+    {
+      absl::MutexLock l(&mu_);
+      active_.erase(run_id);
+    }
+    auto final_run = store()->GetRun(run_id);
+    if (final_run.ok() && IsTerminal(final_run->status)) {
+      absl::MutexLock l(&mu_);
+      secrets_.erase(run_id);
+    }
+    return final_run;
+  }
+
+  void Count(Disposition d) {
+    switch (d) {
+      case Disposition::kFinished: ++stats_.runs_finished; break;
+      case Disposition::kPaused: ++stats_.runs_paused; break;
+      case Disposition::kReleased: ++stats_.runs_released; break;
+      case Disposition::kLeaseLost: ++stats_.leases_lost; break;
+      case Disposition::kStoreError: break;
+    }
+  }
+
+  EngineStats stats() const {
+    return EngineStats{stats_.runs_finished.load(), stats_.runs_paused.load(),
+                       stats_.runs_released.load(), stats_.leases_lost.load()};
+  }
+
+  void ExecutorLoop() {
+    while (!stopping_.load()) {
+      auto msgs = transport()->Claim(options_.owner, 1, options_.visibility_timeout);
+      if (!msgs.ok() || msgs->empty()) {
+        transport()->WaitForMessages(clock()->Now() + options_.idle_poll);
+        continue;
+      }
+      for (const QueueMessage& m : *msgs) {
+        if (stopping_.load()) break;  // unacked: redelivered after the visibility timeout
+        bool acked = false;
+        auto ack = [&] {
+          acked = true;
+          (void)transport()->Ack(m);
+        };
+        auto r = ExecuteRun(m.run_id, ack);
+        if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
+          // Not runnable (terminal, paused, gone) or leased elsewhere: the
+          // lease and the sweeper own recovery from here.
+          ack();
+        }
+      }
+    }
+  }
+
+  void LeaseKeeperLoop() {
+    absl::MutexLock l(&mu_);
+    while (!keeper_stop_) {
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return keeper_stop_; };
+      clock()->AwaitWithDeadline(&mu_, absl::Condition(&stop), clock()->Now() + options_.heartbeat);
+      if (keeper_stop_) break;
+      std::vector<std::shared_ptr<RunExecution>> snapshot;
+      for (auto& [id, e] : active_) snapshot.push_back(e);
+      mu_.Unlock();
+      for (auto& e : snapshot) Renew(*e);
+      mu_.Lock();
+    }
+  }
+
+  void Renew(RunExecution& e) {
+    auto r = store()->RenewLease(e.run_id(), e.lease().token, options_.lease_ttl);
+    if (r.ok()) {
+      if (r->cancel_requested) e.root().RequestStop(StopReason::kCancel);
+      return;
+    }
+    if (r.status().code() == absl::StatusCode::kUnavailable &&
+        clock()->Now() < e.lease().expires_at) {
+      return;  // try again next beat
+    }
+    // A failed renewal stops the executor at once.
+    e.root().RequestStop(StopReason::kLeaseLost);
+  }
+
+  absl::StatusOr<int> SweepOnce() {
+    RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> cands,
+                             store()->FindRecoverable(options_.queued_grace, 1000));
+    int acted = 0;
+    for (const RecoveryCandidate& c : cands) {
+      absl::Status s;
+      std::string owner = "unknown";
+      if (c.status == RunStatus::kRunning) {
+        auto run = store()->GetRun(c.run_id);
+        if (run.ok() && !run->lease_owner.empty()) owner = run->lease_owner;
+      }
+      if (c.status == RunStatus::kRunning && c.attempts >= c.max_attempts) {
+        RunWrite w;
+        w.run_id = c.run_id;
+        w.party = Party::kSweeper;
+        w.expected = {RunStatus::kRunning};
+        w.lease_token = c.lease_token;
+        w.new_status = RunStatus::kFailed;
+        w.outcome = "failed";
+        w.error = absl::StrCat("attempt cap reached: ", c.attempts, " leases expired");
+        w.events = {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner}),
+                    events::RunFinished(c.run_id, RunStatus::kFailed, "failed", *w.error)};
+        s = store()->Commit(w);
+      } else if (c.status == RunStatus::kRunning) {
+        s = store()->Enqueue(
+            c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})});
+      } else {
+        s = store()->Enqueue(c.run_id, {});
+      }
+      if (s.ok()) ++acted;
+    }
+    return acted;
+  }
+
+  void SweeperLoop() {
+    absl::MutexLock l(&mu_);
+    while (!keeper_stop_) {
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return keeper_stop_; };
+      clock()->AwaitWithDeadline(&mu_, absl::Condition(&stop),
+                                 clock()->Now() + options_.sweep_interval);
+      if (keeper_stop_) break;
+      mu_.Unlock();
+      (void)SweepOnce();
+      mu_.Lock();
+    }
+  }
+
+  void StartBackground() {
+    absl::MutexLock l(&mu_);
+    if (keeper_started_) return;
+    keeper_started_ = true;
+    keeper_stop_ = false;
+    background_.emplace_back([this] { LeaseKeeperLoop(); });
+    if (options_.enable_sweeper) background_.emplace_back([this] { SweeperLoop(); });
+  }
+
+  void Start() {
+    StartBackground();
+    absl::MutexLock l(&mu_);
+    if (!executors_.empty()) return;
+    stopping_ = false;
+    for (int i = 0; i < options_.executors; ++i) {
+      executors_.emplace_back([this] { ExecutorLoop(); });
+    }
+  }
+
+  void Stop() {
+    stopping_ = true;
+    transport()->Interrupt();
+    {
+      absl::MutexLock l(&mu_);
+      draining_ = true;
+      for (auto& [id, e] : active_) e->Drain();
+      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_.empty(); };
+      clock()->AwaitWithDeadline(&mu_, absl::Condition(&idle), clock()->Now() + options_.drain_timeout);
+      for (auto& [id, e] : active_) e->root().RequestStop(StopReason::kShutdown);
+    }
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock l(&mu_);
+      threads.swap(executors_);
+    }
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+    {
+      absl::MutexLock l(&mu_);
+      keeper_stop_ = true;
+      threads.swap(background_);
+      keeper_started_ = false;
+    }
+    for (std::thread& t : threads) t.join();
+  }
+
+  absl::StatusOr<RunRecord> AwaitRun(const std::string& run_id, absl::Time deadline) {
+    constexpr absl::Duration kPoll = absl::Milliseconds(20);
+    while (true) {
+      RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, store()->GetRun(run_id));
+      if (IsTerminal(run.status) || run.status == RunStatus::kPaused) return run;
+      absl::Time now = clock()->Now();
+      if (now >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("run ", run_id, " is still ", std::string(ToString(run.status))));
+      }
+      transport()->WaitForMessages(std::min(deadline, now + kPoll));
+    }
+  }
+
+  int ActiveRuns() {
+    absl::MutexLock l(&mu_);
+    return static_cast<int>(active_.size());
+  }
+
+ private:
+  EngineOptions options_;  // constant after construction
+  EmbeddedBackend backend_;
+  std::atomic<bool> stopping_{false};
+  struct {
+    std::atomic<int64_t> runs_finished{0}, runs_paused{0}, runs_released{0}, leases_lost{0};
+  } stats_;
+
+  absl::Mutex mu_;
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const Workflow>> workflows_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<RunExecution>> active_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, nlohmann::json> secrets_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool keeper_stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool keeper_started_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> executors_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> background_ ABSL_GUARDED_BY(mu_);
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options,
+                                                     EmbeddedBackend backend) {
+  if (backend.store == nullptr || backend.transport == nullptr) {
+    return absl::InvalidArgumentError("Engine::Open needs a store and a transport");
+  }
+  if (options.lease_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("lease_ttl must be positive");
+  }
+  return std::unique_ptr<Engine>(
+      new Engine(std::make_unique<Impl>(std::move(options), std::move(backend))));
+}
+
+absl::StatusOr<WorkflowVersion> Engine::RegisterWorkflow(const Workflow& wf) {
+  return impl_->RegisterWorkflow(wf);
+}
+absl::Status Engine::ValidateSteps(const Workflow& wf) const { return impl_->ValidateSteps(wf); }
+absl::StatusOr<CreateRunResult> Engine::StartRun(const StartRunRequest& request) {
+  return impl_->StartRun(request);
+}
+void Engine::Start() { impl_->Start(); }
+void Engine::Stop() { impl_->Stop(); }
+absl::StatusOr<RunRecord> Engine::ExecuteRun(const std::string& run_id) {
+  impl_->StartBackground();
+  return impl_->ExecuteRun(run_id, nullptr);
+}
+absl::StatusOr<RunRecord> Engine::AwaitRun(const std::string& run_id, absl::Time deadline) {
+  return impl_->AwaitRun(run_id, deadline);
+}
+absl::StatusOr<int> Engine::SweepOnce() { return impl_->SweepOnce(); }
+int Engine::ActiveRuns() const { return impl_->ActiveRuns(); }
+EngineStats Engine::stats() const { return impl_->stats(); }
+Store* Engine::store() { return impl_->store(); }
+Transport* Engine::transport() { return impl_->transport(); }
+Clock* Engine::clock() { return impl_->clock(); }
+
+}  // namespace runloom

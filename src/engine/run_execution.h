@@ -1,0 +1,136 @@
+// RunExecution: one lease on one run, carrying its graph forward.
+//
+// Created by the executor after it took the lease. Run() walks the graph:
+// steps with a recorded result in this revision are not executed again; each
+// other step is started with a fenced write (step.started), executed, and its
+// result recorded with a fenced write before any step that depends on it
+// starts. When the graph ends, the terminal status is written with the
+// lease token. Any refused write (stale token) stops the execution at once
+// without writing anything else.
+//
+// Thread-safety: Run() is called by one thread; Stop()/root() from any
+// (the lease keeper). Parallel branches run on threads Run() owns and joins.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/stop.h"
+#include "runloom/run.h"
+#include "runloom/step.h"
+#include "runloom/store.h"
+#include "runloom/workflow.h"
+
+namespace runloom::engine_internal {
+
+// The state of one step id as seen by templates and trigger rules.
+struct StepResult {
+  StepState state = StepState::kSucceeded;
+  nlohmann::json output;
+  std::string error;
+  std::string error_class;
+};
+
+// Template scope: the results visible at one point of the graph.
+struct Scope {
+  const Scope* parent = nullptr;
+  std::map<std::string, StepResult> results;
+  int loop_iteration = 0;  // 1-based inside a loop body, 0 outside
+  const StepResult* Find(const std::string& id) const;
+  int LoopIteration() const;
+};
+
+struct ExecutionConfig {
+  Store* store = nullptr;
+  Clock* clock = nullptr;
+  StepRegistry* registry = nullptr;
+  std::string working_dir;
+  // Secret inputs given to StartRun in this process (never stored).
+  nlohmann::json secrets = nlohmann::json::object();
+  absl::Duration drain_timeout = absl::Seconds(10);
+};
+
+// How the execution ended.
+enum class Disposition {
+  kFinished,   // a terminal status was written
+  kPaused,     // paused at an approval gate (later issue)
+  kReleased,   // given back to the queue (shutdown)
+  kLeaseLost,  // a write was refused or renewal failed: nothing more written
+  kStoreError, // the store failed; lease expiry will recover the run
+};
+
+class RunExecution {
+ public:
+  RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
+               std::shared_ptr<const Workflow> workflow, std::vector<StepRecord> records);
+  RunExecution(const RunExecution&) = delete;
+  RunExecution& operator=(const RunExecution&) = delete;
+
+  Disposition Run();
+
+  const Lease& lease() const { return lease_; }
+  const std::string& run_id() const { return run_.id; }
+  StopSource& root() { return root_; }
+  // The status written when Run() returned kFinished.
+  RunStatus final_status() const { return final_status_; }
+  const std::string& final_error() const { return final_error_; }
+
+  // Fenced terminal write used when the run cannot even start (attempt cap,
+  // version mismatch). Returns the disposition.
+  Disposition FailBeforeStart(const std::string& error);
+
+  // Asks the execution to stop at the next step boundary and release the run
+  // (worker shutdown). In-flight steps run on until root() is stopped.
+  void Drain();
+
+ private:
+  // A non-OK status from these means "stop executing the run" (kAborted:
+  // lease lost; kCancelled: stop requested; others: store failure).
+  absl::StatusOr<StepResult> RunSequence(const std::vector<StepDef>& steps,
+                                         const std::string& prefix, Scope& scope,
+                                         StopSource& stop);
+  absl::StatusOr<StepResult> RunStep(const StepDef& step, const std::string& path, Scope& scope,
+                                     StopSource& stop);
+  absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path,
+                                     Scope& scope, StopSource& stop);
+  absl::StatusOr<StepResult> RunLoop(const StepDef& step, const std::string& path, Scope& scope,
+                                     StopSource& stop);
+  absl::StatusOr<StepResult> RunParallel(const StepDef& step, const std::string& path,
+                                         Scope& scope, StopSource& stop);
+
+  absl::StatusOr<nlohmann::json> Resolve(const std::string& ref, const Scope& scope) const;
+  absl::Status Record(const StepDef& step, const std::string& path, const StepResult& result,
+                      int attempt, absl::Time started, std::string stderr_tail,
+                      std::vector<Event> extra_events);
+  absl::Status Write(RunWrite write);
+  Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error);
+  Disposition StopDisposition();
+
+  // Constant after construction.
+  const ExecutionConfig config_;
+  const RunRecord run_;
+  const Lease lease_;
+  const std::shared_ptr<const Workflow> workflow_;
+  // Recorded results of this revision, by path (read-only after construction).
+  std::map<std::string, StepRecord> records_;
+
+  StopSource root_;
+  absl::Mutex write_mu_;  // orders this run's writes (parallel branches)
+  std::string phase_ ABSL_GUARDED_BY(write_mu_);
+  bool lease_lost_ ABSL_GUARDED_BY(write_mu_) = false;
+
+  std::atomic<bool> draining_{false};
+
+  // Owned by the Run() thread.
+  RunStatus final_status_ = RunStatus::kFailed;
+  std::string final_error_;
+};
+
+// "refine[2]/write" style paths.
+std::string ChildPath(const std::string& prefix, const std::string& id);
+
+}  // namespace runloom::engine_internal

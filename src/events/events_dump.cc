@@ -1,0 +1,14 @@
+// events_dump: prints SampleEvents() as JSON lines (one envelope per line) on
+// stdout. tests/events/ validates its output against schemas/events/.
+#include <iostream>
+
+#include "events/events.h"
+#include "events/samples.h"
+
+int main() {
+  for (const runloom::Event& e : runloom::SampleEvents()) {
+    std::cout << runloom::EventToJson(e).dump() << "\n";
+  }
+  std::cout.flush();
+  return std::cout.good() ? 0 : 1;
+}

@@ -1,0 +1,84 @@
+#include "events/samples.h"
+
+#include <string>
+
+#include "core/digest.h"
+#include "events/events.h"
+
+namespace runloom {
+namespace {
+
+// A fixed run id in NewRunId's shape ("r_" + 22 Crockford base32 chars).
+constexpr char kSampleRunId[] = "r_01kc0d7rzq3m5x8v2n4p6t";
+// 2026-11-29T21:45:00.123456Z; event number n is at this plus n milliseconds.
+constexpr int64_t kSampleStartMicros = 1'795'988'700'123'456;
+
+}  // namespace
+
+std::vector<Event> SampleEvents() {
+  const std::string run = kSampleRunId;
+  const std::string workflow_digest = JsonDigest(nlohmann::json{{"name", "review"}});
+  const std::string inputs_digest = JsonDigest(nlohmann::json{{"topic", "events"}});
+  const std::string proposal_digest = JsonDigest(nlohmann::json{{"proposal", 1}});
+  std::vector<Event> out = {
+      RunCreatedEvent(run, {.workflow = "review",
+                            .workflow_version = 3,
+                            .workflow_digest = workflow_digest,
+                            .inputs_digest = inputs_digest,
+                            .idempotency_key = "nightly-2026-11-29"}),
+      RunCreatedEvent(run, {.workflow = "review",
+                            .workflow_version = 1,
+                            .workflow_digest = workflow_digest,
+                            .inputs_digest = inputs_digest}),
+      RunStartedEvent(run, {.attempt = 1,
+                            .lease_owner = "worker-a:4242",
+                            .revision = 1,
+                            .entry = RunEntry::kFresh}),
+      StepStartedEvent(run, {.path = "draft",
+                             .step_id = "draft",
+                             .kind = "llm",
+                             .attempt = 1,
+                             .phase = "write"}),
+      StepFailedEvent(run, {.path = "draft",
+                            .step_id = "draft",
+                            .attempt = 1,
+                            .error = "provider returned 503",
+                            .error_class = StepErrorClass::kUnavailable,
+                            .will_retry = true,
+                            .retry_in_ms = 2000}),
+      StepStartedEvent(run, {.path = "draft", .step_id = "draft", .kind = "llm", .attempt = 2}),
+      StepSucceededEvent(
+          run, {.path = "draft", .step_id = "draft", .attempt = 2, .duration_ms = 1532}),
+      StepSkippedEvent(run, {.path = "refine[1]/polish",
+                             .step_id = "polish",
+                             .reason = "when: steps.draft.output.ok == true is false"}),
+      RunLeaseExpiredEvent(run, {.attempt = 1, .lease_owner = "worker-a:4242"}),
+      RunStartedEvent(run, {.attempt = 2,
+                            .lease_owner = "worker-b:77",
+                            .revision = 1,
+                            .entry = RunEntry::kResume}),
+      StepReusedEvent(run, {.path = "draft", .step_id = "draft"}),
+      RunPausedEvent(run, {.step_path = "approve", .proposal_digest = proposal_digest}),
+      RunPausedEvent(run, {.step_path = "approve"}),
+      RunResumedEvent(run, {.reason = "approved by alice"}),
+      StepFailedEvent(run, {.path = "publish",
+                            .step_id = "publish",
+                            .attempt = 3,
+                            .error = "exit status 2",
+                            .error_class = StepErrorClass::kError,
+                            .will_retry = false}),
+      RunReleasedEvent(run, {.reason = "worker shutting down"}),
+      RunCancelRequestedEvent(run, {.by = "operator:bob"}),
+      RunFinishedEvent(run, {.status = RunStatus::kFailed,
+                             .outcome = "failed",
+                             .error = "step publish failed: exit status 2"}),
+      RunFinishedEvent(run, {.status = RunStatus::kCancelled}),
+  };
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].seq = static_cast<int64_t>(i) + 1;
+    out[i].at = absl::FromUnixMicros(kSampleStartMicros) + absl::Milliseconds(out[i].seq);
+  }
+  return out;
+}
+
+}  // namespace runloom

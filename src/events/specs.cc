@@ -1,0 +1,101 @@
+#include "events/specs.h"
+
+#include <string>
+#include <utility>
+
+namespace runloom::events_internal {
+namespace {
+
+// Non-empty strings: an empty required string is always a writer's bug.
+constexpr size_t kNonEmpty = 1;
+
+FieldSpec Field(std::string name, FieldKind kind, bool required) {
+  FieldSpec f;
+  f.name = std::move(name);
+  f.kind = kind;
+  f.required = required;
+  return f;
+}
+FieldSpec Str(std::string name) {
+  FieldSpec f = Field(std::move(name), FieldKind::kString, true);
+  f.min_length = kNonEmpty;
+  return f;
+}
+FieldSpec OptStr(std::string name) {
+  FieldSpec f = Str(std::move(name));
+  f.required = false;
+  return f;
+}
+FieldSpec Digest(std::string name) { return Field(std::move(name), FieldKind::kDigest, true); }
+FieldSpec OptDigest(std::string name) { return Field(std::move(name), FieldKind::kDigest, false); }
+FieldSpec Int(std::string name, int64_t minimum) {
+  FieldSpec f = Field(std::move(name), FieldKind::kInteger, true);
+  f.minimum = minimum;
+  return f;
+}
+FieldSpec OptInt(std::string name, int64_t minimum) {
+  FieldSpec f = Int(std::move(name), minimum);
+  f.required = false;
+  return f;
+}
+FieldSpec Bool(std::string name) { return Field(std::move(name), FieldKind::kBoolean, true); }
+FieldSpec Enum(std::string name, std::vector<std::string> values) {
+  FieldSpec f = Field(std::move(name), FieldKind::kString, true);
+  f.one_of = std::move(values);
+  return f;
+}
+
+std::vector<EventSpec> BuildSpecs() {
+  // The enums here must match ToString(RunEntry), ToString(StepErrorClass) and
+  // the terminal RunStatus values; events_test checks that.
+  const std::vector<std::string> kEntries = {"fresh", "resume", "rerun", "revision"};
+  const std::vector<std::string> kTerminal = {"completed", "rejected", "unresolved",
+                                                   "budget_stopped", "failed", "cancelled"};
+  const std::vector<std::string> kErrorClasses = {"error",        "timeout", "unavailable",
+                                                       "rate_limited", "invalid", "cancelled"};
+  return {
+      {"run.created",
+       1,
+       {Str("workflow"), Int("workflow_version", 1), Digest("workflow_digest"),
+        Digest("inputs_digest"), OptStr("idempotency_key"), Enum("entry", {"fresh"})}},
+      {"run.started",
+       1,
+       {Int("attempt", 1), Str("lease_owner"), Int("revision", 1), Enum("entry", kEntries)}},
+      {"run.lease_expired", 1, {Int("attempt", 1), Str("lease_owner")}},
+      {"run.released", 1, {Str("reason")}},
+      {"run.paused", 1, {Str("step_path"), OptDigest("proposal_digest")}},
+      {"run.resumed", 1, {Str("reason")}},
+      {"run.cancel_requested", 1, {Str("by")}},
+      {"run.finished", 1, {Enum("status", kTerminal), OptStr("outcome"), OptStr("error")}},
+      {"step.started",
+       1,
+       {Str("path"), Str("step_id"), Str("kind"), Int("attempt", 1), OptStr("phase")}},
+      {"step.succeeded",
+       1,
+       {Str("path"), Str("step_id"), Int("attempt", 1), Int("duration_ms", 0)}},
+      {"step.failed",
+       1,
+       {Str("path"), Str("step_id"), Int("attempt", 1), Str("error"),
+        Enum("error_class", kErrorClasses), Bool("will_retry"), OptInt("retry_in_ms", 0)}},
+      {"step.skipped", 1, {Str("path"), Str("step_id"), Str("reason")}},
+      {"step.reused", 1, {Str("path"), Str("step_id")}},
+  };
+}
+
+}  // namespace
+
+const std::vector<EventSpec>& EventSpecs() {
+  static const std::vector<EventSpec> kSpecs = BuildSpecs();
+  return kSpecs;
+}
+
+const EventSpec* FindEventSpec(std::string_view type) {
+  for (const EventSpec& spec : EventSpecs()) {
+    if (spec.type == type) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace runloom::events_internal

@@ -1,0 +1,209 @@
+#include "llm/fake_provider.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "core/digest.h"
+#include "core/duration.h"
+#include "core/status_macros.h"
+
+namespace runloom {
+namespace {
+
+constexpr std::array<const char*, 32> kWords = {
+    "amber",  "basin",   "cobalt", "delta",  "ember",  "fjord",  "garnet",  "harbor",
+    "indigo", "juniper", "kelp",   "lumen",  "meadow", "nectar", "onyx",    "prairie",
+    "quartz", "river",   "sierra", "tundra", "umber",  "violet", "willow",  "xenon",
+    "yarrow", "zephyr",  "alpine", "breeze", "cedar",  "dune",   "estuary", "falcon"};
+constexpr int kMinWords = 6;
+constexpr int kWordSpread = 6;  // 6..11 pseudo-words per reply
+constexpr int kEchoWords = 5;
+constexpr int kMaxScore = 100;
+
+struct FakeOptions {
+  absl::Duration latency = absl::ZeroDuration();
+  int64_t fail_times = 0;
+  int64_t rate_limit_times = 0;
+  std::optional<nlohmann::json> response;
+};
+
+bool IsTemplate(const nlohmann::json& v) {
+  return v.is_string() && v.get_ref<const std::string&>().find("{{") != std::string::npos;
+}
+
+absl::Status OptionError(const std::string& key, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("llm step: fake.", key, " ", what));
+}
+
+absl::StatusOr<int64_t> ReadCount(const std::string& key, const nlohmann::json& v) {
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    return v.get<int64_t>();
+  }
+  if (v.is_string()) {
+    // A resolved template may arrive as a string of digits.
+    const std::string& s = v.get_ref<const std::string&>();
+    if (!s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        })) {
+      return std::stoll(s);
+    }
+  }
+  return OptionError(key, absl::StrCat("must be a non-negative integer, got ", v.dump()));
+}
+
+// Reads the `fake:` block. With `unresolved`, template strings are skipped.
+absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unresolved) {
+  FakeOptions out;
+  if (options.is_null()) {
+    return out;
+  }
+  if (!options.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "llm step: fake must be a map of options (latency, fail_times, rate_limit_times, "
+        "response), got ",
+        options.dump()));
+  }
+  for (const auto& [key, value] : options.items()) {
+    if (key == "response") {
+      out.response = value;
+      continue;
+    }
+    if (unresolved && IsTemplate(value)) {
+      continue;
+    }
+    if (key == "latency") {
+      if (!value.is_string()) {
+        return OptionError(key, "must be a duration such as \"250ms\" or \"2s\"");
+      }
+      auto d = ParseDuration(value.get_ref<const std::string&>());
+      if (!d.ok()) {
+        return OptionError(key, std::string(d.status().message()));
+      }
+      out.latency = *d;
+    } else if (key == "fail_times") {
+      RUNLOOM_ASSIGN_OR_RETURN(out.fail_times, ReadCount(key, value));
+    } else if (key == "rate_limit_times") {
+      RUNLOOM_ASSIGN_OR_RETURN(out.rate_limit_times, ReadCount(key, value));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "llm step: unknown key 'fake.", key,
+          "'; allowed keys under fake: fail_times, latency, rate_limit_times, response"));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string current;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      if (!current.empty()) {
+        words.push_back(std::move(current));
+        current.clear();
+      }
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (!current.empty()) {
+    words.push_back(std::move(current));
+  }
+  return words;
+}
+
+// Digest byte `i` (0..31) of the lower-case hex digest.
+int DigestByte(const std::string& hex, size_t i) {
+  return std::stoi(hex.substr(i * 2, 2), nullptr, 16);
+}
+
+// The deterministic reply text, cut to fit request.max_tokens.
+std::string GenerateText(const LlmRequest& request, const std::string& hex) {
+  std::vector<std::string> words;
+  words.push_back("[fake]");
+  std::vector<std::string> prompt_words = SplitWords(request.prompt);
+  for (size_t i = 0; i < prompt_words.size() && i < kEchoWords; ++i) {
+    words.push_back(prompt_words[i]);
+  }
+  words.push_back("->");
+  const int count = kMinWords + DigestByte(hex, 0) % kWordSpread;
+  for (int i = 0; i < count; ++i) {
+    words.push_back(kWords[DigestByte(hex, 1 + i) % kWords.size()]);
+  }
+  if (request.max_tokens.has_value()) {
+    // The most words w with round(w * 4 / 3) <= max_tokens; at least one.
+    const int64_t max_words = std::max<int64_t>(1, (*request.max_tokens * 3 + 1) / 4);
+    if (static_cast<int64_t>(words.size()) > max_words) {
+      words.resize(static_cast<size_t>(max_words));
+    }
+  }
+  return absl::StrJoin(words, " ");
+}
+
+}  // namespace
+
+absl::Status FakeLlmProvider::ValidateOptions(const nlohmann::json& options) const {
+  return ParseOptions(options, /*unresolved=*/true).status();
+}
+
+absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const LlmRequest& request) {
+  RUNLOOM_ASSIGN_OR_RETURN(FakeOptions options, ParseOptions(request.options, false));
+  if (options.latency > absl::ZeroDuration()) {
+    const absl::Time until = ctx.clock()->Now() + options.latency;
+    const absl::Time deadline = ctx.deadline();
+    if (!ctx.SleepUntil(std::min(until, deadline))) {
+      return absl::CancelledError("llm call to fake provider cancelled: the step was stopped");
+    }
+    if (deadline < until) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("llm call to fake provider timed out: latency ",
+                       runloom::FormatDuration(options.latency), " exceeds the step deadline"));
+    }
+  }
+  const int64_t attempt = ctx.attempt();
+  if (attempt <= options.fail_times) {
+    return absl::UnavailableError(
+        absl::StrCat("fake provider unavailable (simulated outage, attempt ", attempt, " of ",
+                     options.fail_times, " failing)"));
+  }
+  if (attempt <= options.fail_times + options.rate_limit_times) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "429 Too Many Requests from fake provider (simulated rate limit, attempt ", attempt, ")"));
+  }
+
+  LlmResponse response;
+  response.model = request.model;
+  if (options.response.has_value()) {
+    response.text =
+        options.response->is_string()
+            ? options.response->get<std::string>()
+            : options.response->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    const std::string hex = Sha256Hex(request.system + "\x1f" + request.prompt);
+    std::string text = GenerateText(request, hex);
+    if (request.json_mode) {
+      nlohmann::json object = {{"summary", text},
+                               {"approved", (DigestByte(hex, 31) & 1) == 1},
+                               {"score", DigestByte(hex, 30) % (kMaxScore + 1)}};
+      text = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+    response.text = std::move(text);
+  }
+  const std::string full_prompt =
+      request.system.empty() ? request.prompt : request.system + "\n" + request.prompt;
+  response.usage.prompt_tokens = CountTokens(full_prompt);
+  response.usage.completion_tokens = CountTokens(response.text);
+  return response;
+}
+
+std::shared_ptr<LlmProvider> NewFakeLlmProvider() { return std::make_shared<FakeLlmProvider>(); }
+
+}  // namespace runloom

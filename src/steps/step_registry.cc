@@ -1,0 +1,33 @@
+#include "core/check.h"
+#include "runloom/step.h"
+#include "steps/builtin_steps.h"
+
+namespace runloom {
+
+void StepRegistry::Register(const std::string& name, std::shared_ptr<StepKind> kind) {
+  // loop and parallel are graph shapes the engine runs itself, not kinds.
+  RUNLOOM_CHECK(name != "loop" && name != "parallel")
+      << "step kind '" << name << "' is reserved by the engine";
+  RUNLOOM_CHECK(!name.empty()) << "a step kind needs a name";
+  RUNLOOM_CHECK(kind != nullptr) << "null StepKind registered as '" << name << "'";
+  absl::MutexLock l(&mu_);
+  kinds_[name] = std::move(kind);
+}
+
+std::shared_ptr<StepKind> StepRegistry::Find(const std::string& name) const {
+  absl::MutexLock l(&mu_);
+  auto it = kinds_.find(name);
+  return it == kinds_.end() ? nullptr : it->second;
+}
+
+std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
+  auto registry = std::make_unique<StepRegistry>();
+  registry->Register("exec", NewExecStep());
+  registry->Register("noop", NewNoopStep());
+  registry->Register("sleep", NewSleepStep());
+  registry->Register("fail", NewFailStep());
+  registry->Register("llm", NewLlmStep(LlmProviderRegistry::WithFake()));
+  return registry;
+}
+
+}  // namespace runloom

@@ -1,0 +1,117 @@
+// Test helpers for step kinds: a StepContext driven by the test.
+// TESTONLY: included by *_test.cc files only.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runloom/clock.h"
+#include "runloom/step.h"
+#include "runloom/workflow.h"
+
+namespace runloom::steps_testing {
+
+// A StepContext whose stop flag, attempt and deadline the test controls.
+// Stop() runs the OnStop callback on the calling thread; tests call it from a
+// thread other than the one running the step.
+class TestStepContext final : public StepContext {
+ public:
+  explicit TestStepContext(Clock* clock, std::string working_dir = "")
+      : clock_(clock), working_dir_(std::move(working_dir)) {}
+
+  const std::string& run_id() const override { return run_id_; }
+  const std::string& step_path() const override { return step_path_; }
+  int attempt() const override { return attempt_; }
+  const std::string& working_dir() const override { return working_dir_; }
+  Clock* clock() override { return clock_; }
+  absl::Time deadline() const override { return deadline_; }
+
+  bool Stopping() override {
+    absl::MutexLock l(&mu_);
+    return stopping_;
+  }
+
+  bool SleepUntil(absl::Time until) override {
+    absl::MutexLock l(&mu_);
+    sleeping_until_ = until;
+    const bool stopped = clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), until);
+    sleeping_until_.reset();
+    return !stopped;
+  }
+
+  void OnStop(std::function<void()> fn) override {
+    absl::MutexLock l(&mu_);
+    on_stop_ = std::move(fn);
+    if (on_stop_) {
+      ++on_stop_registrations_;
+    }
+  }
+
+  void set_attempt(int attempt) { attempt_ = attempt; }
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
+
+  void Stop() {
+    std::function<void()> fn;
+    {
+      absl::MutexLock l(&mu_);
+      stopping_ = true;
+      fn = on_stop_;
+    }
+    if (fn) {
+      fn();
+    }
+  }
+
+  // Blocks until the step is inside SleepUntil; returns the time it sleeps to.
+  absl::Time AwaitSleeping() {
+    absl::MutexLock l(&mu_);
+    auto sleeping = [this]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return sleeping_until_.has_value(); };
+    mu_.Await(absl::Condition(&sleeping));
+    return *sleeping_until_;
+  }
+
+  // Blocks until a stop callback has been registered (exec: the child runs).
+  void AwaitOnStopRegistered() {
+    absl::MutexLock l(&mu_);
+    auto registered = [this]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return on_stop_registrations_ > 0; };
+    mu_.Await(absl::Condition(&registered));
+  }
+
+  bool has_on_stop() {
+    absl::MutexLock l(&mu_);
+    return static_cast<bool>(on_stop_);
+  }
+
+ private:
+  Clock* const clock_;
+  const std::string working_dir_;
+  const std::string run_id_ = "r_test";
+  const std::string step_path_ = "step";
+  // Set by the test before Execute.
+  int attempt_ = 1;
+  absl::Time deadline_ = absl::InfiniteFuture();
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> on_stop_ ABSL_GUARDED_BY(mu_);
+  int on_stop_registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> sleeping_until_ ABSL_GUARDED_BY(mu_);
+};
+
+inline StepDef MakeDef(const std::string& kind, nlohmann::json config) {
+  StepDef def;
+  def.id = "s";
+  def.kind = kind;
+  def.config = std::move(config);
+  return def;
+}
+
+}  // namespace runloom::steps_testing

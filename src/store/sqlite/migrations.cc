@@ -1,0 +1,175 @@
+#include "store/sqlite/migrations.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace runloom::store_internal {
+namespace {
+
+struct Migration {
+  int64_t version;
+  const char* sql;
+};
+
+// Version 1: the initial schema. Never edit a released migration; add one.
+constexpr char kV1[] = R"sql(
+CREATE TABLE workflows (
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  digest TEXT NOT NULL,
+  canonical TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (name, version),
+  UNIQUE (name, digest)
+);
+
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY NOT NULL,
+  workflow_name TEXT NOT NULL,
+  workflow_version INTEGER NOT NULL,
+  workflow_digest TEXT NOT NULL,
+  status TEXT NOT NULL,
+  inputs TEXT NOT NULL,
+  inputs_digest TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL DEFAULT '',
+  phase TEXT NOT NULL DEFAULT '',
+  revision INTEGER NOT NULL DEFAULT 1,
+  entry TEXT NOT NULL DEFAULT 'fresh',
+  context TEXT NOT NULL DEFAULT '{}',
+  lease_owner TEXT NOT NULL DEFAULT '',
+  lease_token TEXT NOT NULL DEFAULT '',
+  lease_expires_at INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  last_event_seq INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  finished_at INTEGER
+);
+CREATE UNIQUE INDEX runs_idempotency ON runs (workflow_name, idempotency_key)
+  WHERE idempotency_key <> '';
+CREATE INDEX runs_status_lease ON runs (status, lease_expires_at);
+CREATE INDEX runs_created ON runs (created_at);
+
+CREATE TABLE step_records (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  revision INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  output TEXT NOT NULL,
+  error TEXT NOT NULL,
+  error_class TEXT NOT NULL,
+  stderr_tail TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, revision, path)
+) WITHOUT ROWID;
+
+CREATE TABLE run_events (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  schema_version INTEGER NOT NULL,
+  at INTEGER NOT NULL,
+  data TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE queue (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL UNIQUE REFERENCES runs (id),
+  enqueued_at INTEGER NOT NULL,
+  visible_at INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL DEFAULT 0,
+  claimed_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX queue_visible ON queue (visible_at);
+
+CREATE TABLE dead_letters (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id INTEGER NOT NULL,
+  run_id TEXT NOT NULL,
+  deliveries INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  at INTEGER NOT NULL
+);
+CREATE INDEX dead_letters_run ON dead_letters (run_id);
+
+CREATE TABLE write_operations (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  action_key TEXT NOT NULL,
+  status TEXT NOT NULL,
+  request_digest TEXT NOT NULL,
+  response TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step_path, action_key)
+) WITHOUT ROWID;
+)sql";
+
+constexpr std::array kMigrations = {
+    Migration{1, kV1},
+};
+
+absl::Status MigrateLocked(Db& db) {
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t app_id, db.QueryInt("PRAGMA application_id"));
+  if (app_id != 0 && app_id != kApplicationId) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", db.path(), " belongs to another application (application_id ", app_id,
+        "); point runloom at a new file"));
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
+  const int64_t latest = LatestSchemaVersion();
+  if (version > latest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", db.path(), " has schema version ", version,
+                     " but this runloom supports up to ", latest, "; upgrade runloom"));
+  }
+  if (version < 0) {
+    return absl::DataLossError(absl::StrCat("database ", db.path(),
+                                            " has a negative schema version ", version));
+  }
+  for (const Migration& m : kMigrations) {
+    if (m.version <= version) continue;
+    RUNLOOM_RETURN_IF_ERROR(Annotate(db.Exec(m.sql), absl::StrCat("migration to schema version ",
+                                                                    m.version)));
+  }
+  if (version != latest) {
+    RUNLOOM_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version = ", latest)));
+  }
+  if (app_id == 0) {
+    RUNLOOM_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA application_id = ", kApplicationId)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t LatestSchemaVersion() { return kMigrations.back().version; }
+
+absl::Status ApplyMigrations(Db& db) {
+  RUNLOOM_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  absl::Status s = MigrateLocked(db);
+  if (!s.ok()) {
+    db.Exec("ROLLBACK").IgnoreError();  // the failure above is the one to report
+    return s;
+  }
+  absl::Status commit = db.Exec("COMMIT");
+  if (!commit.ok()) {
+    db.Exec("ROLLBACK").IgnoreError();
+    return Annotate(commit, "committing schema migrations");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace runloom::store_internal

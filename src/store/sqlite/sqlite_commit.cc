@@ -1,0 +1,328 @@
+// Lease and fenced writes of the SQLite store. Every method here is one op
+// on the group-commit queue: it reads the run's fence (status, lease token,
+// last event seq) and writes only if the fence matches, so the checks and the
+// writes are atomic with respect to every other writer (BEGIN IMMEDIATE).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "store/sqlite/codec.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace runloom::store_internal {
+namespace {
+
+constexpr char kFence[] =
+    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts "
+    "FROM runs WHERE id = ?1";
+constexpr char kAcquire[] =
+    "UPDATE runs SET status = 'running', lease_owner = ?2, lease_token = ?3, "
+    "lease_expires_at = ?4, attempts = attempts + 1, last_event_seq = ?5, updated_at = ?6, "
+    "finished_at = NULL WHERE id = ?1";
+constexpr char kRenew[] = "UPDATE runs SET lease_expires_at = ?2 WHERE id = ?1";
+constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = ?2 WHERE id = ?1";
+constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";
+constexpr char kUpsertStep[] =
+    "INSERT OR REPLACE INTO step_records (" RUNLOOM_SQLITE_STEP_COLUMNS
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+// NULL parameters keep the column (the RunWrite field was not set).
+constexpr char kCommitUpdate[] =
+    "UPDATE runs SET status = ?2, outcome = COALESCE(?3, outcome), "
+    "error = COALESCE(?4, error), phase = COALESCE(?5, phase), "
+    "revision = COALESCE(?6, revision), entry = COALESCE(?7, entry), "
+    "context = COALESCE(?8, context), cancel_requested = COALESCE(?9, cancel_requested), "
+    "attempts = CASE WHEN ?10 THEN 0 ELSE attempts END, "
+    "lease_owner = CASE WHEN ?11 THEN '' ELSE lease_owner END, "
+    "lease_token = CASE WHEN ?11 THEN '' ELSE lease_token END, "
+    "lease_expires_at = CASE WHEN ?11 THEN NULL ELSE lease_expires_at END, "
+    "finished_at = CASE ?12 WHEN 1 THEN ?14 WHEN 2 THEN NULL ELSE finished_at END, "
+    "last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
+
+// What finished_at does in kCommitUpdate.
+enum FinishedAt : int64_t { kKeep = 0, kSet = 1, kClear = 2 };
+
+struct Fence {
+  RunStatus status = RunStatus::kQueued;
+  std::string lease_token;
+  int64_t last_event_seq = 0;
+  std::optional<absl::Time> lease_expires_at;
+  std::string lease_owner;
+  int attempts = 0;
+};
+
+absl::StatusOr<Fence> LoadFence(Db& db, const std::string& run_id) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFence));
+  st.BindText(1, run_id);
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  Fence f;
+  std::string status = st.ColumnText(0);
+  std::optional<RunStatus> parsed = ParseRunStatus(status);
+  if (!parsed.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat("run ", run_id, " has unknown status '", status, "' in the database"));
+  }
+  f.status = *parsed;
+  f.lease_token = st.ColumnText(1);
+  f.last_event_seq = st.ColumnInt(2);
+  f.lease_expires_at = st.ColumnOptionalTime(3);
+  f.lease_owner = st.ColumnText(4);
+  f.attempts = static_cast<int>(st.ColumnInt(5));
+  return f;
+}
+
+absl::Status CheckTtl(absl::Duration ttl) {
+  if (ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease ttl must be positive, got ", absl::FormatDuration(ttl)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Time LeaseDeadline(absl::Time now, absl::Duration ttl) {
+  return FromMicros(ToMicros(now + ttl));
+}
+
+absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<StepRecord>& steps) {
+  for (const StepRecord& s : steps) {
+    if (!s.run_id.empty() && s.run_id != run_id) {
+      return absl::InvalidArgumentError(absl::StrCat("step record ", s.path, " names run ",
+                                                     s.run_id, " but is written to run ", run_id));
+    }
+    if (s.path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a step record for run ", run_id, " has an empty path"));
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(std::string output,
+                             DumpJson(s.output, absl::StrCat("output of step ", s.path)));
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kUpsertStep));
+    st.BindText(1, run_id);
+    st.BindInt(2, s.revision);
+    st.BindText(3, s.path);
+    st.BindText(4, s.step_id);
+    st.BindText(5, s.kind);
+    st.BindText(6, s.phase);
+    st.BindInt(7, s.attempt);
+    st.BindText(8, StepStateName(s.state));
+    st.BindText(9, output);
+    st.BindText(10, s.error);
+    st.BindText(11, s.error_class);
+    st.BindText(12, s.stderr_tail);
+    st.BindTime(13, s.started_at);
+    st.BindTime(14, s.finished_at);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  return absl::OkStatus();
+}
+
+std::string StatusList(const std::vector<RunStatus>& statuses) {
+  return absl::StrJoin(statuses, ", ", [](std::string* out, RunStatus s) {
+    out->append(StatusName(s));
+  });
+}
+
+// The fence checks of a RunWrite, before anything is written.
+absl::Status CheckFence(const RunWrite& w, const Fence& f) {
+  const std::string& id = w.run_id;
+  if (!w.expected.empty()) {
+    bool match = false;
+    for (RunStatus s : w.expected) match = match || s == f.status;
+    if (!match) {
+      return absl::AbortedError(absl::StrCat("run ", id, " is ", StatusName(f.status),
+                                             ", expected ", StatusList(w.expected)));
+    }
+  }
+  if (w.party == Party::kExecutor && f.status != RunStatus::kRunning) {
+    return absl::AbortedError(absl::StrCat("stale lease token for run ", id, ": the run is ",
+                                           StatusName(f.status), ", no lease is held"));
+  }
+  const bool token_required = w.party == Party::kExecutor || !w.lease_token.empty();
+  if (token_required && (w.lease_token.empty() || w.lease_token != f.lease_token)) {
+    return absl::AbortedError(absl::StrCat("stale lease token for run ", id,
+                                           ": the lease is now held by '", f.lease_owner,
+                                           "'; stop executing this run"));
+  }
+  if (w.new_status.has_value()) {
+    const Transition* t = FindTransition(f.status, *w.new_status, w.party);
+    if (t == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", id, ": ", PartyName(w.party), " may not move a run from ",
+                       StatusName(f.status), " to ", StatusName(*w.new_status)));
+    }
+    if (t->needs_lease_token && w.lease_token != f.lease_token) {
+      return absl::AbortedError(absl::StrCat("stale lease token for run ", id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id,
+                                                const std::string& owner, absl::Duration ttl,
+                                                std::vector<Event> events) {
+  if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
+  RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
+  Lease out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
+    if (FindTransition(f.status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "run ", run_id, " is ", StatusName(f.status),
+          "; only a queued run or a running run whose lease expired can be leased"));
+    }
+    const absl::Time now = h_->Now();
+    if (f.status == RunStatus::kRunning && f.lease_expires_at.has_value() &&
+        *f.lease_expires_at > now) {
+      return absl::AbortedError(absl::StrCat("run ", run_id, " is leased by '", f.lease_owner,
+                                             "' until ", absl::FormatTime(*f.lease_expires_at)));
+    }
+    const int attempt = f.attempts + 1;
+    std::vector<Event> amended = events;  // an aborted op must not leave its marks on `events`
+    for (Event& e : amended) {
+      if (e.data.is_null()) e.data = nlohmann::json::object();
+      if (!e.data.is_object()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("event ", e.type, " for run ", run_id, " has non-object data"));
+      }
+      e.data["attempt"] = attempt;
+      e.data["lease_owner"] = owner;
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                             AppendEvents(txn.db, run_id, f.last_event_seq, amended, now));
+    const std::string token = h_->NewLeaseToken();
+    const absl::Time expires = LeaseDeadline(now, ttl);
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kAcquire));
+    st.BindText(1, run_id);
+    st.BindText(2, owner);
+    st.BindText(3, token);
+    st.BindTime(4, expires);
+    st.BindInt(5, last);
+    st.BindTime(6, now);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+    out = Lease{run_id, owner, token, attempt, expires};
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<RunRecord> SqliteStore::RenewLease(const std::string& run_id,
+                                                  const std::string& token, absl::Duration ttl) {
+  RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
+  RunRecord out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(RunRecord r, LoadRun(txn.db, run_id));
+    if (r.status != RunStatus::kRunning) {
+      return absl::AbortedError(absl::StrCat("lease lost: run ", run_id, " is ",
+                                             StatusName(r.status), "; stop executing it"));
+    }
+    if (token.empty() || r.lease_token != token) {
+      return absl::AbortedError(absl::StrCat("lease lost: run ", run_id, " is leased by '",
+                                             r.lease_owner, "' with another token; stop executing it"));
+    }
+    const absl::Time now = h_->Now();
+    if (!r.lease_expires_at.has_value() || *r.lease_expires_at <= now) {
+      return absl::AbortedError(absl::StrCat(
+          "lease lost: the lease on run ", run_id, " expired at ",
+          r.lease_expires_at.has_value() ? absl::FormatTime(*r.lease_expires_at) : "(unset)",
+          "; stop executing it"));
+    }
+    const absl::Time expires = LeaseDeadline(now, ttl);
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRenew));
+    st.BindText(1, run_id);
+    st.BindTime(2, expires);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+    r.lease_expires_at = expires;
+    out = std::move(r);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status SqliteStore::Commit(const RunWrite& write) {
+  if (write.run_id.empty()) return absl::InvalidArgumentError("RunWrite::run_id is empty");
+  return h_->Write([&](WriteTxn& txn) -> absl::Status {
+    return CommitInTxn(txn.db, write, txn.produced_message);
+  });
+}
+
+absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, bool& produced) {
+  const std::string& id = write.run_id;
+  RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(db, id));
+  RUNLOOM_RETURN_IF_ERROR(CheckFence(write, f));
+
+  const RunStatus to = write.new_status.value_or(f.status);
+  const bool moves = write.new_status.has_value();
+  const bool release = moves && (IsTerminal(to) || to == RunStatus::kPaused ||
+                                 to == RunStatus::kQueued);
+  int64_t finished = kKeep;
+  if (moves) finished = IsTerminal(to) ? kSet : kClear;
+
+  std::optional<std::string> context;
+  if (write.context.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(context, DumpJson(*write.context, absl::StrCat("context of run ", id)));
+  }
+  const absl::Time now = h_->Now();
+  RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps));
+  std::vector<Event> events = write.events;
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last, AppendEvents(db, id, f.last_event_seq, events, now));
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kCommitUpdate));
+    st.BindText(1, id);
+    st.BindText(2, StatusName(to));
+    st.BindOptionalText(3, write.outcome);
+    st.BindOptionalText(4, write.error);
+    st.BindOptionalText(5, write.phase);
+    if (write.revision.has_value()) {
+      st.BindInt(6, *write.revision);
+    } else {
+      st.BindNull(6);
+    }
+    st.BindOptionalText(7, write.entry);
+    st.BindOptionalText(8, context);
+    if (write.cancel_requested.has_value()) {
+      st.BindInt(9, *write.cancel_requested ? 1 : 0);
+    } else {
+      st.BindNull(9);
+    }
+    st.BindInt(10, write.reset_attempts ? 1 : 0);
+    st.BindInt(11, release ? 1 : 0);
+    st.BindInt(12, finished);
+    st.BindInt(13, last);
+    st.BindTime(14, now);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  if (moves && to == RunStatus::kQueued) {
+    RUNLOOM_ASSIGN_OR_RETURN(produced, EnsureQueueMessage(db, id, now));
+  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
+    // A run that cannot be leased needs no message; an in-flight one's ack
+    // becomes a no-op.
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kDeleteMessage));
+    st.BindText(1, id);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Enqueue(const std::string& run_id, std::vector<Event> events) {
+  return h_->Write([&](WriteTxn& txn) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
+    const absl::Time now = h_->Now();
+    RUNLOOM_ASSIGN_OR_RETURN(txn.produced_message, EnsureQueueMessage(txn.db, run_id, now));
+    if (events.empty()) return absl::OkStatus();
+    std::vector<Event> appended = events;
+    RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                             AppendEvents(txn.db, run_id, f.last_event_seq, appended, now));
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kSetLastSeq));
+    st.BindText(1, run_id);
+    st.BindInt(2, last);
+    return st.Run();
+  });
+}
+
+std::unique_ptr<Store> NewSqliteStore(std::shared_ptr<SqliteHandle> handle) {
+  return std::make_unique<SqliteStore>(std::move(handle));
+}
+
+}  // namespace runloom::store_internal

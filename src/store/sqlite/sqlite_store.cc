@@ -1,0 +1,373 @@
+#include "store/sqlite/sqlite_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "store/sqlite/codec.h"
+
+namespace runloom::store_internal {
+namespace {
+
+// LIMIT -1 is "no limit" in SQLite.
+int64_t SqlLimit(int limit) { return limit <= 0 ? -1 : limit; }
+
+constexpr char kWorkflowByDigest[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows "
+    "WHERE name = ?1 AND digest = ?2";
+constexpr char kWorkflowMaxVersion[] =
+    "SELECT COALESCE(MAX(version), 0) FROM workflows WHERE name = ?1";
+constexpr char kInsertWorkflow[] =
+    "INSERT INTO workflows (name, version, digest, canonical, created_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5)";
+constexpr char kWorkflowByVersion[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows "
+    "WHERE name = ?1 AND version = ?2";
+constexpr char kWorkflowLatest[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows "
+    "WHERE name = ?1 ORDER BY version DESC LIMIT 1";
+constexpr char kListWorkflows[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows ORDER BY name, version";
+
+constexpr char kGetRun[] = "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS " FROM runs WHERE id = ?1";
+constexpr char kRunByKey[] = "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
+                             " FROM runs WHERE workflow_name = ?1 AND idempotency_key = ?2";
+constexpr char kInsertRun[] =
+    "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
+    "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
+    "last_event_seq, created_at, updated_at) "
+    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', '{}', 0, ?9, ?10, ?11, ?11)";
+constexpr char kListRuns[] =
+    "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
+    " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
+    "ORDER BY created_at DESC, id DESC LIMIT ?3";
+constexpr char kInsertEvent[] =
+    "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+constexpr char kListEvents[] = "SELECT " RUNLOOM_SQLITE_EVENT_COLUMNS
+                               " FROM run_events WHERE run_id = ?1 AND seq > ?2 "
+                               "ORDER BY seq LIMIT ?3";
+constexpr char kListSteps[] = "SELECT " RUNLOOM_SQLITE_STEP_COLUMNS
+                              " FROM step_records WHERE run_id = ?1 "
+                              "ORDER BY revision, started_at, path";
+constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_SQLITE_STEP_COLUMNS
+                                        " FROM step_records WHERE run_id = ?1 AND revision = ?2 "
+                                        "ORDER BY revision, started_at, path";
+constexpr char kExpiredLeases[] =
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
+    "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
+    "ORDER BY lease_expires_at LIMIT ?2";
+constexpr char kStrandedQueued[] =
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs AS r "
+    "WHERE status = 'queued' AND updated_at <= ?1 "
+    "AND NOT EXISTS (SELECT 1 FROM queue AS q WHERE q.run_id = r.id) "
+    "ORDER BY updated_at LIMIT ?2";
+
+absl::Status RequireNonEmpty(const std::string& value, std::string_view what) {
+  if (value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " is empty"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<WorkflowVersion>> SelectWorkflow(Statement& st) {
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<WorkflowVersion>();
+  RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion w, WorkflowFromRow(st));
+  return std::optional<WorkflowVersion>(std::move(w));
+}
+
+template <typename T, typename F>
+absl::StatusOr<std::vector<T>> CollectRows(Statement& st, F from_row) {
+  std::vector<T> out;
+  while (true) {
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return out;
+    RUNLOOM_ASSIGN_OR_RETURN(T value, from_row(st));
+    out.push_back(std::move(value));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kGetRun));
+  st.BindText(1, run_id);
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  return RunFromRow(st);
+}
+
+absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
+                                     std::vector<Event>& events, absl::Time now) {
+  for (Event& e : events) {
+    if (e.type.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an event for run ", run_id, " has an empty type"));
+    }
+    if (!e.run_id.empty() && e.run_id != run_id) {
+      return absl::InvalidArgumentError(absl::StrCat("event ", e.type, " names run ", e.run_id,
+                                                     " but is written to run ", run_id));
+    }
+    e.run_id = run_id;
+    e.seq = ++last_seq;
+    e.at = now;
+    RUNLOOM_ASSIGN_OR_RETURN(std::string data,
+                             DumpJson(e.data, absl::StrCat("data of event ", e.type)));
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kInsertEvent));
+    st.BindText(1, run_id);
+    st.BindInt(2, e.seq);
+    st.BindText(3, e.type);
+    st.BindInt(4, e.schema_version);
+    st.BindTime(5, now);
+    st.BindText(6, data);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  return last_seq;
+}
+
+// ---- catalog ----
+
+absl::StatusOr<WorkflowVersion> SqliteStore::RegisterWorkflow(const std::string& name,
+                                                              const std::string& digest,
+                                                              const nlohmann::json& canonical) {
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(name, "workflow name"));
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(digest, "workflow digest"));
+  RUNLOOM_ASSIGN_OR_RETURN(std::string text,
+                           DumpJson(canonical, absl::StrCat("workflow ", name)));
+  WorkflowVersion out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kWorkflowByDigest));
+      st.BindText(1, name);
+      st.BindText(2, digest);
+      RUNLOOM_ASSIGN_OR_RETURN(std::optional<WorkflowVersion> existing, SelectWorkflow(st));
+      if (existing.has_value()) {
+        out = std::move(*existing);
+        return absl::OkStatus();
+      }
+    }
+    int64_t version = 0;
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kWorkflowMaxVersion));
+      st.BindText(1, name);
+      RUNLOOM_RETURN_IF_ERROR(st.Step().status());
+      version = st.ColumnInt(0) + 1;
+    }
+    const absl::Time now = h_->Now();
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kInsertWorkflow));
+    st.BindText(1, name);
+    st.BindInt(2, version);
+    st.BindText(3, digest);
+    st.BindText(4, text);
+    st.BindTime(5, now);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+    out = WorkflowVersion{name, version, digest, canonical, now};
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<WorkflowVersion> SqliteStore::GetWorkflow(const std::string& name,
+                                                         int64_t version) {
+  if (version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workflow version ", version, " is negative; use 0 for the latest"));
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(
+      std::optional<WorkflowVersion> found,
+      h_->Read([&](Db& db) -> absl::StatusOr<std::optional<WorkflowVersion>> {
+        RUNLOOM_ASSIGN_OR_RETURN(Statement st,
+                                 db.Prepare(version == 0 ? kWorkflowLatest : kWorkflowByVersion));
+        st.BindText(1, name);
+        if (version != 0) st.BindInt(2, version);
+        return SelectWorkflow(st);
+      }));
+  if (!found.has_value()) {
+    if (version == 0) {
+      return absl::NotFoundError(absl::StrCat("workflow ", name, " is not in the catalog"));
+    }
+    return absl::NotFoundError(
+        absl::StrCat("workflow ", name, " has no version ", version, " in the catalog"));
+  }
+  return std::move(*found);
+}
+
+absl::StatusOr<std::vector<WorkflowVersion>> SqliteStore::ListWorkflows() {
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<WorkflowVersion>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListWorkflows));
+    return CollectRows<WorkflowVersion>(st, WorkflowFromRow);
+  });
+}
+
+// ---- runs ----
+
+absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
+                                                       std::vector<Event> events) {
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.id, "run id"));
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.workflow_name, "workflow name of a new run"));
+  if (run.max_attempts < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
+                                                   run.max_attempts, "; it must be at least 1"));
+  }
+  if (FindTransition(std::nullopt, RunStatus::kQueued, Party::kAdmission) == nullptr) {
+    return absl::InternalError("the transition table does not allow admission to create runs");
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(std::string inputs,
+                           DumpJson(run.inputs, absl::StrCat("inputs of run ", run.id)));
+  CreateRunResult out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    if (!run.idempotency_key.empty()) {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRunByKey));
+      st.BindText(1, run.workflow_name);
+      st.BindText(2, run.idempotency_key);
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) {
+        RUNLOOM_ASSIGN_OR_RETURN(out.run, RunFromRow(st));
+        out.created = false;
+        return absl::OkStatus();
+      }
+    }
+    const absl::Time now = h_->Now();
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kInsertRun));
+      st.BindText(1, run.id);
+      st.BindText(2, run.workflow_name);
+      st.BindInt(3, run.workflow_version);
+      st.BindText(4, run.workflow_digest);
+      st.BindText(5, inputs);
+      st.BindText(6, run.inputs_digest);
+      st.BindText(7, run.idempotency_key);
+      st.BindText(8, run.phase);
+      st.BindInt(9, run.max_attempts);
+      st.BindInt(10, static_cast<int64_t>(events.size()));
+      st.BindTime(11, now);
+      absl::Status s = st.Run();
+      if (s.code() == absl::StatusCode::kAlreadyExists) {
+        return absl::AlreadyExistsError(absl::StrCat("run ", run.id, " already exists"));
+      }
+      RUNLOOM_RETURN_IF_ERROR(s);
+    }
+    RUNLOOM_RETURN_IF_ERROR(AppendEvents(txn.db, run.id, 0, events, now).status());
+    RUNLOOM_ASSIGN_OR_RETURN(bool produced, EnsureQueueMessage(txn.db, run.id, now));
+    txn.produced_message = produced;
+    RunRecord& r = out.run;
+    r = RunRecord{};
+    r.id = run.id;
+    r.workflow_name = run.workflow_name;
+    r.workflow_version = run.workflow_version;
+    r.workflow_digest = run.workflow_digest;
+    r.status = RunStatus::kQueued;
+    r.inputs = run.inputs;
+    r.inputs_digest = run.inputs_digest;
+    r.idempotency_key = run.idempotency_key;
+    r.phase = run.phase;
+    r.max_attempts = run.max_attempts;
+    r.last_event_seq = static_cast<int64_t>(events.size());
+    r.created_at = now;
+    r.updated_at = now;
+    out.created = true;
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<RunRecord> SqliteStore::GetRun(const std::string& run_id) {
+  return h_->Read([&](Db& db) { return LoadRun(db, run_id); });
+}
+
+absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& filter) {
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<RunRecord>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListRuns));
+    if (filter.status.has_value()) {
+      st.BindText(1, ToString(*filter.status));
+    } else {
+      st.BindNull(1);
+    }
+    st.BindText(2, filter.workflow_name);
+    st.BindInt(3, SqlLimit(filter.limit));
+    return CollectRows<RunRecord>(st, RunFromRow);
+  });
+}
+
+// ---- reads ----
+
+absl::StatusOr<std::vector<StepRecord>> SqliteStore::ListSteps(const std::string& run_id,
+                                                               std::optional<int64_t> revision) {
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<StepRecord>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st,
+                             db.Prepare(revision.has_value() ? kListStepsOfRevision : kListSteps));
+    st.BindText(1, run_id);
+    if (revision.has_value()) st.BindInt(2, *revision);
+    return CollectRows<StepRecord>(st, StepFromRow);
+  });
+}
+
+absl::StatusOr<std::vector<Event>> SqliteStore::ListEvents(const std::string& run_id,
+                                                           int64_t after_seq, int limit) {
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<Event>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListEvents));
+    st.BindText(1, run_id);
+    st.BindInt(2, after_seq);
+    st.BindInt(3, SqlLimit(limit));
+    return CollectRows<Event>(st, EventFromRow);
+  });
+}
+
+// ---- recovery ----
+
+absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
+    absl::Duration queued_grace, int limit) {
+  if (queued_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("queued_grace is negative (",
+                                                   absl::FormatDuration(queued_grace), ")"));
+  }
+  const absl::Time now = h_->Now();
+  auto from_row = [](const Statement& st) -> absl::StatusOr<RecoveryCandidate> {
+    RecoveryCandidate c;
+    c.run_id = st.ColumnText(0);
+    std::string status = st.ColumnText(1);
+    std::optional<RunStatus> parsed = ParseRunStatus(status);
+    if (!parsed.has_value()) {
+      return absl::DataLossError(
+          absl::StrCat("run ", c.run_id, " has unknown status '", status, "' in the database"));
+    }
+    c.status = *parsed;
+    c.attempts = static_cast<int>(st.ColumnInt(2));
+    c.max_attempts = static_cast<int>(st.ColumnInt(3));
+    c.lease_token = st.ColumnText(4);
+    return c;
+  };
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<RecoveryCandidate>> {
+    std::vector<RecoveryCandidate> out;
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kExpiredLeases));
+      st.BindTime(1, now);
+      st.BindInt(2, SqlLimit(limit));
+      RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<RecoveryCandidate>(st, from_row));
+    }
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) return out;
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kStrandedQueued));
+    st.BindTime(1, now - queued_grace);
+    st.BindInt(2, limit > 0 ? limit - static_cast<int64_t>(out.size()) : -1);
+    RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> queued,
+                             CollectRows<RecoveryCandidate>(st, from_row));
+    for (RecoveryCandidate& c : queued) out.push_back(std::move(c));
+    return out;
+  });
+}
+
+}  // namespace runloom::store_internal
+
+namespace runloom {
+
+absl::StatusOr<EmbeddedBackend> OpenSqlite(const std::string& path, const SqliteOptions& options) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::SqliteHandle> handle,
+                           store_internal::SqliteHandle::Open(path, options));
+  EmbeddedBackend backend;
+  backend.store = store_internal::NewSqliteStore(handle);
+  backend.transport = store_internal::NewSqliteTransport(std::move(handle));
+  return backend;
+}
+
+}  // namespace runloom

@@ -1,0 +1,65 @@
+// The SQLite implementation of Store (include/runloom/store.h). Reads run on
+// the handle's reader connection; writes are ops on its group-commit queue.
+// sqlite_store.cc has the catalog, creation and reads; sqlite_commit.cc the
+// lease and fenced writes.
+//
+// Thread-safety: every method is thread-safe (see SqliteHandle).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runloom/store.h"
+#include "store/sqlite/handle.h"
+
+namespace runloom::store_internal {
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(std::shared_ptr<SqliteHandle> handle) : h_(std::move(handle)) {}
+
+  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
+                                                   const std::string& digest,
+                                                   const nlohmann::json& canonical) override;
+  absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) override;
+  absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows() override;
+
+  absl::StatusOr<CreateRunResult> CreateRun(const NewRun& run, std::vector<Event> events) override;
+  absl::StatusOr<RunRecord> GetRun(const std::string& run_id) override;
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override;
+
+  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
+                                     absl::Duration ttl, std::vector<Event> events) override;
+  absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
+                                       absl::Duration ttl) override;
+  absl::Status Commit(const RunWrite& write) override;
+
+  absl::StatusOr<std::vector<StepRecord>> ListSteps(const std::string& run_id,
+                                                    std::optional<int64_t> revision) override;
+  absl::StatusOr<std::vector<Event>> ListEvents(const std::string& run_id, int64_t after_seq,
+                                                int limit) override;
+
+  absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
+                                                                 int limit) override;
+  absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
+
+  Clock* clock() override { return h_->clock(); }
+
+ private:
+  absl::Status CommitInTxn(Db& db, const RunWrite& write, bool& produced);
+
+  const std::shared_ptr<SqliteHandle> h_;
+};
+
+// Appends `events` to run `run_id` after `last_seq`, stamping run_id, seq and
+// `now`. Returns the new last seq. kInvalidArgument: an event without a type
+// or naming another run.
+absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
+                                     std::vector<Event>& events, absl::Time now);
+
+// Reads the run row, kNotFound when absent.
+absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id);
+
+}  // namespace runloom::store_internal

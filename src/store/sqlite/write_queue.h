@@ -1,0 +1,94 @@
+// Group commit for one SQLite writer connection, as LevelDB's DBImpl::Write.
+//
+// Callers enqueue a write op and block. The caller at the front of the queue
+// becomes the leader: it takes every queued op (up to kMaxGroup), runs them
+// in one BEGIN IMMEDIATE transaction, each inside its own SAVEPOINT so a
+// refused op is rolled back alone, commits once, and wakes every caller with
+// its own result. Many small writes thus share one commit (and one fsync with
+// synchronous=full).
+//
+// If COMMIT fails with anything but SQLITE_BUSY, whether the group reached
+// the disk is unknown: the queue is poisoned, and that write and every later
+// one fail with kDataLoss until the database is reopened.
+//
+// Thread-safety: Write() may be called from any thread. Ops run on the
+// leader's thread, one at a time, while their callers wait.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "store/sqlite/db.h"
+
+namespace runloom::store_internal {
+
+// What an op sees: the writer connection inside an open transaction.
+struct WriteTxn {
+  Db& db;
+  // Set by an op that inserted a queue message; once the commit succeeds the
+  // queue's `on_produced` callback runs (it wakes in-process consumers).
+  bool produced_message = false;
+};
+
+// An op returns OK to keep its writes, or an error to have them rolled back.
+// An op must not BEGIN/COMMIT itself.
+using WriteOp = absl::FunctionRef<absl::Status(WriteTxn&)>;
+
+class WriteQueue {
+ public:
+  // Most ops one transaction takes (bounds the latency of the last caller).
+  static constexpr size_t kMaxGroup = 256;
+
+  // `db` is used only while holding `*db_mu` (which readers sharing the same
+  // connection also take). `on_produced` (may be empty) runs after a commit
+  // in which some kept op produced a queue message. Pointers must outlive this.
+  WriteQueue(Db* db, absl::Mutex* db_mu, std::function<void()> on_produced);
+  WriteQueue(const WriteQueue&) = delete;
+  WriteQueue& operator=(const WriteQueue&) = delete;
+
+  // Runs `op` in a transaction and returns its status, or the status of the
+  // transaction if it failed as a whole (kUnavailable: busy or rolled back;
+  // kDataLoss: poisoned).
+  absl::Status Write(WriteOp op) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // OK, or the error that poisoned the queue.
+  absl::Status poisoned() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Writers queued now, including a running leader (tests build groups with it).
+  size_t TEST_QueueLength() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Writer {
+    explicit Writer(WriteOp o) : op(o) {}
+    WriteOp op;
+    absl::Status status;
+    bool ran = false;       // op executed (status is its own result)
+    bool produced = false;  // op kept a produced queue message
+    bool done = false;      // guarded by WriteQueue::mu_
+    absl::CondVar cv;
+  };
+
+  // Runs `group` in one transaction; sets each writer's status. Returns the
+  // poison status if the commit outcome is unknown, else OK.
+  absl::Status RunGroup(const std::vector<Writer*>& group);
+  // Fails every writer of `group` whose op did not fail by itself.
+  static void FailGroup(const std::vector<Writer*>& group, const absl::Status& s);
+  absl::Status Step(const char* sql);
+
+  // Constant after construction.
+  Db* const db_;
+  absl::Mutex* const db_mu_;
+  const std::function<void()> on_produced_;
+
+  absl::Mutex mu_;
+  std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
+  absl::Status poisoned_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::store_internal

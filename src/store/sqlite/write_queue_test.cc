@@ -1,0 +1,202 @@
+#include "store/sqlite/write_queue.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runloom/clock.h"
+#include "testing/status_matchers.h"
+
+namespace runloom::store_internal {
+namespace {
+
+using ::runloom::testing::StatusIs;
+
+class WriteQueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("runloom_wq_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "q.db").string();
+    auto db = Db::Open(path_, absl::Seconds(5));
+    ASSERT_OK(db);
+    db_ = std::move(*db);
+    ASSERT_OK(db_->Exec("PRAGMA journal_mode = WAL"));
+    ASSERT_OK(db_->Exec("CREATE TABLE t (x INTEGER PRIMARY KEY)"));
+    sqlite3_commit_hook(db_->raw(), &WriteQueueTest::OnCommit, this);
+    queue_ = std::make_unique<WriteQueue>(db_.get(), &db_mu_, [this] { ++produced_; });
+  }
+  void TearDown() override {
+    queue_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  static int OnCommit(void* self) {
+    auto* t = static_cast<WriteQueueTest*>(self);
+    ++t->commits_;
+    return t->fail_commits_ ? 1 : 0;  // non-zero turns the COMMIT into a failure
+  }
+
+  absl::Status Insert(int64_t x) {
+    return queue_->Write([x](WriteTxn& txn) -> absl::Status {
+      static constexpr char kInsert[] = "INSERT INTO t (x) VALUES (?1)";
+      absl::StatusOr<Statement> st = txn.db.Prepare(kInsert);
+      if (!st.ok()) return st.status();
+      st->BindInt(1, x);
+      return st->Run();
+    });
+  }
+
+  std::vector<int64_t> Rows() {
+    std::vector<int64_t> out;
+    static constexpr char kSelect[] = "SELECT x FROM t ORDER BY x";
+    absl::StatusOr<Statement> st = db_->Prepare(kSelect);
+    EXPECT_OK(st);
+    while (true) {
+      absl::StatusOr<bool> row = st->Step();
+      EXPECT_OK(row);
+      if (!row.ok() || !*row) break;
+      out.push_back(st->ColumnInt(0));
+    }
+    return out;
+  }
+
+  // Blocks the queue with a leader until `n` more writers are queued behind
+  // it, so that they run as one group. Returns the leader's thread.
+  std::thread BlockUntilQueued(size_t n) {
+    std::thread leader([this, n] {
+      EXPECT_OK(queue_->Write([this, n](WriteTxn&) -> absl::Status {
+        while (queue_->TEST_QueueLength() < n + 1) RealClock()->SleepFor(absl::Milliseconds(1));
+        return absl::OkStatus();
+      }));
+    });
+    while (queue_->TEST_QueueLength() < 1) RealClock()->SleepFor(absl::Milliseconds(1));
+    return leader;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  std::unique_ptr<Db> db_;
+  absl::Mutex db_mu_;
+  std::unique_ptr<WriteQueue> queue_;
+  std::atomic<int> commits_{0};
+  std::atomic<int> produced_{0};
+  std::atomic<bool> fail_commits_{false};
+};
+
+TEST_F(WriteQueueTest, SingleWriteCommits) {
+  ASSERT_OK(Insert(1));
+  EXPECT_EQ(Rows(), std::vector<int64_t>{1});
+  EXPECT_EQ(commits_, 1);
+}
+
+TEST_F(WriteQueueTest, FailingOpIsRolledBackAloneInItsGroup) {
+  std::thread leader = BlockUntilQueued(3);
+  absl::Status a, b, c;
+  std::thread ta([&] { a = Insert(1); });
+  while (queue_->TEST_QueueLength() < 2) RealClock()->SleepFor(absl::Milliseconds(1));
+  std::thread tb([&] {
+    b = queue_->Write([](WriteTxn& txn) -> absl::Status {
+      static constexpr char kInsert[] = "INSERT INTO t (x) VALUES (2)";
+      absl::StatusOr<Statement> st = txn.db.Prepare(kInsert);
+      if (!st.ok()) return st.status();
+      if (absl::Status s = st->Run(); !s.ok()) return s;
+      return absl::AbortedError("refused after writing");  // its insert must vanish
+    });
+  });
+  while (queue_->TEST_QueueLength() < 3) RealClock()->SleepFor(absl::Milliseconds(1));
+  std::thread tc([&] { c = Insert(3); });
+  leader.join();
+  ta.join();
+  tb.join();
+  tc.join();
+  EXPECT_OK(a);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_OK(c);
+  EXPECT_EQ(Rows(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(commits_, 2) << "the leader's group and one group for the three writers";
+}
+
+TEST_F(WriteQueueTest, ConstraintViolationFailsOnlyThatOp) {
+  ASSERT_OK(Insert(7));
+  std::thread leader = BlockUntilQueued(2);
+  absl::Status dup, fresh;
+  std::thread t1([&] { dup = Insert(7); });
+  while (queue_->TEST_QueueLength() < 2) RealClock()->SleepFor(absl::Milliseconds(1));
+  std::thread t2([&] { fresh = Insert(8); });
+  leader.join();
+  t1.join();
+  t2.join();
+  EXPECT_THAT(dup, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_OK(fresh);
+  EXPECT_EQ(Rows(), (std::vector<int64_t>{7, 8}));
+}
+
+TEST_F(WriteQueueTest, ProducedCallbackRunsOnlyAfterAKeptOp) {
+  absl::Status refused = queue_->Write([](WriteTxn& txn) {
+    txn.produced_message = true;
+    return absl::AbortedError("refused");
+  });
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(produced_, 0);
+  ASSERT_OK(queue_->Write([](WriteTxn& txn) {
+    txn.produced_message = true;
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(produced_, 1);
+}
+
+TEST_F(WriteQueueTest, FailedCommitPoisonsTheQueue) {
+  fail_commits_ = true;
+  EXPECT_THAT(Insert(1), StatusIs(absl::StatusCode::kDataLoss));
+  fail_commits_ = false;
+  EXPECT_THAT(queue_->poisoned(), StatusIs(absl::StatusCode::kDataLoss));
+  absl::Status later = Insert(2);
+  EXPECT_THAT(later, StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_NE(std::string(later.message()).find("reopen"), std::string::npos) << later;
+  EXPECT_TRUE(Rows().empty());
+  EXPECT_TRUE(db_->autocommit());
+}
+
+TEST_F(WriteQueueTest, BusyDatabaseIsUnavailableAndNotPoisoned) {
+  sqlite3_busy_timeout(db_->raw(), 0);
+  auto other = Db::Open(path_, absl::ZeroDuration());
+  ASSERT_OK(other);
+  ASSERT_OK((*other)->Exec("BEGIN IMMEDIATE"));
+  EXPECT_THAT(Insert(1), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_OK((*other)->Exec("ROLLBACK"));
+  EXPECT_OK(queue_->poisoned());
+  EXPECT_OK(Insert(1));
+  EXPECT_EQ(Rows(), std::vector<int64_t>{1});
+}
+
+TEST_F(WriteQueueTest, ManyThreadsAllCommitInFewerTransactions) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        if (!Insert(t * kPerThread + i).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(Rows().size(), static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_LE(commits_, kThreads * kPerThread);
+}
+
+}  // namespace
+}  // namespace runloom::store_internal

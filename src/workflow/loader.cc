@@ -1,0 +1,490 @@
+// YAML -> Workflow. The loader checks the shape of each node as it reads it
+// (types, known keys, durations, condition syntax) and reports the node's own
+// line; cross-references (ids, needs, templates) are left to the validator,
+// which it runs with a line lookup into the same YAML tree. The format is
+// described in docs/formats/workflow-yaml.md.
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/duration.h"
+#include "core/status_macros.h"
+#include "runloom/workflow.h"
+#include "workflow/internal/names.h"
+#include "workflow/internal/validate.h"
+#include "workflow/internal/yaml_json.h"
+#include "workflow/template.h"
+#include "yaml-cpp/yaml.h"
+
+namespace runloom {
+namespace {
+
+using workflow_internal::LineAtPath;
+using workflow_internal::LineOf;
+using workflow_internal::ScalarToJson;
+using workflow_internal::YamlToJson;
+
+constexpr char kLoop[] = "loop";
+constexpr char kParallel[] = "parallel";
+
+const std::vector<std::string> kTopKeys = {"name",    "description", "inputs",
+                                           "outcome", "defaults",    "steps"};
+const std::set<std::string> kCommonStepKeys = {
+    "id", "kind", "phase", "needs", "trigger", "when", "retry", "timeout", "allow_failure"};
+const std::vector<std::string> kLoopKeys = {"max_iterations", "until", "body"};
+const std::vector<std::string> kParallelKeys = {"deadline", "branches"};
+const std::vector<std::string> kInputKeys = {"type", "required", "default",
+                                             "enum", "secret",   "description"};
+const std::vector<std::string> kRetryKeys = {"max_attempts", "initial_delay", "multiplier",
+                                             "max_delay", "on"};
+const std::vector<std::string> kDefaultsKeys = {"timeout", "retry"};
+const std::vector<std::string> kBranchKeys = {"name", "steps"};
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Const lookup: operator[] on a non-const node would insert the key. A missing
+// key yields a node whose IsDefined() is false and whose other accessors throw,
+// so every use checks IsDefined() first.
+YAML::Node Get(const YAML::Node& map, const std::string& key) {
+  const YAML::Node& c = map;
+  return c[key];
+}
+
+std::string StepPrefix(const StepDef& s) {
+  return s.id.empty() ? "" : absl::StrCat("step '", s.id, "': ");
+}
+
+class Loader {
+ public:
+  explicit Loader(std::string source) : source_(std::move(source)) {}
+
+  absl::StatusOr<Workflow> Load(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source_, ": the workflow is empty; write name: and steps: at the top level"));
+    }
+    if (!root.IsMap()) {
+      return Err(root, "the top level must be a mapping; write name: and steps: at the top level");
+    }
+    RUNLOOM_RETURN_IF_ERROR(workflow_internal::CheckMapKeys(root, source_));
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (!Contains(kTopKeys, it->first.Scalar())) {
+        return Err(it->first,
+                   absl::StrCat("unknown top-level key '", it->first.Scalar(),
+                                "'; the top level takes ", absl::StrJoin(kTopKeys, ", ")));
+      }
+    }
+    Workflow wf;
+    wf.source_path = source_;
+    RUNLOOM_ASSIGN_OR_RETURN(wf.name, ReadText(Get(root, "name"), "name"));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.description, ReadText(Get(root, "description"), "description"));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.inputs, ParseInputs(Get(root, "inputs")));
+    RUNLOOM_RETURN_IF_ERROR(ParseDefaults(Get(root, "defaults")));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.outcome, ReadText(Get(root, "outcome"), "outcome"));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.steps, ParseSteps(Get(root, "steps"), "steps"));
+
+    // The validator reports problems by (step, key path); map each StepDef
+    // back to its YAML node so the message names the key's own line.
+    std::map<const StepDef*, YAML::Node> nodes;
+    MapNodes(wf.steps, Get(root, "steps"), nodes);
+    RUNLOOM_RETURN_IF_ERROR(
+        workflow_internal::Validate(wf, [&](const workflow_internal::Location& loc) {
+          if (loc.step == nullptr) {
+            return LineAtPath(root, loc.field);
+          }
+          auto it = nodes.find(loc.step);
+          return it == nodes.end() ? loc.step->line : LineAtPath(it->second, loc.field);
+        }));
+    return wf;
+  }
+
+ private:
+  absl::Status Err(const YAML::Node& at, const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ":", LineOf(at), ": ", what));
+  }
+
+  absl::StatusOr<std::string> ReadText(const YAML::Node& n, const std::string& what) const {
+    if (!n.IsDefined() || n.IsNull()) {
+      return std::string();
+    }
+    if (!n.IsScalar()) {
+      return Err(n, absl::StrCat(what, " must be text, not a ", n.IsMap() ? "mapping" : "list",
+                                 "; quote it if it is meant as text"));
+    }
+    return n.Scalar();
+  }
+
+  absl::StatusOr<bool> ReadBool(const YAML::Node& n, const std::string& what) const {
+    const nlohmann::json v = n.IsScalar() ? ScalarToJson(n) : nlohmann::json();
+    if (!v.is_boolean()) {
+      return Err(n, absl::StrCat(what, " must be true or false"));
+    }
+    return v.get<bool>();
+  }
+
+  absl::StatusOr<int> ReadInt(const YAML::Node& n, const std::string& what) const {
+    const nlohmann::json v = n.IsScalar() ? ScalarToJson(n) : nlohmann::json();
+    // Unsigned values above INT64_MAX would wrap in get<int64_t>(); reject them first.
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT_MAX) ||
+        v.get<int64_t>() > INT_MAX || v.get<int64_t>() < INT_MIN) {
+      return Err(n, absl::StrCat(what, " must be a whole number, e.g. 3"));
+    }
+    return static_cast<int>(v.get<int64_t>());
+  }
+
+  absl::StatusOr<double> ReadNumber(const YAML::Node& n, const std::string& what) const {
+    const nlohmann::json v = n.IsScalar() ? ScalarToJson(n) : nlohmann::json();
+    if (!v.is_number()) {
+      return Err(n, absl::StrCat(what, " must be a number, e.g. 2"));
+    }
+    return v.get<double>();
+  }
+
+  absl::StatusOr<absl::Duration> ReadDuration(const YAML::Node& n, const std::string& what) const {
+    if (!n.IsScalar()) {
+      return Err(n, absl::StrCat(what, " must be a duration such as 30s"));
+    }
+    absl::StatusOr<absl::Duration> d = ParseDuration(n.Scalar());
+    if (!d.ok()) {
+      return Err(n, absl::StrCat(what, ": ", d.status().message()));
+    }
+    return *d;
+  }
+
+  absl::StatusOr<std::vector<std::string>> ReadTextList(const YAML::Node& n,
+                                                        const std::string& what) const {
+    std::vector<std::string> out;
+    if (n.IsNull()) {
+      return out;
+    }
+    if (!n.IsSequence()) {
+      return Err(n, absl::StrCat(what, " must be a list; write ", what, ": [a, b]"));
+    }
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->IsScalar()) {
+        return Err(*it, absl::StrCat(what, " must list plain names"));
+      }
+      out.push_back(it->Scalar());
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::optional<Condition>> ReadCondition(const YAML::Node& n,
+                                                         const std::string& what) const {
+    RUNLOOM_ASSIGN_OR_RETURN(std::string text, ReadText(n, what));
+    absl::StatusOr<Condition> c = ParseCondition(text);
+    if (!c.ok()) {
+      return Err(n, absl::StrCat(what, ": ", c.status().message()));
+    }
+    return std::optional<Condition>(*std::move(c));
+  }
+
+  absl::Status CheckKeys(const YAML::Node& map, const std::vector<std::string>& allowed,
+                         const std::string& what) const {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      if (!Contains(allowed, it->first.Scalar())) {
+        return Err(it->first, absl::StrCat(what, " does not take '", it->first.Scalar(), "'; use ",
+                                           absl::StrJoin(allowed, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<InputDef>> ParseInputs(const YAML::Node& n) const {
+    std::vector<InputDef> out;
+    if (!n.IsDefined() || n.IsNull()) {
+      return out;
+    }
+    if (!n.IsMap()) {
+      return Err(n, "inputs must be a mapping of name -> {type: ..., ...}");
+    }
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      InputDef in;
+      in.name = it->first.Scalar();
+      const YAML::Node spec = it->second;
+      const std::string what = absl::StrCat("input '", in.name, "'");
+      if (spec.IsNull()) {
+        out.push_back(std::move(in));
+        continue;
+      }
+      if (!spec.IsMap()) {
+        return Err(spec,
+                   absl::StrCat(what, " must be a mapping, e.g. {type: string, required: true}"));
+      }
+      RUNLOOM_RETURN_IF_ERROR(CheckKeys(spec, kInputKeys, what));
+      if (YAML::Node v = Get(spec, "type"); v.IsDefined()) {
+        RUNLOOM_ASSIGN_OR_RETURN(in.type, ReadText(v, what + " type"));
+      }
+      if (YAML::Node v = Get(spec, "required"); v.IsDefined()) {
+        RUNLOOM_ASSIGN_OR_RETURN(in.required, ReadBool(v, what + " required"));
+      }
+      if (YAML::Node v = Get(spec, "secret"); v.IsDefined()) {
+        RUNLOOM_ASSIGN_OR_RETURN(in.secret, ReadBool(v, what + " secret"));
+      }
+      if (YAML::Node v = Get(spec, "default"); v.IsDefined()) {
+        in.default_value = YamlToJson(v);
+      }
+      if (YAML::Node v = Get(spec, "enum"); v.IsDefined()) {
+        if (!v.IsSequence()) {
+          return Err(v, absl::StrCat(what, " enum must be a list, e.g. enum: [a, b]"));
+        }
+        for (auto e = v.begin(); e != v.end(); ++e) {
+          in.allowed.push_back(YamlToJson(*e));
+        }
+      }
+      RUNLOOM_ASSIGN_OR_RETURN(in.description,
+                               ReadText(Get(spec, "description"), what + " description"));
+      out.push_back(std::move(in));
+    }
+    return out;
+  }
+
+  absl::StatusOr<RetryPolicy> ParseRetry(const YAML::Node& n, const std::string& what) const {
+    RetryPolicy r;
+    if (n.IsNull()) {
+      return r;
+    }
+    if (!n.IsMap()) {
+      return Err(n, absl::StrCat(what, " must be a mapping, e.g. {max_attempts: 3}"));
+    }
+    RUNLOOM_RETURN_IF_ERROR(CheckKeys(n, kRetryKeys, what));
+    if (YAML::Node v = Get(n, "max_attempts"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(r.max_attempts, ReadInt(v, what + ".max_attempts"));
+      if (r.max_attempts < 1) {
+        return Err(v, absl::StrCat(what, ".max_attempts counts the first try too; use 1 or more"));
+      }
+    }
+    if (YAML::Node v = Get(n, "initial_delay"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(r.initial_delay, ReadDuration(v, what + ".initial_delay"));
+    }
+    if (YAML::Node v = Get(n, "multiplier"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(r.multiplier, ReadNumber(v, what + ".multiplier"));
+      if (!(r.multiplier >= 1.0)) {
+        return Err(v, absl::StrCat(what, ".multiplier must be 1 (constant delay) or more"));
+      }
+    }
+    if (YAML::Node v = Get(n, "max_delay"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(r.max_delay, ReadDuration(v, what + ".max_delay"));
+    }
+    if (YAML::Node v = Get(n, "on"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(std::vector<std::string> names, ReadTextList(v, what + ".on"));
+      r.retry_on.clear();
+      for (const std::string& name : names) {
+        std::optional<ErrorClass> c = workflow_internal::ParseErrorClass(name);
+        if (!c) {
+          return Err(v, absl::StrCat(what, ".on: unknown error class '", name, "'; use ",
+                                     workflow_internal::ErrorClassNames()));
+        }
+        r.retry_on.push_back(*c);
+      }
+    }
+    return r;
+  }
+
+  absl::Status ParseDefaults(const YAML::Node& n) {
+    if (!n.IsDefined() || n.IsNull()) {
+      return absl::OkStatus();
+    }
+    if (!n.IsMap()) {
+      return Err(n, "defaults must be a mapping, e.g. {timeout: 30s}");
+    }
+    RUNLOOM_RETURN_IF_ERROR(CheckKeys(n, kDefaultsKeys, "defaults"));
+    if (YAML::Node v = Get(n, "timeout"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(default_timeout_, ReadDuration(v, "defaults.timeout"));
+    }
+    if (YAML::Node v = Get(n, "retry"); v.IsDefined()) {
+      RUNLOOM_ASSIGN_OR_RETURN(default_retry_, ParseRetry(v, "defaults.retry"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<StepDef>> ParseSteps(const YAML::Node& n, const std::string& what) {
+    std::vector<StepDef> out;
+    if (!n.IsDefined() || n.IsNull()) {
+      return out;
+    }
+    if (!n.IsSequence()) {
+      return Err(n, absl::StrCat(what, " must be a list of steps, each starting with - id: ..."));
+    }
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      RUNLOOM_ASSIGN_OR_RETURN(StepDef s, ParseStep(*it));
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<Branch>> ParseBranches(const YAML::Node& n, const StepDef& s) {
+    std::vector<Branch> out;
+    if (n.IsNull()) {
+      return out;
+    }
+    const std::string what = StepPrefix(s) + "branches";
+    if (!n.IsSequence()) {
+      return Err(n, absl::StrCat(what, " must be a list of {name: ..., steps: [...]}"));
+    }
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node b = *it;
+      if (!b.IsMap()) {
+        return Err(b, absl::StrCat(what, ": each branch must be a mapping with steps:"));
+      }
+      RUNLOOM_RETURN_IF_ERROR(CheckKeys(b, kBranchKeys, "a branch"));
+      Branch branch;
+      RUNLOOM_ASSIGN_OR_RETURN(branch.name, ReadText(Get(b, "name"), "branch name"));
+      if (branch.name.empty()) {
+        branch.name = absl::StrCat("b", out.size());
+      }
+      RUNLOOM_ASSIGN_OR_RETURN(branch.steps, ParseSteps(Get(b, "steps"), "branch steps"));
+      out.push_back(std::move(branch));
+    }
+    return out;
+  }
+
+  // Reads one key of step `s` (whose id and kind are already set).
+  absl::Status ApplyStepKey(StepDef* s, const YAML::Node& key, const YAML::Node& v) {
+    const std::string k = key.Scalar();
+    const std::string what = StepPrefix(*s) + k;
+    if (k == "id" || k == "kind") {
+      return absl::OkStatus();
+    }
+    if (k == "phase") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->phase, ReadText(v, what));
+    } else if (k == "needs") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->needs, ReadTextList(v, what));
+      s->explicit_needs = true;
+    } else if (k == "trigger") {
+      RUNLOOM_ASSIGN_OR_RETURN(std::string name, ReadText(v, what));
+      std::optional<TriggerRule> rule = workflow_internal::ParseTriggerRule(name);
+      if (!rule) {
+        return Err(v, absl::StrCat(what, ": unknown trigger rule '", name, "'; use ",
+                                   workflow_internal::TriggerRuleNames()));
+      }
+      s->trigger = *rule;
+    } else if (k == "when") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->when, ReadCondition(v, what));
+    } else if (k == "retry") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->retry, ParseRetry(v, what));
+    } else if (k == "timeout") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->timeout, ReadDuration(v, what));
+    } else if (k == "allow_failure") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->allow_failure, ReadBool(v, what));
+    } else if (s->kind == kLoop && k == "max_iterations") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->max_iterations, ReadInt(v, what));
+    } else if (s->kind == kLoop && k == "until") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->until, ReadCondition(v, what));
+    } else if (s->kind == kLoop && k == "body") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->body, ParseSteps(v, what));
+    } else if (s->kind == kParallel && k == "deadline") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->deadline, ReadDuration(v, what));
+    } else if (s->kind == kParallel && k == "branches") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->branches, ParseBranches(v, *s));
+    } else if (s->kind == kLoop || s->kind == kParallel) {
+      return Err(
+          key,
+          absl::StrCat(StepPrefix(*s), "a ", s->kind, " step does not take '", k, "'; it takes ",
+                       absl::StrJoin(s->kind == kLoop ? kLoopKeys : kParallelKeys, ", "),
+                       " and the common step keys (", absl::StrJoin(kCommonStepKeys, ", "), ")"));
+    } else {
+      s->config[k] = YamlToJson(v);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StepDef> ParseStep(const YAML::Node& n) {
+    if (!n.IsMap()) {
+      return Err(n, "a step must be a mapping, e.g. {id: parse, kind: exec}");
+    }
+    StepDef s;
+    s.line = LineOf(n);
+    RUNLOOM_ASSIGN_OR_RETURN(s.id, ReadText(Get(n, "id"), "step id"));
+    RUNLOOM_ASSIGN_OR_RETURN(s.kind, ReadText(Get(n, "kind"), StepPrefix(s) + "kind"));
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      RUNLOOM_RETURN_IF_ERROR(ApplyStepKey(&s, it->first, it->second));
+    }
+    // Defaults fill leaf steps only: a loop or parallel step's timeout bounds
+    // all of its children, so a per-step default would cut them short.
+    if (s.kind != kLoop && s.kind != kParallel) {
+      if (!Get(n, "retry").IsDefined() && default_retry_) {
+        s.retry = *default_retry_;
+      }
+      if (!s.timeout && default_timeout_) {
+        s.timeout = default_timeout_;
+      }
+    }
+    return s;
+  }
+
+  static void MapNodes(const std::vector<StepDef>& steps, const YAML::Node& seq,
+                       std::map<const StepDef*, YAML::Node>& out) {
+    if (!seq.IsDefined() || !seq.IsSequence() || seq.size() != steps.size()) {
+      return;
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const YAML::Node& cseq = seq;
+      const YAML::Node n = cseq[i];
+      out.emplace(&steps[i], n);
+      MapNodes(steps[i].body, Get(n, "body"), out);
+      const YAML::Node branches = Get(n, "branches");
+      if (!branches.IsDefined() || !branches.IsSequence() ||
+          branches.size() != steps[i].branches.size()) {
+        continue;
+      }
+      for (size_t b = 0; b < steps[i].branches.size(); ++b) {
+        const YAML::Node& cb = branches;
+        MapNodes(steps[i].branches[b].steps, Get(cb[b], "steps"), out);
+      }
+    }
+  }
+
+  const std::string source_;
+  std::optional<RetryPolicy> default_retry_;
+  std::optional<absl::Duration> default_timeout_;
+};
+
+}  // namespace
+
+absl::StatusOr<Workflow> LoadWorkflowYaml(const std::string& yaml_text,
+                                          const std::string& source_name) {
+  try {
+    const YAML::Node root = YAML::Load(yaml_text);
+    return Loader(source_name).Load(root);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": invalid YAML: ", e.msg,
+                                                   "; fix the syntax at that position"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat(source_name, ": unexpected error while loading the workflow: ", e.what()));
+  }
+}
+
+absl::StatusOr<Workflow> LoadWorkflowFile(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    return absl::NotFoundError(absl::StrCat("workflow file '", path, "' not found"));
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workflow file '", path, "' is not a regular file; pass a .yaml file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  if (in.is_open()) {
+    text << in.rdbuf();
+  }
+  if (!in.is_open() || in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workflow file '", path, "' could not be read; check its permissions"));
+  }
+  return LoadWorkflowYaml(text.str(), path);
+}
+
+}  // namespace runloom

@@ -1,0 +1,255 @@
+// Transport conformance (claim, visibility, redelivery, ack, dead letters,
+// waiting) and concurrency of the store, for every backend.
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "conformance_fixture.h"
+
+namespace runloom::conformance {
+namespace {
+
+using ::runloom::testing::IsOkAndHolds;
+using ::runloom::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+// Real time a test waits for a thread that should finish at once.
+constexpr absl::Duration kWatchdog = absl::Seconds(10);
+
+class QueueConformanceTest : public ConformanceTest {
+ protected:
+  // Advances the simulated clock in small steps until `done` or the watchdog.
+  bool AdvanceUntil(absl::Notification& done, absl::Duration step) {
+    for (int i = 0; i < 2000; ++i) {
+      if (done.WaitForNotificationWithTimeout(absl::Milliseconds(2))) return true;
+      clock_.Advance(step);
+    }
+    return done.HasBeenNotified();
+  }
+};
+
+TEST_P(QueueConformanceTest, ClaimHidesRedeliversAndAcks) {
+  std::string a = Create();
+  std::string b = Create();
+  std::string c = Create();
+  absl::StatusOr<std::vector<QueueMessage>> first = transport_->Claim("c1", 2, absl::Seconds(10));
+  ASSERT_OK(first);
+  ASSERT_THAT(*first, ElementsAre(Field(&QueueMessage::run_id, a), Field(&QueueMessage::run_id, b)));
+  EXPECT_EQ((*first)[0].deliveries, 1);
+  EXPECT_NE((*first)[0].id, (*first)[1].id);
+  EXPECT_THAT(transport_->Claim("c2", 10, absl::Seconds(10)),
+              IsOkAndHolds(ElementsAre(Field(&QueueMessage::run_id, c))));
+  EXPECT_THAT(transport_->Claim("c2", 10, absl::Seconds(10)), IsOkAndHolds(IsEmpty()));
+  clock_.Advance(absl::Seconds(9));
+  EXPECT_THAT(transport_->Claim("c2", 10, absl::Seconds(10)), IsOkAndHolds(IsEmpty()));
+
+  clock_.Advance(absl::Seconds(1));  // visibility over: every message comes back
+  absl::StatusOr<std::vector<QueueMessage>> again = transport_->Claim("c3", 10, absl::Seconds(10));
+  ASSERT_OK(again);
+  ASSERT_THAT(*again, SizeIs(3));
+  EXPECT_EQ((*again)[0].id, (*first)[0].id);
+  EXPECT_EQ((*again)[0].deliveries, 2);
+  ASSERT_OK(transport_->Ack((*again)[0]));
+  ASSERT_OK(transport_->Ack((*again)[0]));  // twice is fine
+  ASSERT_OK(transport_->Ack((*first)[1]));  // an ack by an earlier claimer also removes it
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_THAT(transport_->Claim("c3", 10, absl::Seconds(10)),
+              IsOkAndHolds(ElementsAre(Field(&QueueMessage::run_id, c))));
+
+  EXPECT_THAT(transport_->Ack(QueueMessage{"not-an-id", a, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Claim("", 1, absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Claim("c", 0, absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Claim("c", 1, absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_P(QueueConformanceTest, DeadLettersAfterTooManyDeliveries) {
+  std::string id = Create();
+  std::string other = Create();
+  ASSERT_OK(transport_->Ack(ClaimAll()[1]));  // only `id` keeps a message
+  clock_.Advance(absl::Seconds(61));
+  int deliveries = 1;
+  for (; deliveries < 10; ++deliveries) {
+    std::vector<QueueMessage> m = ClaimAll("c", absl::Seconds(5));
+    ASSERT_THAT(m, SizeIs(1));
+    EXPECT_EQ(m[0].deliveries, deliveries + 1);
+    clock_.Advance(absl::Seconds(5));
+  }
+  EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), IsEmpty()) << "the 11th delivery is dead-lettered";
+  clock_.Advance(absl::Hours(1));
+  EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), IsEmpty());
+  // Re-driving the run produces a fresh message.
+  ASSERT_OK(store_->Enqueue(id, {}));
+  EXPECT_THAT(ClaimAll(), ElementsAre(AllOf(Field(&QueueMessage::run_id, id),
+                                            Field(&QueueMessage::deliveries, 1))));
+  (void)other;
+}
+
+TEST_P(QueueConformanceTest, TwoConsumersNeverShareAMessage) {
+  constexpr int kRuns = 150;
+  for (int i = 0; i < kRuns; ++i) Create();
+  std::unique_ptr<Transport> second_owner;
+  Transport* second = transport_.get();
+  std::unique_ptr<Store> second_store;
+  if (GetParam().shared_location) {  // a second handle, as another process would have
+    absl::StatusOr<Backend> b = Open();
+    ASSERT_OK(b);
+    second_store = std::move(b->store);
+    second_owner = std::move(b->transport);
+    second = second_owner.get();
+  }
+  std::vector<std::string> got[2];
+  auto consume = [&](Transport* t, int who) {
+    while (true) {
+      absl::StatusOr<std::vector<QueueMessage>> m =
+          t->Claim(absl::StrCat("consumer-", who), 7, absl::Minutes(5));
+      ASSERT_OK(m);
+      if (m->empty()) return;
+      for (const QueueMessage& q : *m) got[who].push_back(q.run_id);
+    }
+  };
+  std::thread t0(consume, transport_.get(), 0);
+  std::thread t1(consume, second, 1);
+  t0.join();
+  t1.join();
+  std::set<std::string> all(got[0].begin(), got[0].end());
+  for (const std::string& id : got[1]) {
+    EXPECT_TRUE(all.insert(id).second) << id << " was claimed twice";
+  }
+  EXPECT_EQ(all.size(), static_cast<size_t>(kRuns));
+}
+
+TEST_P(QueueConformanceTest, ConcurrentWritersAllCommit) {
+  constexpr int kThreads = 8;
+  constexpr int kRunsPerThread = 8;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  std::vector<std::string> ids[kThreads];
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      absl::BitGen gen;
+      for (int i = 0; i < kRunsPerThread; ++i) {
+        NewRun n = MakeRun();
+        n.id = NewRunId(clock_.Now(), gen);
+        absl::StatusOr<CreateRunResult> r = store_->CreateRun(n, {Ev("run.created")});
+        if (!r.ok()) { ++errors; continue; }
+        absl::StatusOr<Lease> l =
+            store_->AcquireLease(n.id, absl::StrCat("w", t), absl::Seconds(30), {Ev("run.started")});
+        if (!l.ok()) { ++errors; continue; }
+        RunWrite w = ExecutorWrite(*l);
+        StepRecord s;
+        s.path = "only";
+        w.steps = {s};
+        w.events = {Ev("step.succeeded")};
+        if (!store_->Commit(w).ok()) ++errors;
+        RunWrite done = ExecutorWrite(*l);
+        done.new_status = RunStatus::kCompleted;
+        done.events = {Ev("run.completed")};
+        if (!store_->Commit(done).ok()) ++errors;
+        ids[t].push_back(n.id);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors, 0);
+  RunFilter completed;
+  completed.status = RunStatus::kCompleted;
+  completed.limit = 0;
+  EXPECT_THAT(store_->ListRuns(completed), IsOkAndHolds(SizeIs(kThreads * kRunsPerThread)));
+  for (const std::string& id : ids[3]) {
+    absl::StatusOr<std::vector<Event>> ev = store_->ListEvents(id, 0, 0);
+    ASSERT_OK(ev);
+    ASSERT_THAT(*ev, SizeIs(4));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ((*ev)[i].seq, i + 1);
+    EXPECT_THAT(store_->ListSteps(id, std::nullopt), IsOkAndHolds(SizeIs(1)));
+  }
+}
+
+TEST_P(QueueConformanceTest, WaitReturnsAtOnceForLocalMessages) {
+  Create();
+  absl::Notification done;
+  std::thread waiter([&] {
+    transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
+    done.Notify();
+  });
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kWatchdog));
+  if (!done.HasBeenNotified()) transport_->Interrupt();
+  waiter.join();
+}
+
+TEST_P(QueueConformanceTest, WaitWakesOnAMessageProducedLater) {
+  absl::Notification waiting_done;
+  ASSERT_THAT(ClaimAll(), IsEmpty());
+  transport_->WaitForMessages(clock_.Now());  // consume any earlier signal
+  std::thread waiter([&] {
+    transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
+    waiting_done.Notify();
+  });
+  // Let the waiter block, then produce a message in this process.
+  EXPECT_FALSE(waiting_done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  Create();
+  EXPECT_TRUE(waiting_done.WaitForNotificationWithTimeout(kWatchdog));
+  if (!waiting_done.HasBeenNotified()) transport_->Interrupt();
+  waiter.join();
+}
+
+TEST_P(QueueConformanceTest, WaitEndsAtTheDeadline) {
+  transport_->WaitForMessages(clock_.Now());  // consume any earlier signal
+  absl::Notification done;
+  std::thread waiter([&] {
+    transport_->WaitForMessages(clock_.Now() + absl::Seconds(1));
+    done.Notify();
+  });
+  EXPECT_TRUE(AdvanceUntil(done, absl::Milliseconds(50)));
+  if (!done.HasBeenNotified()) transport_->Interrupt();
+  waiter.join();
+}
+
+TEST_P(QueueConformanceTest, InterruptWakesWaiters) {
+  transport_->WaitForMessages(clock_.Now());
+  absl::Notification done;
+  std::thread waiter([&] {
+    transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  transport_->Interrupt();
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kWatchdog));
+  waiter.join();
+  transport_->WaitForMessages(clock_.Now() + absl::Hours(1));  // returns at once from now on
+}
+
+TEST_P(QueueConformanceTest, WaitPollsForMessagesOfOtherProcesses) {
+  if (!GetParam().shared_location) GTEST_SKIP() << "needs a second handle on the same data";
+  absl::StatusOr<Backend> other = Open();
+  ASSERT_OK(other);
+  transport_->WaitForMessages(clock_.Now());
+  absl::Notification done;
+  std::thread waiter([&] {
+    transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  NewRun n = MakeRun();
+  ASSERT_OK(other->store->CreateRun(n, {}));
+  // Only polling can see it: step the clock past the poll interval.
+  EXPECT_TRUE(AdvanceUntil(done, absl::Milliseconds(10)));
+  if (!done.HasBeenNotified()) transport_->Interrupt();
+  waiter.join();
+  EXPECT_THAT(ClaimAll(), ElementsAre(Field(&QueueMessage::run_id, n.id)));
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Backends, QueueConformanceTest,
+                         ::testing::ValuesIn(AllBackendFactories()), FactoryName);
+
+}  // namespace runloom::conformance

@@ -1,0 +1,186 @@
+// SQLite-only behaviour of OpenSqlite(): schema versioning, PRAGMAs, dead
+// letters and busy handling, checked on the file itself.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runloom/clock.h"
+#include "runloom/store.h"
+#include "testing/status_matchers.h"
+
+namespace runloom {
+namespace {
+
+using ::runloom::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("runloom_sqlite_", getpid(), "_", counter++, "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "runloom.db").string();
+    options_.clock = &clock_;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs `sql` on a raw connection; returns the first column of the first row.
+  std::string Raw(const std::string& sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    std::string out;
+    char* err = nullptr;
+    auto cb = [](void* o, int n, char** vals, char**) {
+      auto* s = static_cast<std::string*>(o);
+      if (s->empty() && n > 0 && vals[0] != nullptr) *s = vals[0];
+      return 0;
+    };
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), cb, &out, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  SimulatedClock clock_;
+  SqliteOptions options_;
+};
+
+TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "1");
+  EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
+  for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
+                            "dead_letters", "write_operations"}) {
+    EXPECT_EQ(Raw(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '",
+                               table, "'")),
+              "1")
+        << table;
+  }
+}
+
+TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
+  { ASSERT_OK(OpenSqlite(path_, options_)); }
+  Raw("PRAGMA user_version = 99");
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(std::string(b.status().message()),
+              HasSubstr(absl::StrCat("database ", path_,
+                                     " has schema version 99 but this runloom supports up to 1; "
+                                     "upgrade runloom")));
+  EXPECT_EQ(Raw("PRAGMA user_version"), "99");
+}
+
+TEST_F(SqliteStoreTest, ForeignDatabaseIsRefused) {
+  Raw("PRAGMA application_id = 42; CREATE TABLE x (y)");
+  EXPECT_THAT(OpenSqlite(path_, options_), StatusIs(absl::StatusCode::kFailedPrecondition));
+  std::filesystem::remove(path_);
+  {
+    std::FILE* f = std::fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("this is not a database, just some text that is long enough to look like a header", f);
+    std::fclose(f);
+  }
+  EXPECT_THAT(OpenSqlite(path_, options_), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(SqliteStoreTest, BadOptionsAreInvalidArguments) {
+  SqliteOptions o = options_;
+  o.synchronous = "sometimes";
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, o);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("sometimes"));
+  o.synchronous = "full";
+  EXPECT_OK(OpenSqlite(path_, o));
+  o.busy_timeout = absl::Seconds(-1);
+  EXPECT_THAT(OpenSqlite(path_, o), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(OpenSqlite("", options_), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(OpenSqlite((dir_ / "no" / "such" / "dir.db").string(), options_).ok());
+}
+
+TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+      if (!b.ok()) ++failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "1");
+}
+
+TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
+  SqliteOptions o = options_;
+  absl::StatusOr<EmbeddedBackend> a = OpenSqlite(":memory:", o);
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(":memory:", o);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  ASSERT_OK(a->store->RegisterWorkflow("wf", "sha256:x", nlohmann::json::object()));
+  EXPECT_THAT(b->store->GetWorkflow("wf", 0), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(SqliteStoreTest, DeadLettersAreKept) {
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  NewRun n;
+  n.id = "r_dead";
+  n.workflow_name = "wf";
+  ASSERT_OK(b->store->CreateRun(n, {}));
+  for (int i = 0; i < 11; ++i) {
+    ASSERT_OK(b->transport->Claim("c", 1, absl::Seconds(1)));
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(Raw("SELECT count(*) FROM queue"), "0");
+  EXPECT_EQ(Raw("SELECT run_id || ':' || deliveries FROM dead_letters"), "r_dead:10");
+}
+
+TEST_F(SqliteStoreTest, LockedDatabaseIsUnavailableNotPoisoned) {
+  SqliteOptions o = options_;
+  o.busy_timeout = absl::Milliseconds(10);
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, o);
+  ASSERT_OK(b);
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  NewRun n;
+  n.id = "r_busy";
+  n.workflow_name = "wf";
+  EXPECT_THAT(b->store->CreateRun(n, {}), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  EXPECT_OK(b->store->CreateRun(n, {}));
+  EXPECT_OK(b->store->GetRun("r_busy"));
+}
+
+TEST_F(SqliteStoreTest, TimesAreUnixMicroseconds) {
+  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  NewRun n;
+  n.id = "r_time";
+  n.workflow_name = "wf";
+  ASSERT_OK(b->store->CreateRun(n, {}));
+  EXPECT_EQ(Raw("SELECT created_at FROM runs"), std::to_string(absl::ToUnixMicros(clock_.Now())));
+  EXPECT_EQ(Raw("SELECT status FROM runs"), "queued");
+}
+
+}  // namespace
+}  // namespace runloom

@@ -1,0 +1,648 @@
+// Store conformance: catalog, run creation, leases, fenced writes, reads and
+// recovery, for every backend of AllBackendFactories().
+#include "conformance_fixture.h"
+
+namespace runloom::conformance {
+namespace {
+
+using ::runloom::testing::IsOkAndHolds;
+using ::runloom::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+class StoreConformanceTest : public ConformanceTest {};
+
+// ---- open / migrations ----
+
+TEST_P(StoreConformanceTest, OpeningTwiceSharesTheDatabase) {
+  if (!GetParam().shared_location) GTEST_SKIP() << "each open is a private database";
+  std::string id = Create();
+  {
+    absl::StatusOr<Backend> second = Open();  // migrations already applied: a no-op
+    ASSERT_OK(second);
+    EXPECT_THAT(second->store->GetRun(id), IsOkAndHolds(Field(&RunRecord::id, id)));
+    EXPECT_OK(second->store->RegisterWorkflow("wf2", "sha256:1", {{"steps", 1}}));
+  }
+  store_.reset();
+  transport_.reset();
+  absl::StatusOr<Backend> third = Open();
+  ASSERT_OK(third);
+  EXPECT_THAT(third->store->GetWorkflow("wf2", 0), IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
+  EXPECT_THAT(third->transport->Claim("c", 10, absl::Seconds(5)), IsOkAndHolds(SizeIs(1)));
+}
+
+// ---- catalog ----
+
+TEST_P(StoreConformanceTest, RegisterWorkflowIsIdempotentAndVersions) {
+  nlohmann::json a = {{"steps", {"x"}}};
+  nlohmann::json b = {{"steps", {"x", "y"}}};
+  absl::StatusOr<WorkflowVersion> v1 = store_->RegisterWorkflow("blog", "sha256:a", a);
+  ASSERT_OK(v1);
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_EQ(v1->created_at, clock_.Now());
+  EXPECT_THAT(store_->RegisterWorkflow("blog", "sha256:a", a),
+              IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(store_->RegisterWorkflow("blog", "sha256:b", b),
+              IsOkAndHolds(Field(&WorkflowVersion::version, 2)));
+  EXPECT_THAT(store_->RegisterWorkflow("blog", "sha256:a", a),
+              IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
+  EXPECT_THAT(store_->RegisterWorkflow("alpha", "sha256:a", a),
+              IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
+
+  absl::StatusOr<WorkflowVersion> latest = store_->GetWorkflow("blog", 0);
+  ASSERT_OK(latest);
+  EXPECT_EQ(latest->version, 2);
+  EXPECT_EQ(latest->digest, "sha256:b");
+  EXPECT_EQ(latest->canonical, b);
+  absl::StatusOr<WorkflowVersion> first = store_->GetWorkflow("blog", 1);
+  ASSERT_OK(first);
+  EXPECT_EQ(first->canonical, a);
+  EXPECT_EQ(first->created_at, v1->created_at);
+  EXPECT_THAT(store_->GetWorkflow("blog", 3), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->GetWorkflow("nope", 0), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->GetWorkflow("blog", -1), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->RegisterWorkflow("", "sha256:a", a),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  absl::StatusOr<std::vector<WorkflowVersion>> all = store_->ListWorkflows();
+  ASSERT_OK(all);
+  ASSERT_THAT(*all, SizeIs(3));
+  EXPECT_EQ((*all)[0].name, "alpha");
+  EXPECT_EQ((*all)[1].name, "blog");
+  EXPECT_EQ((*all)[1].version, 1);
+  EXPECT_EQ((*all)[2].version, 2);
+}
+
+// ---- runs ----
+
+TEST_P(StoreConformanceTest, CreateRunWritesRowEventsAndMessage) {
+  NewRun n = MakeRun();
+  absl::StatusOr<CreateRunResult> r =
+      store_->CreateRun(n, {Ev("run.created", {{"k", 1}}), Ev("run.queued")});
+  ASSERT_OK(r);
+  EXPECT_TRUE(r->created);
+  absl::StatusOr<RunRecord> got = store_->GetRun(n.id);
+  ASSERT_OK(got);
+  for (const RunRecord* rec : {&r->run, &*got}) {
+    EXPECT_EQ(rec->id, n.id);
+    EXPECT_EQ(rec->workflow_name, "wf");
+    EXPECT_EQ(rec->workflow_version, 1);
+    EXPECT_EQ(rec->workflow_digest, "sha256:abc");
+    EXPECT_EQ(rec->status, RunStatus::kQueued);
+    EXPECT_EQ(rec->inputs, n.inputs);
+    EXPECT_EQ(rec->inputs_digest, "sha256:def");
+    EXPECT_EQ(rec->phase, "fresh_generation");
+    EXPECT_EQ(rec->revision, 1);
+    EXPECT_EQ(rec->entry, "fresh");
+    EXPECT_EQ(rec->context, nlohmann::json::object());
+    EXPECT_EQ(rec->lease_owner, "");
+    EXPECT_FALSE(rec->lease_expires_at.has_value());
+    EXPECT_EQ(rec->attempts, 0);
+    EXPECT_EQ(rec->max_attempts, 3);
+    EXPECT_FALSE(rec->cancel_requested);
+    EXPECT_EQ(rec->last_event_seq, 2);
+    EXPECT_EQ(rec->created_at, clock_.Now());
+    EXPECT_EQ(rec->updated_at, clock_.Now());
+    EXPECT_FALSE(rec->finished_at.has_value());
+  }
+  absl::StatusOr<std::vector<Event>> events = store_->ListEvents(n.id, 0, 100);
+  ASSERT_OK(events);
+  ASSERT_THAT(*events, SizeIs(2));
+  EXPECT_EQ((*events)[0].seq, 1);
+  EXPECT_EQ((*events)[0].type, "run.created");
+  EXPECT_EQ((*events)[0].run_id, n.id);
+  EXPECT_EQ((*events)[0].at, clock_.Now());
+  EXPECT_EQ((*events)[0].data, (nlohmann::json{{"k", 1}}));
+  EXPECT_EQ((*events)[1].seq, 2);
+  EXPECT_THAT(ClaimAll(), ElementsAre(Field(&QueueMessage::run_id, n.id)));
+
+  EXPECT_THAT(store_->CreateRun(n, {}), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(store_->GetRun("r_missing"), StatusIs(absl::StatusCode::kNotFound));
+  NewRun bad = MakeRun();
+  bad.id = "";
+  EXPECT_THAT(store_->CreateRun(bad, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_P(StoreConformanceTest, IdempotencyKeyReturnsTheExistingRun) {
+  absl::StatusOr<CreateRunResult> first = store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->created);
+  clock_.Advance(absl::Seconds(1));
+  absl::StatusOr<CreateRunResult> again = store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->run.id, first->run.id);
+  EXPECT_EQ(again->run.created_at, first->run.created_at);
+  EXPECT_THAT(store_->ListEvents(first->run.id, 0, 0), IsOkAndHolds(SizeIs(1)));
+  // Same key for another workflow, and no key at all, create new runs.
+  absl::StatusOr<CreateRunResult> other = store_->CreateRun(MakeRun("wf2", "key-1"), {});
+  ASSERT_OK(other);
+  EXPECT_TRUE(other->created);
+  EXPECT_NE(other->run.id, first->run.id);
+  absl::StatusOr<CreateRunResult> n1 = store_->CreateRun(MakeRun("wf"), {});
+  absl::StatusOr<CreateRunResult> n2 = store_->CreateRun(MakeRun("wf"), {});
+  ASSERT_OK(n1);
+  ASSERT_OK(n2);
+  EXPECT_TRUE(n1->created && n2->created);
+  EXPECT_THAT(store_->ListRuns({}), IsOkAndHolds(SizeIs(4)));
+  EXPECT_THAT(ClaimAll(), SizeIs(4));
+}
+
+TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
+  std::string a = Create("wf");
+  clock_.Advance(absl::Seconds(1));
+  std::string b = Create("other");
+  clock_.Advance(absl::Seconds(1));
+  std::string c = Create("wf");
+  Acquire(c);
+  absl::StatusOr<std::vector<RunRecord>> all = store_->ListRuns({});
+  ASSERT_OK(all);
+  ASSERT_THAT(*all, SizeIs(3));
+  EXPECT_EQ((*all)[0].id, c);
+  EXPECT_EQ((*all)[1].id, b);
+  EXPECT_EQ((*all)[2].id, a);
+  RunFilter queued_wf;
+  queued_wf.status = RunStatus::kQueued;
+  queued_wf.workflow_name = "wf";
+  EXPECT_THAT(store_->ListRuns(queued_wf), IsOkAndHolds(ElementsAre(Field(&RunRecord::id, a))));
+  RunFilter limited;
+  limited.limit = 2;
+  EXPECT_THAT(store_->ListRuns(limited), IsOkAndHolds(SizeIs(2)));
+}
+
+// ---- leases ----
+
+TEST_P(StoreConformanceTest, AcquireLeaseOnQueuedRun) {
+  std::string id = Create();
+  absl::StatusOr<Lease> l =
+      store_->AcquireLease(id, "worker-a", absl::Seconds(30), {Ev("run.started", {{"x", 1}})});
+  ASSERT_OK(l);
+  EXPECT_EQ(l->run_id, id);
+  EXPECT_EQ(l->owner, "worker-a");
+  EXPECT_EQ(l->attempt, 1);
+  EXPECT_EQ(l->expires_at, clock_.Now() + absl::Seconds(30));
+  EXPECT_EQ(l->token.size(), 32u);
+  EXPECT_EQ(l->token.find_first_not_of("0123456789abcdef"), std::string::npos) << l->token;
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->status, RunStatus::kRunning);
+  EXPECT_EQ(r->lease_owner, "worker-a");
+  EXPECT_EQ(r->lease_token, l->token);
+  EXPECT_EQ(r->lease_expires_at, l->expires_at);
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_EQ(r->last_event_seq, 2);
+  absl::StatusOr<std::vector<Event>> ev = store_->ListEvents(id, 1, 10);
+  ASSERT_OK(ev);
+  ASSERT_THAT(*ev, SizeIs(1));
+  EXPECT_EQ((*ev)[0].seq, 2);
+  EXPECT_EQ((*ev)[0].data["attempt"], 1);
+  EXPECT_EQ((*ev)[0].data["lease_owner"], "worker-a");
+  EXPECT_EQ((*ev)[0].data["x"], 1);
+}
+
+TEST_P(StoreConformanceTest, AcquireLeaseOnLiveLeaseIsAborted) {
+  std::string id = Create();
+  Lease first = Acquire(id);
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_THAT(store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}),
+              StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->lease_token, first.token);
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_EQ(r->last_event_seq, 2);
+}
+
+TEST_P(StoreConformanceTest, AcquireLeaseAfterExpiryFencesTheOldHolder) {
+  std::string id = Create();
+  Lease first = Acquire(id);
+  clock_.Advance(absl::Seconds(30));  // expiry == now counts as expired
+  absl::StatusOr<Lease> second =
+      store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")});
+  ASSERT_OK(second);
+  EXPECT_EQ(second->attempt, 2);
+  EXPECT_NE(second->token, first.token);
+  RunWrite stale = ExecutorWrite(first);
+  stale.new_status = RunStatus::kCompleted;
+  EXPECT_THAT(store_->Commit(stale), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->RenewLease(id, first.token, absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+}
+
+TEST_P(StoreConformanceTest, AcquireLeaseRefusesPausedTerminalAndUnknown) {
+  for (RunStatus s : {RunStatus::kPaused, RunStatus::kCompleted, RunStatus::kFailed,
+                      RunStatus::kCancelled, RunStatus::kBudgetStopped}) {
+    std::string id = DriveTo(s);
+    EXPECT_THAT(store_->AcquireLease(id, "w", absl::Seconds(5), {}),
+                StatusIs(absl::StatusCode::kFailedPrecondition))
+        << ToString(s);
+    EXPECT_EQ(StatusOf(id), s);
+  }
+  EXPECT_THAT(store_->AcquireLease("r_missing", "w", absl::Seconds(5), {}),
+              StatusIs(absl::StatusCode::kNotFound));
+  std::string id = Create();
+  EXPECT_THAT(store_->AcquireLease(id, "", absl::Seconds(5), {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->AcquireLease(id, "w", absl::ZeroDuration(), {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_P(StoreConformanceTest, RenewLease) {
+  std::string id = Create();
+  Lease l = Acquire(id, absl::Seconds(10));
+  clock_.Advance(absl::Seconds(9));
+  absl::StatusOr<RunRecord> r = store_->RenewLease(id, l.token, absl::Seconds(10));
+  ASSERT_OK(r);
+  EXPECT_EQ(r->lease_expires_at, clock_.Now() + absl::Seconds(10));
+  EXPECT_FALSE(r->cancel_requested);
+  EXPECT_THAT(store_->GetRun(id),
+              IsOkAndHolds(Field(&RunRecord::lease_expires_at, clock_.Now() + absl::Seconds(10))));
+  EXPECT_THAT(store_->RenewLease(id, "0123", absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->RenewLease("r_missing", l.token, absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kNotFound));
+
+  // An operator's cancel request reaches the holder through its renewal.
+  RunWrite cancel;
+  cancel.run_id = id;
+  cancel.party = Party::kCancel;
+  cancel.expected = {RunStatus::kRunning};
+  cancel.cancel_requested = true;
+  ASSERT_OK(store_->Commit(cancel));
+  EXPECT_THAT(store_->RenewLease(id, l.token, absl::Seconds(10)),
+              IsOkAndHolds(Field(&RunRecord::cancel_requested, true)));
+
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_THAT(store_->RenewLease(id, l.token, absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kAborted));
+}
+
+// ---- fenced writes ----
+
+TEST_P(StoreConformanceTest, StaleTokenCommitChangesNothing) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  RunWrite w = ExecutorWrite(l);
+  w.lease_token = "not-the-token";
+  w.new_status = RunStatus::kCompleted;
+  w.outcome = "approved";
+  StepRecord s;
+  s.path = "write";
+  s.step_id = "write";
+  w.steps = {s};
+  w.events = {Ev("run.completed")};
+  EXPECT_THAT(store_->Commit(w), StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->status, RunStatus::kRunning);
+  EXPECT_EQ(r->outcome, "");
+  EXPECT_EQ(r->last_event_seq, 2);
+  EXPECT_THAT(store_->ListSteps(id, std::nullopt), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(store_->ListEvents(id, 0, 0), IsOkAndHolds(SizeIs(2)));
+
+  w.lease_token = "";
+  EXPECT_THAT(store_->Commit(w), StatusIs(absl::StatusCode::kAborted));
+}
+
+TEST_P(StoreConformanceTest, RefusedTransitionWritesNoEventsOrSteps) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  RunWrite w;
+  w.run_id = id;
+  w.party = Party::kDecision;  // decision may only move paused -> queued
+  w.new_status = RunStatus::kQueued;
+  StepRecord s;
+  s.path = "x";
+  w.steps = {s};
+  w.events = {Ev("decision.recorded")};
+  absl::Status st = store_->Commit(w);
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_NE(std::string(st.message()).find("running"), std::string::npos) << st;
+  EXPECT_THAT(store_->ListEvents(id, 0, 0), IsOkAndHolds(SizeIs(2)));
+  EXPECT_THAT(store_->ListSteps(id, std::nullopt), IsOkAndHolds(IsEmpty()));
+
+  RunWrite wrong_expected = ExecutorWrite(l);
+  wrong_expected.expected = {RunStatus::kPaused};
+  wrong_expected.events = {Ev("x")};
+  EXPECT_THAT(store_->Commit(wrong_expected), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ListEvents(id, 0, 0), IsOkAndHolds(SizeIs(2)));
+  RunWrite unknown;
+  unknown.run_id = "r_missing";
+  unknown.party = Party::kCancel;
+  EXPECT_THAT(store_->Commit(unknown), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_P(StoreConformanceTest, EveryTransitionInTheTableIsAccepted) {
+  for (const Transition& t : TransitionTable()) {
+    SCOPED_TRACE(absl::StrCat(t.from ? std::string(ToString(*t.from)) : "(none)", " -> ",
+                              std::string(ToString(t.to)), " by ", std::string(ToString(t.party))));
+    if (!t.from.has_value()) continue;  // creation: CreateRun
+    if (t.to == RunStatus::kRunning) {
+      // Taking the lease is AcquireLease, from queued or an expired running.
+      Lease first;
+      std::string id = DriveTo(*t.from, &first);
+      if (*t.from == RunStatus::kRunning) clock_.Advance(absl::Seconds(31));
+      EXPECT_OK(store_->AcquireLease(id, "w", absl::Seconds(30), {}));
+      EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+      RunWrite same = ExecutorWrite(first);
+      absl::StatusOr<RunRecord> r = store_->GetRun(id);
+      ASSERT_OK(r);
+      same.run_id = id;
+      same.lease_token = r->lease_token;
+      same.new_status = RunStatus::kRunning;
+      EXPECT_OK(store_->Commit(same));
+      continue;
+    }
+    Lease l;
+    std::string id = DriveTo(*t.from, &l);
+    RunWrite w;
+    w.run_id = id;
+    w.party = t.party;
+    w.expected = {*t.from};
+    if (t.needs_lease_token) w.lease_token = l.token;
+    w.new_status = t.to;
+    w.events = {Ev("status.changed")};
+    ASSERT_OK(store_->Commit(w));
+    absl::StatusOr<RunRecord> r = store_->GetRun(id);
+    ASSERT_OK(r);
+    EXPECT_EQ(r->status, t.to);
+    EXPECT_EQ(r->updated_at, clock_.Now());
+    if (t.to != RunStatus::kRunning) {
+      EXPECT_EQ(r->lease_token, "");
+      EXPECT_EQ(r->lease_owner, "");
+      EXPECT_FALSE(r->lease_expires_at.has_value());
+    }
+    EXPECT_EQ(r->finished_at.has_value(), IsTerminal(t.to));
+  }
+}
+
+TEST_P(StoreConformanceTest, WritesOutsideTheTableAreRefused) {
+  const RunStatus kAll[] = {RunStatus::kQueued,     RunStatus::kRunning,       RunStatus::kPaused,
+                            RunStatus::kCompleted,  RunStatus::kRejected,      RunStatus::kUnresolved,
+                            RunStatus::kBudgetStopped, RunStatus::kFailed,     RunStatus::kCancelled};
+  const Party kParties[] = {Party::kAdmission, Party::kExecutor, Party::kSweeper, Party::kDecision,
+                            Party::kCancel,    Party::kRerun,    Party::kAdmin};
+  int refused = 0;
+  for (RunStatus from : kAll) {
+    Lease l;
+    std::string id = DriveTo(from, &l);
+    absl::StatusOr<RunRecord> before = store_->GetRun(id);
+    ASSERT_OK(before);
+    for (RunStatus to : kAll) {
+      for (Party p : kParties) {
+        if (FindTransition(from, to, p) != nullptr) continue;
+        RunWrite w;
+        w.run_id = id;
+        w.party = p;
+        // Even the right token does not make it legal.
+        w.lease_token = from == RunStatus::kRunning ? l.token : "";
+        w.new_status = to;
+        w.events = {Ev("illegal")};
+        absl::Status s = store_->Commit(w);
+        EXPECT_TRUE(s.code() == absl::StatusCode::kFailedPrecondition ||
+                    (p == Party::kExecutor && s.code() == absl::StatusCode::kAborted))
+            << ToString(from) << " -> " << ToString(to) << " by " << ToString(p) << ": " << s;
+        ++refused;
+      }
+    }
+    absl::StatusOr<RunRecord> after = store_->GetRun(id);
+    ASSERT_OK(after);
+    EXPECT_EQ(after->status, from);
+    EXPECT_EQ(after->last_event_seq, before->last_event_seq);
+    EXPECT_EQ(after->updated_at, before->updated_at);
+  }
+  EXPECT_GT(refused, 400);
+}
+
+TEST_P(StoreConformanceTest, MoveToQueuedReleasesTheLeaseAndEnqueues) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  std::vector<QueueMessage> first = ClaimAll();  // the creation message, now in flight
+  ASSERT_THAT(first, SizeIs(1));
+  RunWrite w = ExecutorWrite(l);
+  w.new_status = RunStatus::kQueued;
+  w.events = {Ev("run.released")};
+  ASSERT_OK(store_->Commit(w));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->status, RunStatus::kQueued);
+  EXPECT_EQ(r->lease_token, "");
+  EXPECT_EQ(r->attempts, 1);
+  // The in-flight message's late ack must not remove the new one.
+  ASSERT_OK(transport_->Ack(first[0]));
+  std::vector<QueueMessage> second = ClaimAll();
+  ASSERT_THAT(second, ElementsAre(Field(&QueueMessage::run_id, id)));
+  EXPECT_NE(second[0].id, first[0].id);
+  EXPECT_EQ(second[0].deliveries, 1);
+}
+
+TEST_P(StoreConformanceTest, TerminalReleasesLeaseAndRerunRequeues) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  ASSERT_THAT(ClaimAll(), SizeIs(1));
+  clock_.Advance(absl::Seconds(2));
+  RunWrite done = ExecutorWrite(l);
+  done.new_status = RunStatus::kCompleted;
+  done.outcome = "approved";
+  ASSERT_OK(store_->Commit(done));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->lease_owner, "");
+  EXPECT_EQ(r->lease_token, "");
+  EXPECT_FALSE(r->lease_expires_at.has_value());
+  EXPECT_EQ(r->finished_at, clock_.Now());
+  EXPECT_EQ(r->outcome, "approved");
+  EXPECT_THAT(store_->RenewLease(id, l.token, absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kAborted));
+
+  RunWrite rerun;
+  rerun.run_id = id;
+  rerun.party = Party::kRerun;
+  rerun.expected = {RunStatus::kCompleted};
+  rerun.new_status = RunStatus::kQueued;
+  rerun.revision = 2;
+  rerun.entry = "rerun";
+  rerun.context = nlohmann::json{{"rerun_from", "research"}};
+  rerun.outcome = "";
+  rerun.reset_attempts = true;
+  ASSERT_OK(store_->Commit(rerun));
+  r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->status, RunStatus::kQueued);
+  EXPECT_FALSE(r->finished_at.has_value());
+  EXPECT_EQ(r->revision, 2);
+  EXPECT_EQ(r->entry, "rerun");
+  EXPECT_EQ(r->context["rerun_from"], "research");
+  EXPECT_EQ(r->outcome, "");
+  EXPECT_EQ(r->attempts, 0);
+  EXPECT_THAT(ClaimAll(), ElementsAre(Field(&QueueMessage::run_id, id)));
+}
+
+TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  auto step = [&](int64_t rev, const std::string& path, absl::Duration offset) {
+    StepRecord s;
+    s.revision = rev;
+    s.path = path;
+    s.step_id = path;
+    s.kind = "llm";
+    s.phase = "research";
+    s.attempt = 2;
+    s.state = StepState::kSucceeded;
+    s.output = {{"text", path}};
+    s.error_class = "";
+    s.stderr_tail = "tail";
+    s.started_at = clock_.Now() + offset;
+    s.finished_at = clock_.Now() + offset + absl::Seconds(1);
+    return s;
+  };
+  RunWrite w = ExecutorWrite(l);
+  w.phase = "research";
+  w.error = "transient";
+  w.cancel_requested = false;
+  w.steps = {step(1, "b", absl::Seconds(2)), step(1, "a", absl::Seconds(2)),
+             step(1, "z", absl::Seconds(1))};
+  w.events = {Ev("step.succeeded"), Ev("step.succeeded"), Ev("step.succeeded")};
+  ASSERT_OK(store_->Commit(w));
+
+  StepRecord failed = step(1, "a", absl::Seconds(3));
+  failed.state = StepState::kFailed;
+  failed.output = nullptr;
+  failed.error = "boom";
+  failed.error_class = "timeout";
+  RunWrite w2 = ExecutorWrite(l);
+  w2.steps = {failed, step(2, "a", absl::ZeroDuration())};
+  w2.events = {Ev("step.failed")};
+  ASSERT_OK(store_->Commit(w2));
+
+  absl::StatusOr<std::vector<StepRecord>> all = store_->ListSteps(id, std::nullopt);
+  ASSERT_OK(all);
+  ASSERT_THAT(*all, SizeIs(4));
+  EXPECT_EQ((*all)[0].path, "z");  // by revision, started_at, path
+  EXPECT_EQ((*all)[1].path, "b");
+  EXPECT_EQ((*all)[2].path, "a");  // replaced; now starts last
+  EXPECT_EQ((*all)[2].state, StepState::kFailed);
+  EXPECT_EQ((*all)[2].error, "boom");
+  EXPECT_EQ((*all)[2].error_class, "timeout");
+  EXPECT_TRUE((*all)[2].output.is_null());
+  EXPECT_EQ((*all)[3].revision, 2);
+  EXPECT_EQ((*all)[0].run_id, id);
+  EXPECT_EQ((*all)[0].kind, "llm");
+  EXPECT_EQ((*all)[0].attempt, 2);
+  EXPECT_EQ((*all)[0].stderr_tail, "tail");
+  EXPECT_EQ((*all)[0].output, (nlohmann::json{{"text", "z"}}));
+  EXPECT_EQ((*all)[0].started_at, clock_.Now() + absl::Seconds(1));
+  EXPECT_EQ((*all)[0].finished_at, clock_.Now() + absl::Seconds(2));
+  EXPECT_THAT(store_->ListSteps(id, 2), IsOkAndHolds(SizeIs(1)));
+  EXPECT_THAT(store_->ListSteps(id, 1), IsOkAndHolds(SizeIs(3)));
+
+  absl::StatusOr<std::vector<Event>> events = store_->ListEvents(id, 0, 0);
+  ASSERT_OK(events);
+  ASSERT_THAT(*events, SizeIs(6));
+  for (size_t i = 0; i < events->size(); ++i) EXPECT_EQ((*events)[i].seq, static_cast<int64_t>(i + 1));
+  EXPECT_THAT(store_->ListEvents(id, 2, 2),
+              IsOkAndHolds(ElementsAre(Field(&Event::seq, 3), Field(&Event::seq, 4))));
+  EXPECT_THAT(store_->ListEvents(id, 6, 10), IsOkAndHolds(IsEmpty()));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->phase, "research");
+  EXPECT_EQ(r->error, "transient");
+  EXPECT_EQ(r->last_event_seq, 6);
+  EXPECT_EQ(r->status, RunStatus::kRunning);
+  EXPECT_EQ(r->lease_token, l.token);
+
+  RunWrite bad = ExecutorWrite(l);
+  bad.events = {Ev("")};
+  EXPECT_THAT(store_->Commit(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  StepRecord foreign = step(1, "q", absl::ZeroDuration());
+  foreign.run_id = "r_other";
+  RunWrite bad_step = ExecutorWrite(l);
+  bad_step.steps = {foreign};
+  EXPECT_THAT(store_->Commit(bad_step), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// ---- recovery ----
+
+TEST_P(StoreConformanceTest, FindRecoverable) {
+  Lease expired;
+  std::string stuck = DriveTo(RunStatus::kRunning, &expired);
+  Lease live_lease;
+  std::string live = DriveTo(RunStatus::kRunning, &live_lease);
+  std::string with_message = Create();
+  std::string stranded = Create();
+  DriveTo(RunStatus::kPaused);
+  DriveTo(RunStatus::kCompleted);
+  // Drop the stranded run's message: claim everything, ack only its message.
+  for (const QueueMessage& m : ClaimAll("c", absl::Hours(1))) {
+    if (m.run_id == stranded) {
+      ASSERT_OK(transport_->Ack(m));
+    }
+  }
+  ASSERT_OK(transport_->Ack(QueueMessage{"0", with_message, 1}));  // no such message: OK
+  clock_.Advance(absl::Seconds(20));
+  ASSERT_OK(store_->RenewLease(live, live_lease.token, absl::Seconds(30)));
+  clock_.Advance(absl::Seconds(15));  // `stuck` expired (30 s ttl), `live` renewed
+
+  absl::StatusOr<std::vector<RecoveryCandidate>> c = store_->FindRecoverable(absl::Minutes(1), 10);
+  ASSERT_OK(c);
+  ASSERT_THAT(*c, SizeIs(1));
+  EXPECT_EQ((*c)[0].run_id, stuck);
+  EXPECT_EQ((*c)[0].status, RunStatus::kRunning);
+  EXPECT_EQ((*c)[0].attempts, 1);
+  EXPECT_EQ((*c)[0].max_attempts, 3);
+  EXPECT_EQ((*c)[0].lease_token, expired.token);
+
+  c = store_->FindRecoverable(absl::Seconds(30), 10);
+  ASSERT_OK(c);
+  ASSERT_THAT(*c, SizeIs(2));
+  EXPECT_EQ((*c)[1].run_id, stranded);
+  EXPECT_EQ((*c)[1].status, RunStatus::kQueued);
+  EXPECT_THAT(store_->FindRecoverable(absl::Seconds(30), 1), IsOkAndHolds(SizeIs(1)));
+
+  ASSERT_OK(store_->Enqueue(stranded, {Ev("run.requeued")}));
+  ASSERT_OK(store_->Enqueue(stranded, {}));  // a pending message is not doubled
+  c = store_->FindRecoverable(absl::Seconds(30), 10);
+  ASSERT_OK(c);
+  EXPECT_THAT(*c, ElementsAre(Field(&RecoveryCandidate::run_id, stuck)));
+  EXPECT_THAT(store_->ListEvents(stranded, 1, 0),
+              IsOkAndHolds(ElementsAre(Field(&Event::type, "run.requeued"))));
+  EXPECT_THAT(store_->GetRun(stranded), IsOkAndHolds(Field(&RunRecord::last_event_seq, 2)));
+  clock_.Advance(absl::Hours(2));  // every claim above is visible again
+  std::vector<QueueMessage> all = ClaimAll();
+  int for_stranded = 0;
+  for (const QueueMessage& m : all) for_stranded += m.run_id == stranded ? 1 : 0;
+  EXPECT_EQ(for_stranded, 1);
+  EXPECT_THAT(store_->Enqueue("r_missing", {}), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  clock_.Advance(absl::Minutes(1));
+  absl::StatusOr<std::vector<RecoveryCandidate>> c = store_->FindRecoverable(absl::Minutes(1), 10);
+  ASSERT_OK(c);
+  ASSERT_THAT(*c, SizeIs(1));
+  RunWrite fail;
+  fail.run_id = id;
+  fail.party = Party::kSweeper;
+  fail.expected = {RunStatus::kRunning};
+  fail.lease_token = (*c)[0].lease_token;
+  fail.new_status = RunStatus::kFailed;
+  fail.error = "attempt cap reached";
+  // A new holder took the lease meanwhile: the sweeper's fenced write loses.
+  ASSERT_OK(store_->AcquireLease(id, "w2", absl::Seconds(30), {}));
+  EXPECT_THAT(store_->Commit(fail), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest,
+                         ::testing::ValuesIn(AllBackendFactories()), FactoryName);
+
+}  // namespace runloom::conformance

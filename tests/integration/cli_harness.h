@@ -1,0 +1,114 @@
+// Runs the real `runloom` binary (RUNLOOM_BINARY, set by ctest) in temp dirs.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace runloom::testing {
+
+inline std::string SourceDir() {
+  const char* s = std::getenv("RUNLOOM_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+inline std::string Binary() {
+  const char* s = std::getenv("RUNLOOM_BINARY");
+  return s ? s : "runloom";
+}
+
+inline std::string MakeTempDir(const std::string& tag) {
+  static std::atomic<int> n{0};
+  auto dir = std::filesystem::temp_directory_path() /
+             ("runloom-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A child process running `runloom args...`, stdout+stderr to `log`.
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, const std::string& log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      int null = open("/dev/null", O_RDONLY);
+      dup2(null, 0);
+      std::vector<char*> argv;
+      std::string bin = Binary();
+      argv.push_back(bin.data());
+      std::vector<std::string> copy = args;
+      for (std::string& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  // Waits; returns the exit code, or 128+signal.
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+  }
+  void Kill(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+// Runs to completion and captures the combined output.
+inline Result Run(const std::vector<std::string>& args) {
+  std::string log = MakeTempDir("log") + "/out.txt";
+  Child c(args, log);
+  Result r;
+  r.code = c.Wait();
+  r.out = ReadFile(log);
+  return r;
+}
+
+// Runs and returns stdout only (stderr discarded), for --json output.
+inline Result RunStdout(const std::vector<std::string>& args) {
+  std::string dir = MakeTempDir("log");
+  std::string cmd = Binary();
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  cmd += " 2>" + dir + "/err.txt >" + dir + "/out.txt";
+  Result r;
+  int st = std::system(cmd.c_str());
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = ReadFile(dir + "/out.txt");
+  return r;
+}
+
+}  // namespace runloom::testing

@@ -1,0 +1,203 @@
+// End-to-end tests of the `runloom` binary: crash recovery, the ingest
+// example, and bad input handling.
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "cli_harness.h"
+#include "gtest/gtest.h"
+#include "runloom/clock.h"
+
+namespace runloom::testing {
+namespace {
+
+nlohmann::json StatusJson(const std::string& db, const std::string& run_id) {
+  Result r = RunStdout({"status", run_id, "--db", db, "--json"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  return nlohmann::json::parse(r.out);
+}
+
+std::vector<nlohmann::json> EventsJson(const std::string& db, const std::string& run_id) {
+  Result r = RunStdout({"events", run_id, "--db", db, "--json"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::vector<nlohmann::json> out;
+  std::stringstream ss(r.out);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+std::string RunIdFrom(const std::string& out) {
+  size_t p = out.find("run r_");
+  if (p == std::string::npos) return "";
+  size_t end = out.find_first_of(": \n", p + 4);
+  return out.substr(p + 4, end - p - 4);
+}
+
+// Acceptance (issue 2, point 2): SIGKILL a `runloom run` in the middle of a
+// 6-step workflow whose exec steps append to a counter file; `runloom
+// worker` on the same database completes the run, every step executed
+// exactly once except at most the one in flight at the kill.
+TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
+  const std::string dir = MakeTempDir("crash");
+  const std::string db = dir + "/crash.db";
+  const std::string counter = dir + "/counter.txt";
+  std::string yaml = "name: six\nsteps:\n";
+  for (int i = 1; i <= 6; ++i) {
+    yaml += "  - id: s" + std::to_string(i) +
+            "\n    kind: exec\n    command: \"echo s" + std::to_string(i) + " >> " + counter +
+            "; sleep 0.4; echo '{}'\"\n";
+  }
+  WriteFile(dir + "/six.yaml", yaml);
+  Child run({"run", dir + "/six.yaml", "--db", db, "--lease-ttl", "1s"}, dir + "/run.log");
+  // Wait until step 3 has started, then kill -9 mid-step.
+  for (int i = 0; i < 1000; ++i) {
+    if (ReadFile(counter).find("s3") != std::string::npos) break;
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  RealClock()->SleepFor(absl::Milliseconds(100));
+  run.Kill(SIGKILL);
+  EXPECT_EQ(run.Wait(), 128 + SIGKILL);
+  const std::string run_id = RunIdFrom(ReadFile(dir + "/run.log"));
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  EXPECT_EQ(StatusJson(db, run_id)["status"], "running");
+
+  Result worker = Run({"worker", "--db", db, "--until-idle", "--lease-ttl", "1s"});
+  EXPECT_EQ(worker.code, 0) << worker.out;
+  nlohmann::json st = StatusJson(db, run_id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  EXPECT_EQ(st["attempts"], 2);
+
+  std::map<std::string, int> counts;
+  std::stringstream ss(ReadFile(counter));
+  std::string line;
+  while (std::getline(ss, line)) ++counts[line];
+  int twice = 0;
+  for (int i = 1; i <= 6; ++i) {
+    int c = counts["s" + std::to_string(i)];
+    EXPECT_GE(c, 1) << "s" << i;
+    EXPECT_LE(c, 2) << "s" << i;
+    if (c == 2) {
+      ++twice;
+      EXPECT_EQ(i, 3) << "only the step in flight at the kill may run twice";
+    }
+  }
+  EXPECT_LE(twice, 1);
+  bool expired = false;
+  for (const auto& e : EventsJson(db, run_id)) expired = expired || e["type"] == "run.lease_expired";
+  EXPECT_TRUE(expired) << "the event log records the interruption";
+}
+
+class Ingest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("ingest");
+    db_ = dir_ + "/ingest.db";
+  }
+  Result RunIngest(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", SourceDir() + "/examples/ingest.yaml", "--db", db_,
+                                     "--input", "document_id=doc-7"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Run(args);
+  }
+  std::string dir_, db_;
+};
+
+TEST_F(Ingest, HappyPathCompletes) {
+  Result r = RunIngest({"--input", "format=pdf"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::string id = RunIdFrom(r.out);
+  nlohmann::json st = StatusJson(db_, id);
+  EXPECT_EQ(st["status"], "completed");
+  std::map<std::string, std::string> state;
+  for (const auto& s : st["steps"]) state[s["path"]] = s["state"];
+  EXPECT_EQ(state["parse_pdf"], "succeeded");
+  EXPECT_EQ(state["parse_docx"], "skipped");
+  EXPECT_EQ(state["index"], "succeeded");
+  EXPECT_EQ(state["status"], "succeeded");
+}
+
+// Acceptance (issue 2, point 4a): a transient parser failure is retried with
+// backoff and the run completes.
+TEST_F(Ingest, TransientParserFailureIsRetriedWithBackoff) {
+  Result r = RunIngest({"--input", "format=html", "--input", "fail_parse_times=1"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::string id = RunIdFrom(r.out);
+  auto events = EventsJson(db_, id);
+  std::vector<nlohmann::json> parse;
+  for (const auto& e : events) {
+    if (e["data"].value("path", "") == "parse_html") parse.push_back(e);
+  }
+  ASSERT_EQ(parse.size(), 4u);  // started, failed (will retry), started, succeeded
+  EXPECT_EQ(parse[1]["type"], "step.failed");
+  EXPECT_EQ(parse[1]["data"]["error_class"], "unavailable");
+  EXPECT_EQ(parse[1]["data"]["will_retry"], true);
+  EXPECT_EQ(parse[1]["data"]["retry_in_ms"], 1000);
+  EXPECT_EQ(parse[2]["data"]["attempt"], 2);
+  EXPECT_EQ(parse[3]["type"], "step.succeeded");
+  EXPECT_EQ(StatusJson(db_, id)["status"], "completed");
+}
+
+// Acceptance (issue 2, point 4b): a failing chunk step is not retried, the
+// status step still runs and the run ends failed.
+TEST_F(Ingest, ChunkFailureIsNotRetriedAndStatusStillRuns) {
+  Result r = RunIngest({"--input", "format=txt", "--input", "fail_chunk=true"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  std::string id = RunIdFrom(r.out);
+  nlohmann::json st = StatusJson(db_, id);
+  EXPECT_EQ(st["status"], "failed");
+  std::map<std::string, nlohmann::json> steps;
+  for (const auto& s : st["steps"]) steps[s["path"]] = s;
+  EXPECT_EQ(steps["chunk"]["state"], "failed");
+  EXPECT_EQ(steps["chunk"]["attempt"], 1);
+  EXPECT_EQ(steps["index"]["state"], "skipped");
+  EXPECT_EQ(steps["status"]["state"], "succeeded");
+  EXPECT_EQ(steps["status"]["output"]["outcome"], "failed");
+  int chunk_starts = 0;
+  for (const auto& e : EventsJson(db_, id)) {
+    if (e["type"] == "step.started" && e["data"]["path"] == "chunk") ++chunk_starts;
+  }
+  EXPECT_EQ(chunk_starts, 1);
+}
+
+TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
+  const std::string dir = MakeTempDir("bad");
+  const std::string db = dir + "/bad.db";
+  const std::string wf = SourceDir() + "/examples/ingest.yaml";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  WriteFile(dir + "/broken.yaml", "name: broken\nsteps:\n  - id: a\n    kind: noop\n    needs: [zzz]\n");
+  WriteFile(dir + "/notyaml.yaml", "name: [unclosed\n");
+  std::vector<Case> cases = {
+      {{"run", dir + "/missing.yaml", "--db", db}, "missing.yaml"},
+      {{"run", dir + "/broken.yaml", "--db", db}, "broken.yaml:5"},
+      {{"run", dir + "/notyaml.yaml", "--db", db}, "notyaml.yaml"},
+      {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "nope=1"}, "nope"},
+      {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "format=exe"}, "format"},
+      {{"run", wf, "--db", db, "--input", "oops"}, "--input"},
+      {{"run", wf, "--db", db}, "document_id"},
+  };
+  for (const Case& c : cases) {
+    Result r = Run(c.args);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.expect << " in: " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one clear line: " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(db)) << "nothing written for " << c.args[1];
+  }
+  // An unknown run id on an existing database.
+  Result ok = Run({"run", wf, "--db", db, "--input", "document_id=d"});
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  Result unknown = Run({"status", "r_nope", "--db", db});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.out.find("r_nope"), std::string::npos);
+  Result wfs = Run({"workflows", "--db", db});
+  EXPECT_EQ(wfs.code, 0);
+  EXPECT_NE(wfs.out.find("ingest"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace runloom::testing
