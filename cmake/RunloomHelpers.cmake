@@ -29,12 +29,16 @@ function(runloom_cc_test)
   add_executable(${_t} ${RL_SRCS})
   target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(${_t} PRIVATE ${RL_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  # Where tests find the sources (examples/) and the CLI binary; the
+  # environment variables of the same names override these.
+  target_compile_definitions(${_t} PRIVATE
+    RUNLOOM_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
+    RUNLOOM_BINARY_DEFAULT="${PROJECT_BINARY_DIR}/runloom")
   if(NOT RL_TIMEOUT)
     set(RL_TIMEOUT 120)
   endif()
   include(GoogleTest)
   gtest_discover_tests(${_t}
     PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT}
-               ENVIRONMENT "RUNLOOM_SOURCE_DIR=${PROJECT_SOURCE_DIR};RUNLOOM_BINARY=${PROJECT_BINARY_DIR}/runloom"
     DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -94,6 +94,21 @@ struct EngineStats {
 // valid; errors read "<file>:<line>: step '<id>': ...". Needs no store.
 absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry);
 
+// A human decision on a paused run's approval gate.
+struct DecisionRequest {
+  // Digest of the proposal the reviewer saw ("sha256:..."); must be the
+  // current one, or the decision is refused.
+  std::string proposal_digest;
+  // approve | edit | reject | request_revision
+  std::string decision;
+  // decision == edit: the reviewer's version, which becomes the gate's output.
+  nlohmann::json edited_proposal;
+  // decision == request_revision: what to change, and the phase to rerun
+  // from ("" = the gate's `revision_phase`).
+  std::string feedback;
+  std::string from_phase;
+};
+
 class Engine {
  public:
   // Takes ownership of the backend. Does not start any thread.
@@ -126,6 +141,29 @@ class Engine {
   // Waits until the run is terminal or paused, or `deadline`.
   // kDeadlineExceeded at the deadline.
   absl::StatusOr<RunRecord> AwaitRun(const std::string& run_id, absl::Time deadline);
+
+  // Records a decision on the paused run `run_id` and queues it again, in one
+  // compare-and-set. `reviewer` comes from the caller's authenticated
+  // identity, never from the request body. kAborted: the digest is not the
+  // current proposal's, or another decision won the race (HTTP 409);
+  // kFailedPrecondition: the run is not paused (409); kInvalidArgument: a
+  // decision the gate does not allow, or a bad phase.
+  absl::StatusOr<RunRecord> Decide(const std::string& run_id, const DecisionRequest& request,
+                                   const std::string& reviewer);
+
+  // Starts a new revision of a finished (or paused) run from the first step
+  // of `phase`: the steps before it keep their records, the rest run again;
+  // `feedback` becomes run.feedback. kFailedPrecondition while queued/running.
+  absl::StatusOr<RunRecord> Rerun(const std::string& run_id, const std::string& phase,
+                                  const std::string& feedback, const std::string& by);
+
+  // Cancels a run: queued and paused runs at once; a running run is asked to
+  // stop (its executor stops at the next safe point within one heartbeat and
+  // writes cancelled). kFailedPrecondition when already terminal.
+  absl::StatusOr<RunRecord> Cancel(const std::string& run_id, const std::string& by);
+
+  // Admin reset: cancels every queued, running and paused run. Returns how many.
+  absl::StatusOr<int> ResetAll(const std::string& by);
 
   // Runs one sweep now (tests and tools). Returns how many runs it acted on.
   absl::StatusOr<int> SweepOnce();

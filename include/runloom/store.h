@@ -62,6 +62,13 @@ struct RunWrite {
   // require status running and `lease_token` equal to the current token.
   std::vector<RunStatus> expected;
   std::string lease_token;
+  // When set, the run's last_event_seq must equal it (kAborted otherwise):
+  // "nothing happened to the run since I read it" (human decisions use it).
+  std::optional<int64_t> expected_last_event_seq;
+  // When true and the run has cancel_requested set, the write is refused
+  // with kCancelled (the executor's step.started write uses it, so no step
+  // starts after a cancel is acknowledged).
+  bool refuse_if_cancel_requested = false;
   std::optional<RunStatus> new_status;  // checked against the transition table
   std::optional<std::string> outcome;
   std::optional<std::string> error;

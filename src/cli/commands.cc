@@ -140,6 +140,8 @@ class ProgressPrinter {
   ProgressPrinter(Store* store, std::string run_id)
       : store_(store), run_id_(std::move(run_id)), tty_(isatty(STDOUT_FILENO) != 0) {}
 
+  void SkipTo(int64_t seq) { last_seq_ = seq; }
+
   // Prints every event after the last one printed.
   void Poll() {
     auto evs = store_->ListEvents(run_id_, last_seq_, 1000);
@@ -177,6 +179,12 @@ class ProgressPrinter {
     } else if (e.type == "run.started") {
       std::cout << "run " << run_id_ << " " << d.value("entry", "fresh") << " (attempt "
                 << d.value("attempt", 0) << ", revision " << d.value("revision", 1) << ")\n";
+    } else if (e.type == "run.paused") {
+      std::cout << (tty_ ? Paint("33", "  ⏸ ") : "run paused     ") << d.value("step_path", "")
+                << " waits for a decision\n";
+    } else if (e.type == "run.decided") {
+      std::cout << (tty_ ? Paint("33", "  ✎ ") : "run decided    ") << d.value("step_path", "")
+                << ": " << d.value("decision", "") << " by " << d.value("reviewer", "") << "\n";
     } else if (e.type == "run.released") {
       std::cout << "run " << run_id_ << " released: " << d.value("reason", "") << "\n";
     }
@@ -187,6 +195,73 @@ class ProgressPrinter {
   const bool tty_;
   int64_t last_seq_ = 0;
 };
+
+// Exit code for an engine error on a command that names a run.
+int ExitForError(const absl::Status& s) {
+  std::cerr << "runloom: error: " << s.message() << "\n";
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kInvalidArgument:
+      return kExitBadInput;
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitConflict;
+    default:
+      return kExitNotCompleted;
+  }
+}
+
+std::string DefaultReviewer() {
+  const char* u = std::getenv("USER");
+  return u != nullptr && *u != '\0' ? u : "cli";
+}
+
+// A paused run on a terminal: show the proposal and ask. Returns the decision
+// to submit, or nullopt to leave the run paused.
+std::optional<DecisionRequest> AskForDecision(const nlohmann::json& gate) {
+  std::cout << "\n── approval needed: " << gate.value("title", "") << " (" << gate.value("path", "")
+            << ")\n"
+            << gate["proposal"].dump(2) << "\n"
+            << "digest " << gate.value("proposal_digest", "") << "\n";
+  DecisionRequest d;
+  d.proposal_digest = gate.value("proposal_digest", "");
+  while (true) {
+    std::cout << "[a]pprove, [r]eject, re[v]ise, [e]dit from a JSON file, [l]eave paused: "
+              << std::flush;
+    std::string line;
+    if (!std::getline(std::cin, line)) return std::nullopt;
+    if (line == "a" || line == "approve") {
+      d.decision = "approve";
+      return d;
+    }
+    if (line == "r" || line == "reject") {
+      d.decision = "reject";
+      return d;
+    }
+    if (line == "l" || line == "leave") return std::nullopt;
+    if (line == "v" || line == "revise") {
+      d.decision = "request_revision";
+      std::cout << "feedback: " << std::flush;
+      std::getline(std::cin, d.feedback);
+      std::cout << "rerun from phase [" << gate.value("revision_phase", "") << "]: " << std::flush;
+      std::getline(std::cin, d.from_phase);
+      return d;
+    }
+    if (line == "e" || line == "edit") {
+      std::cout << "JSON file with the edited proposal: " << std::flush;
+      std::string path;
+      std::getline(std::cin, path);
+      std::ifstream in(path);
+      try {
+        d.edited_proposal = nlohmann::json::parse(in);
+        d.decision = "edit";
+        return d;
+      } catch (const std::exception& e) {
+        std::cout << "cannot read JSON from '" << path << "': " << e.what() << "\n";
+      }
+    }
+  }
+}
 
 int ExitFor(const RunRecord& run) {
   if (run.status == RunStatus::kCompleted) return kExitCompleted;
@@ -272,7 +347,40 @@ int RunCommand(const RunFlags& f) {
       printer.Poll();
     });
   }
-  auto result = e->ExecuteRun(run.id);
+  const bool interactive = isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
+  absl::StatusOr<RunRecord> result;
+  while (true) {
+    result = e->ExecuteRun(run.id);
+    if (!result.ok() || result->status != RunStatus::kPaused || signals.signalled()) break;
+    const nlohmann::json gate = result->context.value("pending_gate", nlohmann::json::object());
+    std::optional<DecisionRequest> decision;
+    std::string reviewer = DefaultReviewer();
+    if (f.auto_approve) {
+      decision = DecisionRequest{.proposal_digest = gate.value("proposal_digest", ""),
+                                 .decision = "approve"};
+      reviewer = "auto";
+    } else if (interactive) {
+      done = true;  // keep the prompt clean
+      if (progress.joinable()) progress.join();
+      decision = AskForDecision(gate);
+      done = false;
+      progress = std::thread([&] {
+        ProgressPrinter printer(e->store(), run.id);
+        printer.SkipTo(result->last_event_seq);
+        while (!done.load()) {
+          printer.Poll();
+          RealClock()->SleepFor(absl::Milliseconds(50));
+        }
+        printer.Poll();
+      });
+    }
+    if (!decision) break;
+    auto decided = e->Decide(run.id, *decision, reviewer);
+    if (!decided.ok()) {
+      std::cerr << "runloom: decision refused: " << decided.status().message() << "\n";
+      if (!interactive) break;
+    }
+  }
   done = true;
   if (progress.joinable()) progress.join();
   e->Stop();
@@ -288,8 +396,96 @@ int RunCommand(const RunFlags& f) {
               << "; continue it with: runloom worker --db " << f.common.db << "\n";
     return kExitInterrupted;
   }
+  if (result->status == RunStatus::kPaused && !f.json) {
+    const nlohmann::json gate = result->context.value("pending_gate", nlohmann::json::object());
+    std::cout << "run " << run.id << " paused at " << gate.value("path", "") << " for a decision\n"
+              << "proposal:\n" << gate.value("proposal", nlohmann::json()).dump(2) << "\n"
+              << "proposal digest: " << gate.value("proposal_digest", "") << "\n"
+              << "decide with: runloom decide " << run.id << " --db " << f.common.db
+              << " --digest " << gate.value("proposal_digest", "")
+              << " --approve   (or --reject, --edit FILE, --revise TEXT [--from PHASE])\n"
+              << "then continue it with: runloom worker --db " << f.common.db << " --until-idle\n";
+    return kExitPaused;
+  }
   PrintFinal(*result, f.json);
   return ExitFor(*result);
+}
+
+int DecideCommand(const DecideFlags& f) {
+  DecisionRequest d;
+  d.proposal_digest = f.digest;
+  int chosen = (f.approve ? 1 : 0) + (f.reject ? 1 : 0) + (f.edit_file.empty() ? 0 : 1) +
+               (f.revise.empty() ? 0 : 1);
+  if (chosen != 1) {
+    return BadInput("give exactly one of --approve, --reject, --edit FILE, --revise TEXT");
+  }
+  if (f.approve) d.decision = "approve";
+  if (f.reject) d.decision = "reject";
+  if (!f.revise.empty()) {
+    d.decision = "request_revision";
+    d.feedback = f.revise;
+    d.from_phase = f.from_phase;
+  }
+  if (!f.edit_file.empty()) {
+    std::ifstream in(f.edit_file);
+    if (!in) return BadInput(absl::StrCat("--edit: file '", f.edit_file, "' not found"));
+    try {
+      d.edited_proposal = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      return BadInput(absl::StrCat("--edit: '", f.edit_file, "' is not valid JSON: ", e.what()));
+    }
+    d.decision = "edit";
+  }
+  auto backend = OpenExistingDb(f.common);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  auto engine = Engine::Open({}, *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto r = (*engine)->Decide(f.run_id, d, f.as.empty() ? DefaultReviewer() : f.as);
+  if (!r.ok()) return ExitForError(r.status());
+  std::cout << "run " << r->id << ": decision '" << d.decision << "' recorded; the run is "
+            << std::string(ToString(r->status)) << " (revision " << r->revision << ")\n";
+  return 0;
+}
+
+int CancelCommand(const CommonFlags& c, const std::string& run_id) {
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  auto engine = Engine::Open({}, *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto r = (*engine)->Cancel(run_id, DefaultReviewer());
+  if (!r.ok()) return ExitForError(r.status());
+  if (r->status == RunStatus::kCancelled) {
+    std::cout << "run " << run_id << " cancelled\n";
+  } else {
+    std::cout << "run " << run_id << " is running; cancel requested: its executor stops at the "
+              << "next safe point\n";
+  }
+  return 0;
+}
+
+int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::string& phase,
+                 const std::string& feedback) {
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  auto engine = Engine::Open({}, *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto r = (*engine)->Rerun(run_id, phase, feedback, DefaultReviewer());
+  if (!r.ok()) return ExitForError(r.status());
+  std::cout << "run " << run_id << " queued as revision " << r->revision << " from phase " << phase
+            << "; execute it with: runloom worker --db " << c.db << " --until-idle\n";
+  return 0;
+}
+
+int ResetCommand(const CommonFlags& c, bool yes) {
+  if (!yes) return BadInput("reset cancels every unfinished run; confirm with --yes");
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
+  auto engine = Engine::Open({}, *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto n = (*engine)->ResetAll(DefaultReviewer());
+  if (!n.ok()) return Failure(std::string(n.status().message()));
+  std::cout << "reset: " << *n << " unfinished runs cancelled\n";
+  return 0;
 }
 
 int WorkerCommand(const WorkerFlags& f) {

@@ -14,6 +14,7 @@ inline constexpr int kExitCompleted = 0;
 inline constexpr int kExitNotCompleted = 1;  // a terminal status other than completed
 inline constexpr int kExitBadInput = 2;      // bad file, input, flag or run id; nothing written
 inline constexpr int kExitPaused = 3;        // the run waits for a human decision
+inline constexpr int kExitConflict = 4;      // decide/cancel/rerun refused: the run is not in a state that allows it
 inline constexpr int kExitInterrupted = 130; // SIGINT/SIGTERM: the run was released to the queue
 
 struct CommonFlags {
@@ -29,6 +30,7 @@ struct RunFlags {
   std::string idempotency_key;
   std::string lease_ttl = "30s";
   bool json = false;
+  bool auto_approve = false;  // approve every gate (demos, CI)
 };
 int RunCommand(const RunFlags& flags);
 
@@ -41,6 +43,23 @@ struct WorkerFlags {
   int max_attempts = 5;
 };
 int WorkerCommand(const WorkerFlags& flags);
+
+struct DecideFlags {
+  CommonFlags common;
+  std::string run_id;
+  std::string digest;
+  bool approve = false;
+  bool reject = false;
+  std::string edit_file;   // a JSON file with the edited proposal
+  std::string revise;      // feedback text for request_revision
+  std::string from_phase;  // with --revise
+  std::string as;          // reviewer identity; default: $USER
+};
+int DecideCommand(const DecideFlags& flags);
+int CancelCommand(const CommonFlags& common, const std::string& run_id);
+int RerunCommand(const CommonFlags& common, const std::string& run_id, const std::string& phase,
+                 const std::string& feedback);
+int ResetCommand(const CommonFlags& common, bool yes);
 
 int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--lease-ttl", run.lease_ttl, "lease lifetime, e.g. 30s")->capture_default_str();
   run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")->capture_default_str();
   run_cmd->add_flag("--json", run.json, "print the final run as JSON");
+  run_cmd->add_flag("--auto-approve", run.auto_approve,
+                    "approve every approval gate automatically (reviewer \"auto\")");
   add_db(run_cmd, run.common);
 
   runloom::cli::WorkerFlags worker;
@@ -38,6 +40,44 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--sync", worker.common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   add_db(worker_cmd, worker.common);
+
+  runloom::cli::DecideFlags decide;
+  CLI::App* decide_cmd = app.add_subcommand("decide", "Decide on a paused run's approval gate");
+  decide_cmd->add_option("run", decide.run_id, "run id")->required();
+  decide_cmd->add_option("--digest", decide.digest, "digest of the proposal you reviewed")->required();
+  auto* approve_flag = decide_cmd->add_flag("--approve", decide.approve, "approve the proposal");
+  auto* reject_flag = decide_cmd->add_flag("--reject", decide.reject, "reject: the run ends rejected");
+  auto* edit_opt = decide_cmd->add_option("--edit", decide.edit_file,
+                                          "approve your edited proposal (a JSON file)");
+  auto* revise_opt = decide_cmd->add_option("--revise", decide.revise,
+                                            "request a revision with this feedback");
+  decide_cmd->add_option("--from", decide.from_phase, "with --revise: the phase to rerun from")
+      ->needs(revise_opt);
+  decide_cmd->add_option("--as", decide.as, "reviewer name (default: $USER)");
+  approve_flag->excludes(reject_flag)->excludes(edit_opt)->excludes(revise_opt);
+  reject_flag->excludes(edit_opt)->excludes(revise_opt);
+  edit_opt->excludes(revise_opt);
+  add_db(decide_cmd, decide.common);
+
+  runloom::cli::CommonFlags cancel_db;
+  std::string cancel_run;
+  CLI::App* cancel_cmd = app.add_subcommand("cancel", "Cancel a run");
+  cancel_cmd->add_option("run", cancel_run, "run id")->required();
+  add_db(cancel_cmd, cancel_db);
+
+  runloom::cli::CommonFlags rerun_db;
+  std::string rerun_run, rerun_from, rerun_feedback;
+  CLI::App* rerun_cmd = app.add_subcommand("rerun", "Rerun a finished run from a phase (a new revision)");
+  rerun_cmd->add_option("run", rerun_run, "run id")->required();
+  rerun_cmd->add_option("--from", rerun_from, "the phase to rerun from")->required();
+  rerun_cmd->add_option("--feedback", rerun_feedback, "feedback for the new revision (run.feedback)");
+  add_db(rerun_cmd, rerun_db);
+
+  runloom::cli::CommonFlags reset_db;
+  bool reset_yes = false;
+  CLI::App* reset_cmd = app.add_subcommand("reset", "Admin reset: cancel every unfinished run");
+  reset_cmd->add_flag("--yes", reset_yes, "confirm");
+  add_db(reset_cmd, reset_db);
 
   runloom::cli::CommonFlags status_db;
   std::string status_run;
@@ -79,6 +119,10 @@ int main(int argc, char** argv) {
   }
   if (*run_cmd) return runloom::cli::RunCommand(run);
   if (*worker_cmd) return runloom::cli::WorkerCommand(worker);
+  if (*decide_cmd) return runloom::cli::DecideCommand(decide);
+  if (*cancel_cmd) return runloom::cli::CancelCommand(cancel_db, cancel_run);
+  if (*rerun_cmd) return runloom::cli::RerunCommand(rerun_db, rerun_run, rerun_from, rerun_feedback);
+  if (*reset_cmd) return runloom::cli::ResetCommand(reset_db, reset_yes);
   if (*status_cmd) return runloom::cli::StatusCommand(status_db, status_run, status_json);
   if (*events_cmd) return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
   if (*wf_cmd) return runloom::cli::WorkflowsCommand(wf_db, wf_json);

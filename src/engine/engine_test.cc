@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "engine/engine_test_util.h"
 #include "engine/run_execution.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -15,85 +15,6 @@ namespace runloom {
 namespace {
 
 using ::runloom::testing::StatusIs;
-
-std::string TempDb() {
-  static std::atomic<int> n{0};
-  auto dir = std::filesystem::temp_directory_path() /
-             ("runloom-engine-test-" + std::to_string(getpid()) + "-" + std::to_string(n++));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return (dir / "t.db").string();
-}
-
-// A step kind that counts executions and can block until released.
-class CountingKind final : public StepKind {
- public:
-  absl::Status Validate(const StepDef&) const override { return absl::OkStatus(); }
-  absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
-    int n = ++count;
-    if (config.value("block", false)) {
-      entered.Notify();
-      while (!release.HasBeenNotified()) {
-        if (ctx.Stopping()) return absl::CancelledError("stopped");
-        ctx.SleepUntil(ctx.clock()->Now() + absl::Milliseconds(5));
-      }
-    }
-    StepOutput out;
-    out.output = {{"n", n}, {"echo", config.value("echo", nlohmann::json(nullptr))}};
-    return out;
-  }
-  std::atomic<int> count{0};
-  absl::Notification entered;
-  absl::Notification release;
-};
-
-struct Harness {
-  explicit Harness(EngineOptions opts = {}, Clock* clock = nullptr) {
-    kind = std::make_shared<CountingKind>();
-    auto registry = StepRegistry::WithBuiltins();
-    registry->Register("count", kind);
-    opts.registry = std::move(registry);
-    SqliteOptions so;
-    so.clock = clock;
-    path = TempDb();
-    auto backend = OpenSqlite(path, so);
-    EXPECT_OK(backend);
-    auto e = Engine::Open(std::move(opts), *std::move(backend));
-    EXPECT_OK(e);
-    engine = *std::move(e);
-  }
-
-  RunRecord RunYaml(const std::string& yaml, nlohmann::json inputs = nlohmann::json::object()) {
-    auto wf = LoadWorkflowYaml(yaml, "test.yaml");
-    EXPECT_OK(wf);
-    StartRunRequest req;
-    req.workflow = *wf;
-    req.inputs = std::move(inputs);
-    auto started = engine->StartRun(req);
-    EXPECT_OK(started);
-    auto done = engine->ExecuteRun(started->run.id);
-    EXPECT_OK(done);
-    return *done;
-  }
-
-  std::map<std::string, StepRecord> Steps(const std::string& run_id) {
-    std::map<std::string, StepRecord> out;
-    auto steps = engine->store()->ListSteps(run_id, std::nullopt);
-    EXPECT_OK(steps);
-    for (auto& s : *steps) out[s.path] = s;
-    return out;
-  }
-
-  std::vector<Event> Events(const std::string& run_id) {
-    auto evs = engine->store()->ListEvents(run_id, 0, 10000);
-    EXPECT_OK(evs);
-    return *evs;
-  }
-
-  std::shared_ptr<CountingKind> kind;
-  std::string path;
-  std::unique_ptr<Engine> engine;
-};
 
 TEST(Engine, SequentialStepsCompleteAndRecordOutputs) {
   Harness h;

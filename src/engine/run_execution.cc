@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/check.h"
+#include "core/digest.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
 #include "steps/builtin_steps.h"
@@ -85,6 +86,17 @@ class LeafContext final : public StepContext {
 
 }  // namespace
 
+std::string TopLevelId(const std::string& path) {
+  return path.substr(0, path.find_first_of("[/"));
+}
+
+int FirstStepOfPhase(const Workflow& wf, const std::string& phase) {
+  for (size_t i = 0; i < wf.steps.size(); ++i) {
+    if (wf.steps[i].phase == phase) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 std::string ChildPath(const std::string& prefix, const std::string& id) {
   return prefix.empty() ? id : absl::StrCat(prefix, "/", id);
 }
@@ -123,6 +135,11 @@ absl::Status RunExecution::Write(RunWrite write) {
   write.party = Party::kExecutor;
   write.lease_token = lease_.token;
   absl::Status s = config_.store->Commit(write);
+  if (s.code() == absl::StatusCode::kCancelled) {
+    // A cancel was requested before this step could start.
+    root_.RequestStop(StopReason::kCancel);
+    return absl::CancelledError("cancel requested");
+  }
   if (s.code() == absl::StatusCode::kAborted || s.code() == absl::StatusCode::kFailedPrecondition) {
     // Someone else holds the run now (or it moved on without us): stop, and
     // make sure nothing else this execution does gets written.
@@ -165,8 +182,10 @@ absl::StatusOr<nlohmann::json> RunExecution::Resolve(const std::string& ref,
   if (r.root == "steps") {
     const StepResult* res = scope.Find(r.step_id);
     if (res == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("'", ref, "': step '", r.step_id, "' has not run yet at this point"));
+      // Not run yet at this point (a loop's first round reading the editor's
+      // notes, a step on another path): null, and status "pending".
+      if (r.attr == "status") return nlohmann::json("pending");
+      return nlohmann::json(nullptr);
     }
     if (r.attr == "status") {
       return nlohmann::json(std::string(ToString(res->state)));
@@ -314,6 +333,12 @@ absl::StatusOr<StepResult> RunExecution::RunSequence(const std::vector<StepDef>&
     last = result;
     done[pick] = true;
     ++finished;
+    if (step.kind == "approval" && result.state == StepState::kSucceeded &&
+        result.output.value("decision", "") == "reject") {
+      halt_ = Halt::kReject;
+      reject_error_ = absl::StrCat("rejected at ", path, " by ", result.output.value("reviewer", ""));
+    }
+    if (halt_ != Halt::kNone) break;
   }
   StepResult seq;
   seq.state = any_failed ? StepState::kFailed : StepState::kSucceeded;
@@ -326,6 +351,7 @@ absl::StatusOr<StepResult> RunExecution::RunStep(const StepDef& step, const std:
                                                  Scope& scope, StopSource& stop) {
   if (step.kind == "loop") return RunLoop(step, path, scope, stop);
   if (step.kind == "parallel") return RunParallel(step, path, scope, stop);
+  if (step.kind == "approval") return RunApproval(step, path, scope);
   return RunLeaf(step, path, scope, stop);
 }
 
@@ -356,6 +382,7 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
         if (new_phase) phase_ = step.phase;
       }
       if (new_phase) w.phase = step.phase;
+      w.refuse_if_cancel_requested = true;
       RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
     }
     const absl::Time started = config_.clock->Now();
@@ -450,6 +477,7 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
                              RunSequence(step.body, absl::StrCat(path, "[", i, "]"), cur, stop));
     iterations = i;
     prev.results = cur.results;
+    if (halt_ != Halt::kNone) return body;  // paused or rejected inside the body
     if (body.state == StepState::kFailed) {
       result.state = StepState::kFailed;
       result.error = body.error;
@@ -488,6 +516,57 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
   }
   RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, 1, started, "", std::move(ev)));
   return result;
+}
+
+absl::StatusOr<StepResult> RunExecution::RunApproval(const StepDef& step, const std::string& path,
+                                                     Scope& scope) {
+  // No record for this gate in this revision: resolve the proposal, record it
+  // on the run and pause. The decision, when it comes, is written as this
+  // gate's step record, which the next execution reads from the store.
+  auto proposal = ResolveTemplates(step.config.value("proposal", nlohmann::json(nullptr)),
+                                   [&](const std::string& ref) { return Resolve(ref, scope); });
+  if (!proposal.ok()) {
+    StepResult failed;
+    failed.state = StepState::kFailed;
+    failed.error = absl::StrCat("proposal: ", proposal.status().message());
+    failed.error_class = "invalid";
+    RUNLOOM_RETURN_IF_ERROR(Record(step, path, failed, 1, config_.clock->Now(), "",
+                                   {events::StepFailed(run_.id, path, step.id, 1, failed.error,
+                                                       "invalid", false, std::nullopt)}));
+    return failed;
+  }
+  nlohmann::json allow = step.config.value("allow", nlohmann::json::array());
+  if (allow.empty()) {
+    for (const char* d : kDecisions) allow.push_back(d);
+  }
+  pending_gate_ = {{"path", path},
+                   {"step_id", step.id},
+                   {"phase", step.phase},
+                   {"proposal", *proposal},
+                   {"proposal_digest", JsonDigest(*proposal)},
+                   {"allow", allow},
+                   {"revision_phase", step.config.value("revision_phase", "")},
+                   {"title", step.config.value("title", step.id)}};
+  halt_ = Halt::kPause;
+  StepResult pending;
+  pending.state = StepState::kSkipped;  // not recorded; the walk stops here
+  return pending;
+}
+
+Disposition RunExecution::Pause() {
+  RunWrite w;
+  w.new_status = RunStatus::kPaused;
+  nlohmann::json context = run_.context;
+  context["pending_gate"] = pending_gate_;
+  w.context = std::move(context);
+  w.events.push_back(RunPausedEvent(
+      run_.id, {.step_path = pending_gate_["path"].get<std::string>(),
+                .proposal_digest = pending_gate_["proposal_digest"].get<std::string>()}));
+  absl::Status s = Write(std::move(w));
+  if (s.code() == absl::StatusCode::kAborted) return Disposition::kLeaseLost;
+  if (!s.ok()) return Disposition::kStoreError;
+  final_status_ = RunStatus::kPaused;
+  return Disposition::kPaused;
 }
 
 absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const std::string& path,
@@ -612,6 +691,8 @@ Disposition RunExecution::Run() {
   Scope top;
   absl::StatusOr<StepResult> r = RunSequence(workflow_->steps, "", top, root_);
   if (!r.ok()) return StopDisposition();
+  if (halt_ == Halt::kPause) return Pause();
+  if (halt_ == Halt::kReject) return Finish(RunStatus::kRejected, "rejected", reject_error_);
   if (root_.stopped() || draining_) {
     // Every step finished, but the stop came first: honour a cancel.
     if (root_.reason() == StopReason::kCancel) return StopDisposition();

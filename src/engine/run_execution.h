@@ -99,6 +99,8 @@ class RunExecution {
                                      Scope& scope, StopSource& stop);
   absl::StatusOr<StepResult> RunLoop(const StepDef& step, const std::string& path, Scope& scope,
                                      StopSource& stop);
+  absl::StatusOr<StepResult> RunApproval(const StepDef& step, const std::string& path,
+                                         Scope& scope);
   absl::StatusOr<StepResult> RunParallel(const StepDef& step, const std::string& path,
                                          Scope& scope, StopSource& stop);
 
@@ -109,6 +111,7 @@ class RunExecution {
   absl::Status Write(RunWrite write);
   Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error);
   Disposition StopDisposition();
+  Disposition Pause();
 
   // Constant after construction.
   const ExecutionConfig config_;
@@ -125,6 +128,13 @@ class RunExecution {
 
   std::atomic<bool> draining_{false};
 
+  // Set by the Run() thread when the graph must stop walking: a gate with
+  // no decision yet (pause) or a rejecting decision.
+  enum class Halt { kNone, kPause, kReject };
+  Halt halt_ = Halt::kNone;
+  nlohmann::json pending_gate_;  // what Pause() records for the reviewer
+  std::string reject_error_;
+
   // Owned by the Run() thread.
   RunStatus final_status_ = RunStatus::kFailed;
   std::string final_error_;
@@ -132,5 +142,14 @@ class RunExecution {
 
 // "refine[2]/write" style paths.
 std::string ChildPath(const std::string& prefix, const std::string& id);
+
+// The top-level step id a path belongs to: "refine[2]/write" -> "refine".
+std::string TopLevelId(const std::string& path);
+
+// Index of the first top-level step of `phase`, or -1.
+int FirstStepOfPhase(const Workflow& wf, const std::string& phase);
+
+// The decisions an approval step allows by default.
+inline constexpr const char* kDecisions[] = {"approve", "edit", "reject", "request_revision"};
 
 }  // namespace runloom::engine_internal

@@ -239,6 +239,18 @@ Event RunPausedEvent(const std::string& run_id, const RunPausedData& d) {
   return e;
 }
 
+Event RunDecidedEvent(const std::string& run_id, const RunDecidedData& d) {
+  Event e = NewEvent(run_id, event_types::kRunDecided);
+  e.data["step_path"] = d.step_path;
+  e.data["decision"] = d.decision;
+  e.data["reviewer"] = d.reviewer;
+  e.data["proposal_digest"] = d.proposal_digest;
+  SetIfNotEmpty(e.data, "feedback", d.feedback);
+  SetIfNotEmpty(e.data, "rerun_from", d.rerun_from);
+  e.data["revision"] = d.revision;
+  return e;
+}
+
 Event RunResumedEvent(const std::string& run_id, const RunResumedData& d) {
   Event e = NewEvent(run_id, event_types::kRunResumed);
   e.data["reason"] = d.reason;
@@ -248,6 +260,15 @@ Event RunResumedEvent(const std::string& run_id, const RunResumedData& d) {
 Event RunCancelRequestedEvent(const std::string& run_id, const RunCancelRequestedData& d) {
   Event e = NewEvent(run_id, event_types::kRunCancelRequested);
   e.data["by"] = d.by;
+  return e;
+}
+
+Event RunRerunRequestedEvent(const std::string& run_id, const RunRerunRequestedData& d) {
+  Event e = NewEvent(run_id, event_types::kRunRerunRequested);
+  e.data["from_phase"] = d.from_phase;
+  e.data["revision"] = d.revision;
+  e.data["by"] = d.by;
+  SetIfNotEmpty(e.data, "feedback", d.feedback);
   return e;
 }
 

@@ -57,8 +57,10 @@ inline constexpr std::string_view kRunStarted = "run.started";
 inline constexpr std::string_view kRunLeaseExpired = "run.lease_expired";
 inline constexpr std::string_view kRunReleased = "run.released";
 inline constexpr std::string_view kRunPaused = "run.paused";
+inline constexpr std::string_view kRunDecided = "run.decided";
 inline constexpr std::string_view kRunResumed = "run.resumed";
 inline constexpr std::string_view kRunCancelRequested = "run.cancel_requested";
+inline constexpr std::string_view kRunRerunRequested = "run.rerun_requested";
 inline constexpr std::string_view kRunFinished = "run.finished";
 inline constexpr std::string_view kStepStarted = "step.started";
 inline constexpr std::string_view kStepSucceeded = "step.succeeded";
@@ -122,6 +124,23 @@ struct RunPausedData {
   std::string proposal_digest{};  // optional: "" = none; else "sha256:<hex>"
 };
 
+// run.decided: a human decision on a paused run was recorded. `decision` is
+// one of approve, edit, reject, request_revision (kDecisions below);
+// ValidateEvent rejects any other value.
+struct RunDecidedData {
+  std::string step_path{};        // the step the run paused at
+  std::string decision{};
+  std::string reviewer{};         // who decided (from the server, not the client)
+  std::string proposal_digest{};  // "sha256:<hex>" of the proposal decided on
+  std::string feedback{};         // optional: "" = none
+  std::string rerun_from{};       // optional: "" = none; else the phase to rerun from
+  int64_t revision = 1;           // >= 1: the revision the run continues in
+};
+
+// The values of run.decided's data.decision.
+inline constexpr std::string_view kDecisions[] = {"approve", "edit", "reject",
+                                                  "request_revision"};
+
 // run.resumed: a paused run was let go on.
 struct RunResumedData {
   std::string reason{};
@@ -130,6 +149,15 @@ struct RunResumedData {
 // run.cancel_requested: someone asked to cancel the run.
 struct RunCancelRequestedData {
   std::string by{};
+};
+
+// run.rerun_requested: an operator asked to rerun the run from a phase,
+// starting a new revision.
+struct RunRerunRequestedData {
+  std::string from_phase{};
+  int64_t revision = 1;   // >= 1: the new revision
+  std::string by{};
+  std::string feedback{};  // optional: "" = none
 };
 
 // run.finished: the run reached a terminal status (IsTerminal(status) must
@@ -191,8 +219,10 @@ Event RunStartedEvent(const std::string& run_id, const RunStartedData& d);
 Event RunLeaseExpiredEvent(const std::string& run_id, const RunLeaseExpiredData& d);
 Event RunReleasedEvent(const std::string& run_id, const RunReleasedData& d);
 Event RunPausedEvent(const std::string& run_id, const RunPausedData& d);
+Event RunDecidedEvent(const std::string& run_id, const RunDecidedData& d);
 Event RunResumedEvent(const std::string& run_id, const RunResumedData& d);
 Event RunCancelRequestedEvent(const std::string& run_id, const RunCancelRequestedData& d);
+Event RunRerunRequestedEvent(const std::string& run_id, const RunRerunRequestedData& d);
 Event RunFinishedEvent(const std::string& run_id, const RunFinishedData& d);
 Event StepStartedEvent(const std::string& run_id, const StepStartedData& d);
 Event StepSucceededEvent(const std::string& run_id, const StepSucceededData& d);

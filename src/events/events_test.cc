@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <string_view>
 
 #include "absl/random/random.h"
 #include "core/ids.h"
@@ -33,8 +35,13 @@ std::vector<Event> OneOfEach() {
       RunLeaseExpiredEvent(kRun, {.attempt = 1, .lease_owner = "me"}),
       RunReleasedEvent(kRun, {.reason = "shutdown"}),
       RunPausedEvent(kRun, {.step_path = "gate"}),
+      RunDecidedEvent(kRun, {.step_path = "gate",
+                             .decision = "approve",
+                             .reviewer = "alice",
+                             .proposal_digest = kDigest}),
       RunResumedEvent(kRun, {.reason = "approved"}),
       RunCancelRequestedEvent(kRun, {.by = "bob"}),
+      RunRerunRequestedEvent(kRun, {.from_phase = "research", .revision = 2, .by = "bob"}),
       RunFinishedEvent(kRun, {.status = RunStatus::kBudgetStopped}),
       StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "exec"}),
       StepSucceededEvent(kRun, {.path = "a", .step_id = "a", .duration_ms = 5}),
@@ -55,7 +62,7 @@ void ExpectSameEvent(const Event& a, const Event& b) {
 
 TEST(Events, AllEventTypesAreDistinctAndNamed) {
   std::vector<std::string> types = AllEventTypes();
-  EXPECT_EQ(types.size(), 13u);
+  EXPECT_EQ(types.size(), 15u);
   EXPECT_EQ(std::set<std::string>(types.begin(), types.end()).size(), types.size());
   for (const std::string& t : types) {
     EXPECT_EQ(EventSchemaVersion(t), 1) << t;
@@ -120,6 +127,26 @@ TEST(Events, FactoriesWriteEveryField) {
   Event st = StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "llm", .phase = "draft"});
   EXPECT_EQ(st.data["phase"], "draft");
   EXPECT_EQ(st.data["attempt"], 1);
+  Event d = RunDecidedEvent(kRun, {.step_path = "outline/review",
+                                   .decision = "request_revision",
+                                   .reviewer = "alice",
+                                   .proposal_digest = kDigest,
+                                   .feedback = "more sources",
+                                   .rerun_from = "research",
+                                   .revision = 2});
+  EXPECT_EQ(d.type, "run.decided");
+  EXPECT_EQ(d.data, nlohmann::json::parse(R"({"step_path":"outline/review",
+      "decision":"request_revision","reviewer":"alice","proposal_digest":")" + kDigest +
+                                          R"(","feedback":"more sources","rerun_from":"research",
+      "revision":2})"));
+  EXPECT_OK(ValidateEvent(d));
+  Event r = RunRerunRequestedEvent(
+      kRun, {.from_phase = "research", .revision = 3, .by = "operator:bob", .feedback = "redo"});
+  EXPECT_EQ(r.type, "run.rerun_requested");
+  EXPECT_EQ(r.data, nlohmann::json::parse(
+                        R"({"from_phase":"research","revision":3,"by":"operator:bob",
+                            "feedback":"redo"})"));
+  EXPECT_OK(ValidateEvent(r));
 }
 
 TEST(Events, EmptyOptionalFieldsAreLeftOut) {
@@ -135,6 +162,80 @@ TEST(Events, EmptyOptionalFieldsAreLeftOut) {
                    .data.contains("retry_in_ms"));
   EXPECT_FALSE(StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "k"})
                    .data.contains("phase"));
+  Event d = RunDecidedEvent(kRun, {.step_path = "g",
+                                   .decision = "reject",
+                                   .reviewer = "alice",
+                                   .proposal_digest = kDigest});
+  EXPECT_EQ(d.data, nlohmann::json::parse(R"({"step_path":"g","decision":"reject",
+      "reviewer":"alice","proposal_digest":")" + kDigest + R"(","revision":1})"));
+  Event r = RunRerunRequestedEvent(kRun, {.from_phase = "write", .revision = 2, .by = "bob"});
+  EXPECT_EQ(r.data,
+            nlohmann::json::parse(R"({"from_phase":"write","revision":2,"by":"bob"})"));
+}
+
+TEST(Events, RunDecidedChecksDecisionReviewerDigestAndRevision) {
+  RunDecidedData good{.step_path = "gate",
+                      .decision = "approve",
+                      .reviewer = "alice",
+                      .proposal_digest = kDigest};
+  for (std::string_view decision : kDecisions) {
+    RunDecidedData d = good;
+    d.decision = std::string(decision);
+    EXPECT_OK(ValidateEvent(RunDecidedEvent(kRun, d))) << decision;
+  }
+  struct Case {
+    const char* name;
+    std::function<void(RunDecidedData&)> mutate;
+    const char* message_part;
+  };
+  const std::vector<Case> cases = {
+      {"unknown decision", [](RunDecidedData& d) { d.decision = "maybe"; },
+       "data.decision must be one of approve|edit|reject|request_revision"},
+      {"no decision", [](RunDecidedData& d) { d.decision = ""; }, "data.decision must be one of"},
+      {"no reviewer", [](RunDecidedData& d) { d.reviewer = ""; },
+       "data.reviewer must not be empty"},
+      {"no step_path", [](RunDecidedData& d) { d.step_path = ""; },
+       "data.step_path must not be empty"},
+      {"no digest", [](RunDecidedData& d) { d.proposal_digest = ""; },
+       "data.proposal_digest must be \"sha256:\""},
+      {"short digest", [](RunDecidedData& d) { d.proposal_digest = "sha256:abc"; },
+       "data.proposal_digest must be"},
+      {"revision 0", [](RunDecidedData& d) { d.revision = 0; }, "data.revision must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    RunDecidedData d = good;
+    c.mutate(d);
+    absl::Status s = ValidateEvent(RunDecidedEvent(kRun, d));
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument)) << c.name;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.message_part)) << c.name;
+  }
+  Event e = RunDecidedEvent(kRun, good);
+  e.data["feedback"] = "";
+  EXPECT_THAT(ValidateEvent(e), StatusIs(absl::StatusCode::kInvalidArgument));
+  e.data.erase("feedback");
+  e.data.erase("revision");
+  EXPECT_THAT(ValidateEvent(e).message(), HasSubstr("data.revision is required"));
+}
+
+TEST(Events, RunRerunRequestedChecksPhaseRevisionAndBy) {
+  RunRerunRequestedData good{.from_phase = "research", .revision = 2, .by = "bob"};
+  EXPECT_OK(ValidateEvent(RunRerunRequestedEvent(kRun, good)));
+  RunRerunRequestedData d = good;
+  d.from_phase = "";
+  EXPECT_THAT(std::string(ValidateEvent(RunRerunRequestedEvent(kRun, d)).message()),
+              HasSubstr("data.from_phase must not be empty"));
+  d = good;
+  d.revision = 0;
+  EXPECT_THAT(std::string(ValidateEvent(RunRerunRequestedEvent(kRun, d)).message()),
+              HasSubstr("data.revision must be >= 1"));
+  d = good;
+  d.by = "";
+  EXPECT_THAT(std::string(ValidateEvent(RunRerunRequestedEvent(kRun, d)).message()),
+              HasSubstr("data.by must not be empty"));
+  Event e = RunRerunRequestedEvent(kRun, good);
+  e.data["rerun_from"] = "x";
+  EXPECT_THAT(std::string(ValidateEvent(e).message()),
+              HasSubstr("data.rerun_from is not a field of run.rerun_requested"));
 }
 
 TEST(Events, RunStartedNeedsTheStoreToFillTheLease) {
@@ -233,6 +334,8 @@ TEST(Enums, RoundTripAndMatchTheFieldTable) {
   EXPECT_EQ(one_of("run.started", "entry"), entries);
   EXPECT_EQ(one_of("step.failed", "error_class"), classes);
   EXPECT_EQ(one_of("run.finished", "status"), terminal);
+  EXPECT_EQ(one_of("run.decided", "decision"),
+            std::vector<std::string>(std::begin(kDecisions), std::end(kDecisions)));
 }
 
 // --- Rejections -------------------------------------------------------------

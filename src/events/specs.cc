@@ -46,13 +46,15 @@ FieldSpec Enum(std::string name, std::vector<std::string> values) {
 }
 
 std::vector<EventSpec> BuildSpecs() {
-  // The enums here must match ToString(RunEntry), ToString(StepErrorClass) and
-  // the terminal RunStatus values; events_test checks that.
+  // The enums here must match ToString(RunEntry), ToString(StepErrorClass),
+  // the terminal RunStatus values and kDecisions; events_test checks that.
   const std::vector<std::string> kEntries = {"fresh", "resume", "rerun", "revision"};
   const std::vector<std::string> kTerminal = {"completed", "rejected", "unresolved",
                                                    "budget_stopped", "failed", "cancelled"};
   const std::vector<std::string> kErrorClasses = {"error",        "timeout", "unavailable",
                                                        "rate_limited", "invalid", "cancelled"};
+  const std::vector<std::string> kDecisionValues = {"approve", "edit", "reject",
+                                                    "request_revision"};
   return {
       {"run.created",
        1,
@@ -64,8 +66,15 @@ std::vector<EventSpec> BuildSpecs() {
       {"run.lease_expired", 1, {Int("attempt", 1), Str("lease_owner")}},
       {"run.released", 1, {Str("reason")}},
       {"run.paused", 1, {Str("step_path"), OptDigest("proposal_digest")}},
+      {"run.decided",
+       1,
+       {Str("step_path"), Enum("decision", kDecisionValues), Str("reviewer"),
+        Digest("proposal_digest"), OptStr("feedback"), OptStr("rerun_from"), Int("revision", 1)}},
       {"run.resumed", 1, {Str("reason")}},
       {"run.cancel_requested", 1, {Str("by")}},
+      {"run.rerun_requested",
+       1,
+       {Str("from_phase"), Int("revision", 1), Str("by"), OptStr("feedback")}},
       {"run.finished", 1, {Enum("status", kTerminal), OptStr("outcome"), OptStr("error")}},
       {"step.started",
        1,

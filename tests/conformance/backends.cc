@@ -15,13 +15,12 @@ absl::StatusOr<Backend> FromEmbedded(absl::StatusOr<EmbeddedBackend> e) {
 
 std::vector<BackendFactory> AllBackendFactories() {
   std::vector<BackendFactory> out;
-  out.push_back(BackendFactory{
-      "SqliteFile", true, [](const std::string& location, Clock* clock) {
-        SqliteOptions o;
-        o.clock = clock;
-        return FromEmbedded(
-            OpenSqlite((std::filesystem::path(location) / "runloom.db").string(), o));
-      }});
+  out.push_back(BackendFactory{"SqliteFile", true, [](const std::string& location, Clock* clock) {
+                                 SqliteOptions o;
+                                 o.clock = clock;
+                                 return FromEmbedded(OpenSqlite(
+                                     (std::filesystem::path(location) / "runloom.db").string(), o));
+                               }});
   out.push_back(BackendFactory{"SqliteMemory", false, [](const std::string&, Clock* clock) {
                                  SqliteOptions o;
                                  o.clock = clock;

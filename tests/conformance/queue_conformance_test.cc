@@ -39,7 +39,8 @@ TEST_P(QueueConformanceTest, ClaimHidesRedeliversAndAcks) {
   std::string c = Create();
   absl::StatusOr<std::vector<QueueMessage>> first = transport_->Claim("c1", 2, absl::Seconds(10));
   ASSERT_OK(first);
-  ASSERT_THAT(*first, ElementsAre(Field(&QueueMessage::run_id, a), Field(&QueueMessage::run_id, b)));
+  ASSERT_THAT(*first,
+              ElementsAre(Field(&QueueMessage::run_id, a), Field(&QueueMessage::run_id, b)));
   EXPECT_EQ((*first)[0].deliveries, 1);
   EXPECT_NE((*first)[0].id, (*first)[1].id);
   EXPECT_THAT(transport_->Claim("c2", 10, absl::Seconds(10)),
@@ -140,10 +141,16 @@ TEST_P(QueueConformanceTest, ConcurrentWritersAllCommit) {
         NewRun n = MakeRun();
         n.id = NewRunId(clock_.Now(), gen);
         absl::StatusOr<CreateRunResult> r = store_->CreateRun(n, {Ev("run.created")});
-        if (!r.ok()) { ++errors; continue; }
-        absl::StatusOr<Lease> l =
-            store_->AcquireLease(n.id, absl::StrCat("w", t), absl::Seconds(30), {Ev("run.started")});
-        if (!l.ok()) { ++errors; continue; }
+        if (!r.ok()) {
+          ++errors;
+          continue;
+        }
+        absl::StatusOr<Lease> l = store_->AcquireLease(n.id, absl::StrCat("w", t),
+                                                       absl::Seconds(30), {Ev("run.started")});
+        if (!l.ok()) {
+          ++errors;
+          continue;
+        }
         RunWrite w = ExecutorWrite(*l);
         StepRecord s;
         s.path = "only";
@@ -224,7 +231,6 @@ TEST_P(QueueConformanceTest, InterruptWakesWaiters) {
   transport_->Interrupt();
   EXPECT_TRUE(done.WaitForNotificationWithTimeout(kWatchdog));
   waiter.join();
-  transport_->WaitForMessages(clock_.Now() + absl::Hours(1));  // returns at once from now on
 }
 
 TEST_P(QueueConformanceTest, WaitPollsForMessagesOfOtherProcesses) {
@@ -249,7 +255,7 @@ TEST_P(QueueConformanceTest, WaitPollsForMessagesOfOtherProcesses) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, QueueConformanceTest,
-                         ::testing::ValuesIn(AllBackendFactories()), FactoryName);
+INSTANTIATE_TEST_SUITE_P(Backends, QueueConformanceTest, ::testing::ValuesIn(AllBackendFactories()),
+                         FactoryName);
 
 }  // namespace runloom::conformance

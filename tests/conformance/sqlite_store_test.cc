@@ -67,9 +67,10 @@ TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
                             "dead_letters", "write_operations"}) {
-    EXPECT_EQ(Raw(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '",
-                               table, "'")),
-              "1")
+    EXPECT_EQ(
+        Raw(absl::StrCat("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '",
+                         table, "'")),
+        "1")
         << table;
   }
 }
@@ -93,7 +94,8 @@ TEST_F(SqliteStoreTest, ForeignDatabaseIsRefused) {
   {
     std::FILE* f = std::fopen(path_.c_str(), "w");
     ASSERT_NE(f, nullptr);
-    std::fputs("this is not a database, just some text that is long enough to look like a header", f);
+    std::fputs("this is not a database, just some text that is long enough to look like a header",
+               f);
     std::fclose(f);
   }
   EXPECT_THAT(OpenSqlite(path_, options_), StatusIs(absl::StatusCode::kFailedPrecondition));
@@ -120,7 +122,10 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&] {
       absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
-      if (!b.ok()) ++failures;
+      if (!b.ok()) {
+        ++failures;
+        ADD_FAILURE() << b.status();
+      }
     });
   }
   for (std::thread& t : threads) t.join();

@@ -29,7 +29,8 @@ TEST_P(StoreConformanceTest, OpeningTwiceSharesTheDatabase) {
   transport_.reset();
   absl::StatusOr<Backend> third = Open();
   ASSERT_OK(third);
-  EXPECT_THAT(third->store->GetWorkflow("wf2", 0), IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
+  EXPECT_THAT(third->store->GetWorkflow("wf2", 0),
+              IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
   EXPECT_THAT(third->transport->Claim("c", 10, absl::Seconds(5)), IsOkAndHolds(SizeIs(1)));
 }
 
@@ -127,11 +128,13 @@ TEST_P(StoreConformanceTest, CreateRunWritesRowEventsAndMessage) {
 }
 
 TEST_P(StoreConformanceTest, IdempotencyKeyReturnsTheExistingRun) {
-  absl::StatusOr<CreateRunResult> first = store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
+  absl::StatusOr<CreateRunResult> first =
+      store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
   ASSERT_OK(first);
   ASSERT_TRUE(first->created);
   clock_.Advance(absl::Seconds(1));
-  absl::StatusOr<CreateRunResult> again = store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
+  absl::StatusOr<CreateRunResult> again =
+      store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
   ASSERT_OK(again);
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->run.id, first->run.id);
@@ -381,9 +384,9 @@ TEST_P(StoreConformanceTest, EveryTransitionInTheTableIsAccepted) {
 }
 
 TEST_P(StoreConformanceTest, WritesOutsideTheTableAreRefused) {
-  const RunStatus kAll[] = {RunStatus::kQueued,     RunStatus::kRunning,       RunStatus::kPaused,
-                            RunStatus::kCompleted,  RunStatus::kRejected,      RunStatus::kUnresolved,
-                            RunStatus::kBudgetStopped, RunStatus::kFailed,     RunStatus::kCancelled};
+  const RunStatus kAll[] = {RunStatus::kQueued,        RunStatus::kRunning,  RunStatus::kPaused,
+                            RunStatus::kCompleted,     RunStatus::kRejected, RunStatus::kUnresolved,
+                            RunStatus::kBudgetStopped, RunStatus::kFailed,   RunStatus::kCancelled};
   const Party kParties[] = {Party::kAdmission, Party::kExecutor, Party::kSweeper, Party::kDecision,
                             Party::kCancel,    Party::kRerun,    Party::kAdmin};
   int refused = 0;
@@ -419,10 +422,12 @@ TEST_P(StoreConformanceTest, WritesOutsideTheTableAreRefused) {
 }
 
 TEST_P(StoreConformanceTest, MoveToQueuedReleasesTheLeaseAndEnqueues) {
-  Lease l;
-  std::string id = DriveTo(RunStatus::kRunning, &l);
+  std::string id = Create();
   std::vector<QueueMessage> first = ClaimAll();  // the creation message, now in flight
   ASSERT_THAT(first, SizeIs(1));
+  Lease l = Acquire(id);             // the lease stands for the message from now on
+  clock_.Advance(absl::Minutes(2));  // past the claim's visibility
+  EXPECT_THAT(ClaimAll(), IsEmpty()) << "a leased run needs no message";
   RunWrite w = ExecutorWrite(l);
   w.new_status = RunStatus::kQueued;
   w.events = {Ev("run.released")};
@@ -432,7 +437,7 @@ TEST_P(StoreConformanceTest, MoveToQueuedReleasesTheLeaseAndEnqueues) {
   EXPECT_EQ(r->status, RunStatus::kQueued);
   EXPECT_EQ(r->lease_token, "");
   EXPECT_EQ(r->attempts, 1);
-  // The in-flight message's late ack must not remove the new one.
+  // The first claimer's late ack must not remove the new message.
   ASSERT_OK(transport_->Ack(first[0]));
   std::vector<QueueMessage> second = ClaimAll();
   ASSERT_THAT(second, ElementsAre(Field(&QueueMessage::run_id, id)));
@@ -440,10 +445,21 @@ TEST_P(StoreConformanceTest, MoveToQueuedReleasesTheLeaseAndEnqueues) {
   EXPECT_EQ(second[0].deliveries, 1);
 }
 
+TEST_P(StoreConformanceTest, EnqueueReplacesAnInFlightMessage) {
+  std::string id = Create();
+  std::vector<QueueMessage> first = ClaimAll("c", absl::Hours(1));
+  ASSERT_THAT(first, SizeIs(1));
+  ASSERT_OK(store_->Enqueue(id, {}));    // e.g. the sweeper: visible now, not in an hour
+  ASSERT_OK(transport_->Ack(first[0]));  // the old claimer's ack is a no-op
+  std::vector<QueueMessage> second = ClaimAll();
+  ASSERT_THAT(second, ElementsAre(Field(&QueueMessage::run_id, id)));
+  EXPECT_NE(second[0].id, first[0].id);
+}
+
 TEST_P(StoreConformanceTest, TerminalReleasesLeaseAndRerunRequeues) {
   Lease l;
   std::string id = DriveTo(RunStatus::kRunning, &l);
-  ASSERT_THAT(ClaimAll(), SizeIs(1));
+  ASSERT_THAT(ClaimAll(), IsEmpty());
   clock_.Advance(absl::Seconds(2));
   RunWrite done = ExecutorWrite(l);
   done.new_status = RunStatus::kCompleted;
@@ -544,7 +560,8 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
   absl::StatusOr<std::vector<Event>> events = store_->ListEvents(id, 0, 0);
   ASSERT_OK(events);
   ASSERT_THAT(*events, SizeIs(6));
-  for (size_t i = 0; i < events->size(); ++i) EXPECT_EQ((*events)[i].seq, static_cast<int64_t>(i + 1));
+  for (size_t i = 0; i < events->size(); ++i)
+    EXPECT_EQ((*events)[i].seq, static_cast<int64_t>(i + 1));
   EXPECT_THAT(store_->ListEvents(id, 2, 2),
               IsOkAndHolds(ElementsAre(Field(&Event::seq, 3), Field(&Event::seq, 4))));
   EXPECT_THAT(store_->ListEvents(id, 6, 10), IsOkAndHolds(IsEmpty()));
@@ -564,6 +581,49 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
   RunWrite bad_step = ExecutorWrite(l);
   bad_step.steps = {foreign};
   EXPECT_THAT(store_->Commit(bad_step), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_P(StoreConformanceTest, ExpectedLastEventSeqGuardsAgainstConcurrentChanges) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kPaused, &l);
+  absl::StatusOr<RunRecord> read = store_->GetRun(id);
+  ASSERT_OK(read);
+  RunWrite decide;
+  decide.run_id = id;
+  decide.party = Party::kDecision;
+  decide.expected = {RunStatus::kPaused};
+  decide.expected_last_event_seq = read->last_event_seq - 1;  // someone wrote meanwhile
+  decide.new_status = RunStatus::kQueued;
+  decide.events = {Ev("decision.recorded")};
+  EXPECT_THAT(store_->Commit(decide), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(StatusOf(id), RunStatus::kPaused);
+  EXPECT_THAT(store_->ListEvents(id, 0, 0), IsOkAndHolds(SizeIs(read->last_event_seq)));
+  decide.expected_last_event_seq = read->last_event_seq;
+  ASSERT_OK(store_->Commit(decide));
+  EXPECT_EQ(StatusOf(id), RunStatus::kQueued);
+}
+
+TEST_P(StoreConformanceTest, RefuseIfCancelRequested) {
+  Lease l;
+  std::string id = DriveTo(RunStatus::kRunning, &l);
+  RunWrite start = ExecutorWrite(l);
+  start.refuse_if_cancel_requested = true;
+  start.events = {Ev("step.started")};
+  ASSERT_OK(store_->Commit(start));  // no cancel yet
+  RunWrite cancel;
+  cancel.run_id = id;
+  cancel.party = Party::kCancel;
+  cancel.cancel_requested = true;
+  ASSERT_OK(store_->Commit(cancel));
+  EXPECT_THAT(store_->Commit(start), StatusIs(absl::StatusCode::kCancelled));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->last_event_seq, 3);
+  EXPECT_TRUE(r->cancel_requested);
+  RunWrite finish = ExecutorWrite(l);  // the executor's own stop is not refused
+  finish.new_status = RunStatus::kCancelled;
+  ASSERT_OK(store_->Commit(finish));
+  EXPECT_EQ(StatusOf(id), RunStatus::kCancelled);
 }
 
 // ---- recovery ----
@@ -642,7 +702,7 @@ TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest,
-                         ::testing::ValuesIn(AllBackendFactories()), FactoryName);
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest, ::testing::ValuesIn(AllBackendFactories()),
+                         FactoryName);
 
 }  // namespace runloom::conformance

@@ -20,12 +20,12 @@ namespace runloom::testing {
 
 inline std::string SourceDir() {
   const char* s = std::getenv("RUNLOOM_SOURCE_DIR");
-  return s ? s : ".";
+  return s ? s : RUNLOOM_SOURCE_DIR_DEFAULT;
 }
 
 inline std::string Binary() {
   const char* s = std::getenv("RUNLOOM_BINARY");
-  return s ? s : "runloom";
+  return s ? s : RUNLOOM_BINARY_DEFAULT;
 }
 
 inline std::string MakeTempDir(const std::string& tag) {
@@ -89,7 +89,7 @@ struct Result {
 };
 
 // Runs to completion and captures the combined output.
-inline Result Run(const std::vector<std::string>& args) {
+inline Result RunCli(const std::vector<std::string>& args) {
   std::string log = MakeTempDir("log") + "/out.txt";
   Child c(args, log);
   Result r;

@@ -64,7 +64,7 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
   EXPECT_EQ(StatusJson(db, run_id)["status"], "running");
 
-  Result worker = Run({"worker", "--db", db, "--until-idle", "--lease-ttl", "1s"});
+  Result worker = RunCli({"worker", "--db", db, "--until-idle", "--lease-ttl", "1s"});
   EXPECT_EQ(worker.code, 0) << worker.out;
   nlohmann::json st = StatusJson(db, run_id);
   EXPECT_EQ(st["status"], "completed") << st.dump(2);
@@ -100,7 +100,7 @@ class Ingest : public ::testing::Test {
     std::vector<std::string> args = {"run", SourceDir() + "/examples/ingest.yaml", "--db", db_,
                                      "--input", "document_id=doc-7"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return Run(args);
+    return RunCli(args);
   }
   std::string dir_, db_;
 };
@@ -182,19 +182,19 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
       {{"run", wf, "--db", db}, "document_id"},
   };
   for (const Case& c : cases) {
-    Result r = Run(c.args);
+    Result r = RunCli(c.args);
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.expect << " in: " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one clear line: " << r.out;
     EXPECT_FALSE(std::filesystem::exists(db)) << "nothing written for " << c.args[1];
   }
   // An unknown run id on an existing database.
-  Result ok = Run({"run", wf, "--db", db, "--input", "document_id=d"});
+  Result ok = RunCli({"run", wf, "--db", db, "--input", "document_id=d"});
   EXPECT_EQ(ok.code, 0) << ok.out;
-  Result unknown = Run({"status", "r_nope", "--db", db});
+  Result unknown = RunCli({"status", "r_nope", "--db", db});
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.out.find("r_nope"), std::string::npos);
-  Result wfs = Run({"workflows", "--db", db});
+  Result wfs = RunCli({"workflows", "--db", db});
   EXPECT_EQ(wfs.code, 0);
   EXPECT_NE(wfs.out.find("ingest"), std::string::npos);
 }

@@ -12,9 +12,12 @@ std::string PartyName(Party p) { return std::string(ToString(p)); }
 
 std::string StepStateName(StepState s) {
   switch (s) {
-    case StepState::kSucceeded: return "succeeded";
-    case StepState::kFailed: return "failed";
-    case StepState::kSkipped: return "skipped";
+    case StepState::kSucceeded:
+      return "succeeded";
+    case StepState::kFailed:
+      return "failed";
+    case StepState::kSkipped:
+      return "skipped";
   }
   return "unknown";
 }
@@ -32,9 +35,8 @@ absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_vi
   try {
     return value.dump();
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(what), " cannot be stored as JSON: ", e.what(),
-                     "; strings must be valid UTF-8"));
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " cannot be stored as JSON: ",
+                                                   e.what(), "; strings must be valid UTF-8"));
   }
 }
 
@@ -42,8 +44,7 @@ absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, std::string_vi
   try {
     return nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    return absl::DataLossError(
-        absl::StrCat("corrupt JSON in ", std::string(what), ": ", e.what()));
+    return absl::DataLossError(absl::StrCat("corrupt JSON in ", std::string(what), ": ", e.what()));
   }
 }
 
@@ -99,8 +100,8 @@ absl::StatusOr<StepRecord> StepFromRow(const Statement& st) {
   }
   s.state = *parsed;
   RUNLOOM_ASSIGN_OR_RETURN(
-      s.output, ParseJson(st.ColumnText(8), absl::StrCat("step_records.output of ", s.run_id,
-                                                         "/", s.path)));
+      s.output,
+      ParseJson(st.ColumnText(8), absl::StrCat("step_records.output of ", s.run_id, "/", s.path)));
   s.error = st.ColumnText(9);
   s.error_class = st.ColumnText(10);
   s.stderr_tail = st.ColumnText(11);
@@ -117,8 +118,8 @@ absl::StatusOr<Event> EventFromRow(const Statement& st) {
   e.schema_version = static_cast<int>(st.ColumnInt(3));
   e.at = st.ColumnTime(4);
   RUNLOOM_ASSIGN_OR_RETURN(
-      e.data, ParseJson(st.ColumnText(5), absl::StrCat("run_events.data of ", e.run_id, " seq ",
-                                                       e.seq)));
+      e.data,
+      ParseJson(st.ColumnText(5), absl::StrCat("run_events.data of ", e.run_id, " seq ", e.seq)));
   return e;
 }
 
@@ -128,8 +129,8 @@ absl::StatusOr<WorkflowVersion> WorkflowFromRow(const Statement& st) {
   w.version = st.ColumnInt(1);
   w.digest = st.ColumnText(2);
   RUNLOOM_ASSIGN_OR_RETURN(
-      w.canonical, ParseJson(st.ColumnText(3), absl::StrCat("workflows.canonical of ", w.name,
-                                                            " v", w.version)));
+      w.canonical, ParseJson(st.ColumnText(3),
+                             absl::StrCat("workflows.canonical of ", w.name, " v", w.version)));
   w.created_at = st.ColumnTime(4);
   return w;
 }

@@ -13,15 +13,15 @@
 #include "store/sqlite/db.h"
 
 // The runs columns in the order RunFromRow reads them.
-#define RUNLOOM_SQLITE_RUN_COLUMNS                                                          \
-  "id, workflow_name, workflow_version, workflow_digest, status, inputs, inputs_digest, "   \
-  "idempotency_key, phase, revision, entry, context, lease_owner, lease_token, "            \
-  "lease_expires_at, attempts, max_attempts, cancel_requested, outcome, error, "            \
+#define RUNLOOM_SQLITE_RUN_COLUMNS                                                        \
+  "id, workflow_name, workflow_version, workflow_digest, status, inputs, inputs_digest, " \
+  "idempotency_key, phase, revision, entry, context, lease_owner, lease_token, "          \
+  "lease_expires_at, attempts, max_attempts, cancel_requested, outcome, error, "          \
   "last_event_seq, created_at, updated_at, finished_at"
 
 // The step_records columns in the order StepFromRow reads them.
-#define RUNLOOM_SQLITE_STEP_COLUMNS                                                        \
-  "run_id, revision, path, step_id, kind, phase, attempt, state, output, error, "          \
+#define RUNLOOM_SQLITE_STEP_COLUMNS                                               \
+  "run_id, revision, path, step_id, kind, phase, attempt, state, output, error, " \
   "error_class, stderr_tail, started_at, finished_at"
 
 // The run_events columns in the order EventFromRow reads them.
@@ -42,6 +42,7 @@ absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, std::string_vi
 absl::StatusOr<RunRecord> RunFromRow(const Statement& st);
 absl::StatusOr<StepRecord> StepFromRow(const Statement& st);
 absl::StatusOr<Event> EventFromRow(const Statement& st);
-absl::StatusOr<WorkflowVersion> WorkflowFromRow(const Statement& st);  // name, version, digest, canonical, created_at
+absl::StatusOr<WorkflowVersion> WorkflowFromRow(
+    const Statement& st);  // name, version, digest, canonical, created_at
 
 }  // namespace runloom::store_internal

@@ -29,7 +29,8 @@ absl::Status SqliteStatus(sqlite3* db, int rc, std::string_view context) {
     case SQLITE_CORRUPT:
       return absl::DataLossError(msg);
     case SQLITE_NOTADB:
-      return absl::FailedPreconditionError(absl::StrCat(msg, "; the file is not an SQLite database"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(msg, "; the file is not an SQLite database"));
     case SQLITE_FULL:
       return absl::ResourceExhaustedError(msg);
     case SQLITE_IOERR:
@@ -69,8 +70,8 @@ void Statement::BindInt(int index, int64_t value) {
 }
 
 void Statement::BindText(int index, std::string_view value) {
-  NoteBind(sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT,
-                               SQLITE_UTF8));
+  NoteBind(
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
 }
 
 void Statement::BindNull(int index) { NoteBind(sqlite3_bind_null(stmt_, index)); }
@@ -134,15 +135,15 @@ std::optional<absl::Time> Statement::ColumnOptionalTime(int col) const {
 
 // ---- Db ----
 
-absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path,
-                                             absl::Duration busy_timeout) {
+absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, absl::Duration busy_timeout) {
   sqlite3* raw = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status s = SqliteStatus(raw, rc,
-                                  absl::StrCat("opening database ", path,
-                                               " (check that the directory exists and is writable)"));
+    absl::Status s =
+        SqliteStatus(raw, rc,
+                     absl::StrCat("opening database ", path,
+                                  " (check that the directory exists and is writable)"));
     sqlite3_close_v2(raw);
     return s;
   }

@@ -1,5 +1,7 @@
 #include "store/sqlite/handle.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/ids.h"
@@ -9,14 +11,50 @@
 namespace runloom::store_internal {
 namespace {
 constexpr char kMemoryPath[] = ":memory:";
+// WAL length (pages) that triggers a checkpoint; SQLite's default is 1000.
+constexpr int kCheckpointFrames = 1000;
+// Reader connections per handle: enough to keep both cores of a small
+// machine reading while the writer commits.
+constexpr int kMaxReaders = 4;
+
+absl::StatusOr<std::unique_ptr<Db>> OpenReader(const std::string& path, absl::Duration busy) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(path, busy));
+  RUNLOOM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = 1"));
+  return db;
+}
 
 absl::StatusOr<std::string> SynchronousPragma(const std::string& value) {
   std::string v = absl::AsciiStrToLower(value);
   if (v == "normal") return std::string("PRAGMA synchronous = NORMAL");
   if (v == "full") return std::string("PRAGMA synchronous = FULL");
-  return absl::InvalidArgumentError(absl::StrCat(
-      "SqliteOptions::synchronous is '", value, "'; use \"normal\" or \"full\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("SqliteOptions::synchronous is '", value, "'; use \"normal\" or \"full\""));
 }
+// Switching a new file to WAL needs an exclusive lock, and SQLite reports
+// SQLITE_BUSY at once (without its busy handler) when another connection is
+// opening the same file, so retry until busy_timeout. This waits on real
+// time, as SQLite's own busy handler does: the contention is with other
+// processes, not with the store's (possibly simulated) clock.
+absl::Status EnableWal(Db& db, absl::Duration busy_timeout) {
+  Clock* real = RealClock();
+  const absl::Time give_up = real->Now() + busy_timeout;
+  absl::Duration backoff = absl::Milliseconds(1);
+  while (true) {
+    absl::StatusOr<std::string> mode = db.QueryText("PRAGMA journal_mode = WAL");
+    if (mode.ok()) {
+      if (absl::AsciiStrToLower(*mode) == "wal") return absl::OkStatus();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", db.path(), " could not be switched to WAL mode (journal_mode is '", *mode,
+          "'); put it on a local file system"));
+    }
+    if (mode.status().code() != absl::StatusCode::kUnavailable || real->Now() >= give_up) {
+      return mode.status();
+    }
+    real->SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(50));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::string& path,
@@ -36,39 +74,84 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   const bool memory = path == kMemoryPath;
 
   RUNLOOM_ASSIGN_OR_RETURN(h->writer_, Db::Open(path, options.busy_timeout));
-  if (!memory) {
-    RUNLOOM_ASSIGN_OR_RETURN(std::string mode, h->writer_->QueryText("PRAGMA journal_mode = WAL"));
-    if (absl::AsciiStrToLower(mode) != "wal") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "database ", path, " could not be switched to WAL mode (journal_mode is '", mode,
-          "'); put it on a local file system"));
-    }
-  }
+  if (!memory) RUNLOOM_RETURN_IF_ERROR(EnableWal(*h->writer_, options.busy_timeout));
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec(sync_pragma));
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec("PRAGMA foreign_keys = ON"));
   RUNLOOM_RETURN_IF_ERROR(ApplyMigrations(*h->writer_));
 
-  if (memory) {
-    h->reader_ = h->writer_.get();
-    h->reader_mu_ = &h->writer_mu_;
-  } else {
-    RUNLOOM_ASSIGN_OR_RETURN(h->reader_owned_, Db::Open(path, options.busy_timeout));
-    RUNLOOM_RETURN_IF_ERROR(h->reader_owned_->Exec("PRAGMA foreign_keys = ON"));
-    RUNLOOM_RETURN_IF_ERROR(h->reader_owned_->Exec("PRAGMA query_only = 1"));
-    h->reader_ = h->reader_owned_.get();
-    h->reader_mu_ = &h->own_reader_mu_;
+  h->memory_ = memory;
+  h->busy_timeout_ = options.busy_timeout;
+  if (!memory) {
+    // One reader now, so that a file we cannot read fails the open.
+    RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader, OpenReader(path, options.busy_timeout));
+    {
+      absl::MutexLock l(&h->readers_mu_);
+      h->idle_readers_.push_back(std::move(reader));
+      h->open_readers_ = 1;
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(h->checkpointer_, Db::Open(path, options.busy_timeout));
+    RUNLOOM_RETURN_IF_ERROR(h->checkpointer_->Exec(sync_pragma));
+    // Replaces SQLite's auto-checkpoint on the writer (see MaybeCheckpoint).
+    sqlite3_wal_hook(h->writer_->raw(), &SqliteHandle::OnWalCommit, h.get());
   }
   SqliteHandle* raw = h.get();
-  h->writes_ = std::make_unique<WriteQueue>(h->writer_.get(), &h->writer_mu_,
-                                            [raw] { raw->NotifyProduced(); });
+  WriteQueue::Hooks hooks;
+  hooks.on_produced = [raw] { raw->NotifyProduced(); };
+  if (!memory) hooks.after_group = [raw] { raw->MaybeCheckpoint(); };
+  h->writes_ = std::make_unique<WriteQueue>(h->writer_.get(), &h->writer_mu_, std::move(hooks));
   return h;
 }
 
-SqliteHandle::~SqliteHandle() = default;
+SqliteHandle::~SqliteHandle() {
+  if (writer_ != nullptr) sqlite3_wal_hook(writer_->raw(), nullptr, nullptr);
+}
+
+int SqliteHandle::OnWalCommit(void* self, sqlite3*, const char*, int frames) {
+  static_cast<SqliteHandle*>(self)->wal_frames_.store(frames, std::memory_order_relaxed);
+  return SQLITE_OK;
+}
+
+void SqliteHandle::MaybeCheckpoint() {
+  if (wal_frames_.load(std::memory_order_relaxed) < kCheckpointFrames) return;
+  if (!checkpoint_mu_.TryLock()) return;  // another thread is at it
+  wal_frames_.store(0, std::memory_order_relaxed);
+  // PASSIVE never waits for readers or the writer; whatever it cannot copy
+  // now is copied by a later one. Errors (SQLITE_BUSY) only postpone it.
+  sqlite3_wal_checkpoint_v2(checkpointer_->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                            nullptr);
+  checkpoint_mu_.Unlock();
+}
 
 absl::Time SqliteHandle::Now() const { return FromMicros(ToMicros(clock_->Now())); }
 
 std::string SqliteHandle::NewLeaseToken() { return NewToken(gen_); }
+
+absl::StatusOr<std::unique_ptr<Db>> SqliteHandle::AcquireReader() {
+  {
+    absl::MutexLock l(&readers_mu_);
+    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(readers_mu_) {
+      return !idle_readers_.empty() || open_readers_ < kMaxReaders;
+    };
+    readers_mu_.Await(absl::Condition(&available));
+    if (!idle_readers_.empty()) {
+      std::unique_ptr<Db> db = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return db;
+    }
+    ++open_readers_;
+  }
+  absl::StatusOr<std::unique_ptr<Db>> db = OpenReader(path_, busy_timeout_);
+  if (!db.ok()) {
+    absl::MutexLock l(&readers_mu_);
+    --open_readers_;
+  }
+  return db;
+}
+
+void SqliteHandle::ReleaseReader(std::unique_ptr<Db> db) {
+  absl::MutexLock l(&readers_mu_);
+  idle_readers_.push_back(std::move(db));
+}
 
 uint64_t SqliteHandle::produced() {
   absl::MutexLock l(&signal_mu_);
@@ -80,10 +163,10 @@ void SqliteHandle::NotifyProduced() {
   ++produced_;
 }
 
-uint64_t SqliteHandle::AwaitProduced(uint64_t seen, absl::Time deadline) {
+uint64_t SqliteHandle::AwaitProduced(uint64_t seen, uint64_t interrupts_seen, absl::Time deadline) {
   absl::MutexLock l(&signal_mu_);
-  auto ready = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(signal_mu_) {
-    return produced_ != seen || interrupted_;
+  auto ready = [this, seen, interrupts_seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(signal_mu_) {
+    return produced_ != seen || interrupts_ != interrupts_seen;
   };
   clock_->AwaitWithDeadline(&signal_mu_, absl::Condition(&ready), deadline);
   return produced_;
@@ -91,12 +174,12 @@ uint64_t SqliteHandle::AwaitProduced(uint64_t seen, absl::Time deadline) {
 
 void SqliteHandle::Interrupt() {
   absl::MutexLock l(&signal_mu_);
-  interrupted_ = true;
+  ++interrupts_;
 }
 
-bool SqliteHandle::interrupted() {
+uint64_t SqliteHandle::interrupts() {
   absl::MutexLock l(&signal_mu_);
-  return interrupted_;
+  return interrupts_;
 }
 
 }  // namespace runloom::store_internal

@@ -3,14 +3,17 @@
 // the in-process "a message was produced" signal.
 //
 // Thread-safety: every method is thread-safe. The writer connection is used
-// only by the WriteQueue leader; the reader connection only under reader_mu_.
-// For ":memory:" both are the same connection behind the same mutex.
+// only by the WriteQueue leader; a reader connection by one Read() at a time
+// (a small pool, so reads run in parallel beside the writer under WAL). For
+// ":memory:" reads use the writer connection under the writer's mutex.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
@@ -44,11 +47,20 @@ class SqliteHandle {
   // Runs `op` in a group-committed write transaction (see WriteQueue).
   absl::Status Write(WriteOp op) { return writes_->Write(op); }
 
-  // Runs `fn(Db&)` on the reader connection and returns its result.
+  // Runs `fn(Db&)` on a reader connection and returns its result (an
+  // absl::Status or absl::StatusOr, which also carries a failure to open a
+  // reader connection).
   template <typename F>
-  auto Read(F&& fn) {
-    absl::MutexLock l(reader_mu_);
-    return std::forward<F>(fn)(*reader_);
+  auto Read(F&& fn) -> decltype(fn(std::declval<Db&>())) {
+    if (memory_) {
+      absl::MutexLock l(&writer_mu_);
+      return std::forward<F>(fn)(*writer_);
+    }
+    absl::StatusOr<std::unique_ptr<Db>> db = AcquireReader();
+    if (!db.ok()) return db.status();
+    auto result = std::forward<F>(fn)(**db);
+    ReleaseReader(*std::move(db));
+    return result;
   }
 
   // A new random 128-bit lease token (hex).
@@ -58,36 +70,54 @@ class SqliteHandle {
   // ---- in-process message signal ----
   // Count of commits that produced queue messages in this process.
   uint64_t produced() ABSL_LOCKS_EXCLUDED(signal_mu_);
-  // Waits until produced() != `seen`, Interrupt() was called, or the clock
-  // reaches `deadline`. Returns the produced() count at return.
-  uint64_t AwaitProduced(uint64_t seen, absl::Time deadline) ABSL_LOCKS_EXCLUDED(signal_mu_);
-  // Makes every current and later AwaitProduced return at once.
+  // Count of Interrupt() calls so far.
+  uint64_t interrupts() ABSL_LOCKS_EXCLUDED(signal_mu_);
+  // Waits until produced() != `seen`, interrupts() != `interrupts_seen`, or
+  // the clock reaches `deadline`. Returns produced() at return.
+  uint64_t AwaitProduced(uint64_t seen, uint64_t interrupts_seen, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(signal_mu_);
+  // Wakes every current AwaitProduced caller.
   void Interrupt() ABSL_LOCKS_EXCLUDED(signal_mu_);
-  bool interrupted() ABSL_LOCKS_EXCLUDED(signal_mu_);
 
   // For tests: the writer connection (use only when no write is running).
   Db* TEST_writer() { return writer_.get(); }
 
  private:
   void NotifyProduced() ABSL_LOCKS_EXCLUDED(signal_mu_);
+  // An idle reader connection, opened on demand up to kMaxReaders.
+  absl::StatusOr<std::unique_ptr<Db>> AcquireReader() ABSL_LOCKS_EXCLUDED(readers_mu_);
+  void ReleaseReader(std::unique_ptr<Db> db) ABSL_LOCKS_EXCLUDED(readers_mu_);
+  // Runs a PASSIVE checkpoint on checkpointer_ once the WAL is long enough.
+  // Called by a write leader after it released the queue, so the fsyncs of a
+  // checkpoint never hold up other writers (SQLite's own auto-checkpoint
+  // would run inside the writer's COMMIT).
+  void MaybeCheckpoint();
+  static int OnWalCommit(void* self, sqlite3* db, const char* name, int frames);
 
   // Constant after Open().
   const std::string path_;
   Clock* const clock_;
+  bool memory_ = false;
+  absl::Duration busy_timeout_;
   std::unique_ptr<Db> writer_;
-  std::unique_ptr<Db> reader_owned_;  // null for ":memory:"
-  Db* reader_ = nullptr;              // reader_owned_ or writer_
-  absl::Mutex writer_mu_;             // taken by the WriteQueue leader
-  absl::Mutex* reader_mu_ = nullptr;  // &own_reader_mu_, or &writer_mu_ for ":memory:"
-  absl::Mutex own_reader_mu_;
+  absl::Mutex writer_mu_;  // taken by the WriteQueue leader (and ":memory:" reads)
+
+  absl::Mutex readers_mu_;
+  std::vector<std::unique_ptr<Db>> idle_readers_ ABSL_GUARDED_BY(readers_mu_);
+  int open_readers_ ABSL_GUARDED_BY(readers_mu_) = 0;
+  std::unique_ptr<Db> checkpointer_;  // null for ":memory:"
   std::unique_ptr<WriteQueue> writes_;
+
+  // Frames in the WAL after the last commit (set by the writer's WAL hook).
+  std::atomic<int> wal_frames_{0};
+  absl::Mutex checkpoint_mu_;  // one checkpoint at a time; guards checkpointer_
 
   // Used only inside write ops, which the WriteQueue runs one at a time.
   absl::BitGen gen_;
 
   absl::Mutex signal_mu_;
   uint64_t produced_ ABSL_GUARDED_BY(signal_mu_) = 0;
-  bool interrupted_ ABSL_GUARDED_BY(signal_mu_) = false;
+  uint64_t interrupts_ ABSL_GUARDED_BY(signal_mu_) = 0;
 };
 
 // ---- helpers shared by the store and the transport ----

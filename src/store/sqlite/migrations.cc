@@ -124,9 +124,9 @@ constexpr std::array kMigrations = {
 absl::Status MigrateLocked(Db& db) {
   RUNLOOM_ASSIGN_OR_RETURN(int64_t app_id, db.QueryInt("PRAGMA application_id"));
   if (app_id != 0 && app_id != kApplicationId) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database ", db.path(), " belongs to another application (application_id ", app_id,
-        "); point runloom at a new file"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", db.path(), " belongs to another application (application_id ",
+                     app_id, "); point runloom at a new file"));
   }
   RUNLOOM_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   const int64_t latest = LatestSchemaVersion();
@@ -136,13 +136,13 @@ absl::Status MigrateLocked(Db& db) {
                      " but this runloom supports up to ", latest, "; upgrade runloom"));
   }
   if (version < 0) {
-    return absl::DataLossError(absl::StrCat("database ", db.path(),
-                                            " has a negative schema version ", version));
+    return absl::DataLossError(
+        absl::StrCat("database ", db.path(), " has a negative schema version ", version));
   }
   for (const Migration& m : kMigrations) {
     if (m.version <= version) continue;
-    RUNLOOM_RETURN_IF_ERROR(Annotate(db.Exec(m.sql), absl::StrCat("migration to schema version ",
-                                                                    m.version)));
+    RUNLOOM_RETURN_IF_ERROR(
+        Annotate(db.Exec(m.sql), absl::StrCat("migration to schema version ", m.version)));
   }
   if (version != latest) {
     RUNLOOM_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version = ", latest)));

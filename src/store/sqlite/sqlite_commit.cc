@@ -14,15 +14,15 @@ namespace runloom::store_internal {
 namespace {
 
 constexpr char kFence[] =
-    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts "
-    "FROM runs WHERE id = ?1";
+    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
+    "cancel_requested FROM runs WHERE id = ?1";
 constexpr char kAcquire[] =
     "UPDATE runs SET status = 'running', lease_owner = ?2, lease_token = ?3, "
     "lease_expires_at = ?4, attempts = attempts + 1, last_event_seq = ?5, updated_at = ?6, "
     "finished_at = NULL WHERE id = ?1";
 constexpr char kRenew[] = "UPDATE runs SET lease_expires_at = ?2 WHERE id = ?1";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = ?2 WHERE id = ?1";
-constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";
+constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";  // by run
 constexpr char kUpsertStep[] =
     "INSERT OR REPLACE INTO step_records (" RUNLOOM_SQLITE_STEP_COLUMNS
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
@@ -49,6 +49,7 @@ struct Fence {
   std::optional<absl::Time> lease_expires_at;
   std::string lease_owner;
   int attempts = 0;
+  bool cancel_requested = false;
 };
 
 absl::StatusOr<Fence> LoadFence(Db& db, const std::string& run_id) {
@@ -69,6 +70,7 @@ absl::StatusOr<Fence> LoadFence(Db& db, const std::string& run_id) {
   f.lease_expires_at = st.ColumnOptionalTime(3);
   f.lease_owner = st.ColumnText(4);
   f.attempts = static_cast<int>(st.ColumnInt(5));
+  f.cancel_requested = st.ColumnInt(6) != 0;
   return f;
 }
 
@@ -117,9 +119,8 @@ absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<St
 }
 
 std::string StatusList(const std::vector<RunStatus>& statuses) {
-  return absl::StrJoin(statuses, ", ", [](std::string* out, RunStatus s) {
-    out->append(StatusName(s));
-  });
+  return absl::StrJoin(statuses, ", ",
+                       [](std::string* out, RunStatus s) { out->append(StatusName(s)); });
 }
 
 // The fence checks of a RunWrite, before anything is written.
@@ -143,6 +144,14 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
                                            ": the lease is now held by '", f.lease_owner,
                                            "'; stop executing this run"));
   }
+  if (w.expected_last_event_seq.has_value() && *w.expected_last_event_seq != f.last_event_seq) {
+    return absl::AbortedError(
+        absl::StrCat("run ", id, " changed since it was read: its last event is ", f.last_event_seq,
+                     ", expected ", *w.expected_last_event_seq, "; re-read it and retry"));
+  }
+  if (w.refuse_if_cancel_requested && f.cancel_requested) {
+    return absl::CancelledError(absl::StrCat("run ", id, " has a cancel request; stop it"));
+  }
   if (w.new_status.has_value()) {
     const Transition* t = FindTransition(f.status, *w.new_status, w.party);
     if (t == nullptr) {
@@ -159,18 +168,17 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
 
 }  // namespace
 
-absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id,
-                                                const std::string& owner, absl::Duration ttl,
-                                                std::vector<Event> events) {
+absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const std::string& owner,
+                                                absl::Duration ttl, std::vector<Event> events) {
   if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
   RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
   Lease out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
     if (FindTransition(f.status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "run ", run_id, " is ", StatusName(f.status),
-          "; only a queued run or a running run whose lease expired can be leased"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", run_id, " is ", StatusName(f.status),
+                       "; only a queued run or a running run whose lease expired can be leased"));
     }
     const absl::Time now = h_->Now();
     if (f.status == RunStatus::kRunning && f.lease_expires_at.has_value() &&
@@ -201,6 +209,12 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id,
     st.BindInt(5, last);
     st.BindTime(6, now);
     RUNLOOM_RETURN_IF_ERROR(st.Run());
+    // The lease now stands for the run's message: a crashed holder is
+    // recovered through lease expiry (the sweeper), so the consumer's ack
+    // usually finds nothing left to delete and needs no write.
+    RUNLOOM_ASSIGN_OR_RETURN(Statement del, txn.db.Prepare(kDeleteMessage));
+    del.BindText(1, run_id);
+    RUNLOOM_RETURN_IF_ERROR(del.Run());
     out = Lease{run_id, owner, token, attempt, expires};
     return absl::OkStatus();
   }));
@@ -219,7 +233,8 @@ absl::StatusOr<RunRecord> SqliteStore::RenewLease(const std::string& run_id,
     }
     if (token.empty() || r.lease_token != token) {
       return absl::AbortedError(absl::StrCat("lease lost: run ", run_id, " is leased by '",
-                                             r.lease_owner, "' with another token; stop executing it"));
+                                             r.lease_owner,
+                                             "' with another token; stop executing it"));
     }
     const absl::Time now = h_->Now();
     if (!r.lease_expires_at.has_value() || *r.lease_expires_at <= now) {
@@ -254,14 +269,15 @@ absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, bool& produ
 
   const RunStatus to = write.new_status.value_or(f.status);
   const bool moves = write.new_status.has_value();
-  const bool release = moves && (IsTerminal(to) || to == RunStatus::kPaused ||
-                                 to == RunStatus::kQueued);
+  const bool release =
+      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
   int64_t finished = kKeep;
   if (moves) finished = IsTerminal(to) ? kSet : kClear;
 
   std::optional<std::string> context;
   if (write.context.has_value()) {
-    RUNLOOM_ASSIGN_OR_RETURN(context, DumpJson(*write.context, absl::StrCat("context of run ", id)));
+    RUNLOOM_ASSIGN_OR_RETURN(context,
+                             DumpJson(*write.context, absl::StrCat("context of run ", id)));
   }
   const absl::Time now = h_->Now();
   RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps));

@@ -32,6 +32,7 @@ constexpr char kDeadLetter[] =
     "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
     "VALUES (?1, ?2, ?3, ?4, ?5)";
 constexpr char kAck[] = "DELETE FROM queue WHERE id = ?1 AND run_id = ?2";
+constexpr char kMessageExists[] = "SELECT 1 FROM queue WHERE id = ?1 AND run_id = ?2";
 constexpr char kAnyVisible[] = "SELECT 1 FROM queue WHERE visible_at <= ?1 LIMIT 1";
 
 struct Row {
@@ -69,8 +70,8 @@ absl::StatusOr<std::vector<QueueMessage>> SqliteTransport::Claim(const std::stri
     return absl::InvalidArgumentError(absl::StrCat("Claim max must be positive, got ", max));
   }
   if (visibility <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("Claim visibility must be positive, got ",
-                                                   absl::FormatDuration(visibility)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Claim visibility must be positive, got ", absl::FormatDuration(visibility)));
   }
   std::vector<QueueMessage> out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
@@ -135,6 +136,15 @@ absl::Status SqliteTransport::Ack(const QueueMessage& message) {
     return absl::InvalidArgumentError(
         absl::StrCat("queue message id '", message.id, "' is not an SQLite queue id"));
   }
+  // Ids are never reused, so a message that is gone now is gone for good
+  // (usually AcquireLease removed it): no write needed.
+  RUNLOOM_ASSIGN_OR_RETURN(bool exists, h_->Read([&](Db& db) -> absl::StatusOr<bool> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kMessageExists));
+    st.BindInt(1, id);
+    st.BindText(2, message.run_id);
+    return st.Step();
+  }));
+  if (!exists) return absl::OkStatus();
   return h_->Write([&](WriteTxn& txn) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kAck));
     st.BindInt(1, id);
@@ -160,17 +170,19 @@ void SqliteTransport::WaitForMessages(absl::Time deadline) {
     absl::MutexLock l(&mu_);
     seen = last_seen_;
   }
+  const uint64_t interrupts = h_->interrupts();
   Clock* clock = h_->clock();
   while (true) {
-    absl::Time poll_at = std::min(deadline, clock->Now() + kPollInterval);
-    uint64_t produced = h_->AwaitProduced(seen, poll_at);
-    if (produced != seen || h_->interrupted()) {
+    const absl::Time poll_at = std::min(deadline, clock->Now() + kPollInterval);
+    const uint64_t produced = h_->AwaitProduced(seen, interrupts, poll_at);
+    if (produced != seen) {
       absl::MutexLock l(&mu_);
       last_seen_ = produced;
       return;
     }
+    if (h_->interrupts() != interrupts) return;
     if (clock->Now() >= deadline) return;
-    if (AnyVisible()) return;
+    if (AnyVisible()) return;  // produced by another process
   }
 }
 

@@ -133,8 +133,7 @@ absl::StatusOr<WorkflowVersion> SqliteStore::RegisterWorkflow(const std::string&
                                                               const nlohmann::json& canonical) {
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(name, "workflow name"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(digest, "workflow digest"));
-  RUNLOOM_ASSIGN_OR_RETURN(std::string text,
-                           DumpJson(canonical, absl::StrCat("workflow ", name)));
+  RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(canonical, absl::StrCat("workflow ", name)));
   WorkflowVersion out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     {
@@ -168,21 +167,20 @@ absl::StatusOr<WorkflowVersion> SqliteStore::RegisterWorkflow(const std::string&
   return out;
 }
 
-absl::StatusOr<WorkflowVersion> SqliteStore::GetWorkflow(const std::string& name,
-                                                         int64_t version) {
+absl::StatusOr<WorkflowVersion> SqliteStore::GetWorkflow(const std::string& name, int64_t version) {
   if (version < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("workflow version ", version, " is negative; use 0 for the latest"));
   }
-  RUNLOOM_ASSIGN_OR_RETURN(
-      std::optional<WorkflowVersion> found,
-      h_->Read([&](Db& db) -> absl::StatusOr<std::optional<WorkflowVersion>> {
-        RUNLOOM_ASSIGN_OR_RETURN(Statement st,
+  RUNLOOM_ASSIGN_OR_RETURN(std::optional<WorkflowVersion> found,
+                           h_->Read([&](Db& db) -> absl::StatusOr<std::optional<WorkflowVersion>> {
+                             RUNLOOM_ASSIGN_OR_RETURN(
+                                 Statement st,
                                  db.Prepare(version == 0 ? kWorkflowLatest : kWorkflowByVersion));
-        st.BindText(1, name);
-        if (version != 0) st.BindInt(2, version);
-        return SelectWorkflow(st);
-      }));
+                             st.BindText(1, name);
+                             if (version != 0) st.BindInt(2, version);
+                             return SelectWorkflow(st);
+                           }));
   if (!found.has_value()) {
     if (version == 0) {
       return absl::NotFoundError(absl::StrCat("workflow ", name, " is not in the catalog"));
@@ -319,8 +317,8 @@ absl::StatusOr<std::vector<Event>> SqliteStore::ListEvents(const std::string& ru
 absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
     absl::Duration queued_grace, int limit) {
   if (queued_grace < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("queued_grace is negative (",
-                                                   absl::FormatDuration(queued_grace), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("queued_grace is negative (", absl::FormatDuration(queued_grace), ")"));
   }
   const absl::Time now = h_->Now();
   auto from_row = [](const Statement& st) -> absl::StatusOr<RecoveryCandidate> {

@@ -1,8 +1,7 @@
-#include <atomic>
-#include <cstdio>
 #include "store/sqlite/write_queue.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,10 +15,14 @@ constexpr char kRollback[] = "ROLLBACK";
 constexpr char kSavepoint[] = "SAVEPOINT runloom_write";
 constexpr char kRelease[] = "RELEASE runloom_write";
 constexpr char kRollbackTo[] = "ROLLBACK TO runloom_write";
+// How often a new leader yields to let the previous group's writers rejoin.
+constexpr int kMaxJoinYields = 4;
+// Groups one leader runs before handing over.
+constexpr int kMaxRounds = 8;
 }  // namespace
 
-WriteQueue::WriteQueue(Db* db, absl::Mutex* db_mu, std::function<void()> on_produced)
-    : db_(db), db_mu_(db_mu), on_produced_(std::move(on_produced)) {}
+WriteQueue::WriteQueue(Db* db, absl::Mutex* db_mu, Hooks hooks)
+    : db_(db), db_mu_(db_mu), hooks_(std::move(hooks)) {}
 
 absl::Status WriteQueue::poisoned() {
   absl::MutexLock l(&mu_);
@@ -31,18 +34,58 @@ size_t WriteQueue::TEST_QueueLength() {
   return writers_.size();
 }
 
+uint64_t WriteQueue::TEST_groups() {
+  absl::MutexLock l(&mu_);
+  return groups_;
+}
+
+uint64_t WriteQueue::TEST_ops() {
+  absl::MutexLock l(&mu_);
+  return ops_;
+}
+
 absl::Status WriteQueue::Write(WriteOp op) {
   Writer w(op);
   mu_.Lock();
   writers_.push_back(&w);
-  while (!w.done && &w != writers_.front()) w.cv.Wait(&mu_);
+  // The front writer leads once the current leader has handed over (the
+  // flag also guards against spurious wake-ups of a front writer whose
+  // group the leader is running).
+  while (!w.done && (leader_active_ || &w != writers_.front())) w.cv.Wait(&mu_);
   if (w.done) {
     mu_.Unlock();
     return w.status;
   }
-  // This thread leads: take the group, run it without holding mu_ so that
-  // more writers can queue up for the next group meanwhile.
-  size_t n = std::min(writers_.size(), kMaxGroup);
+  leader_active_ = true;
+  // This thread leads. It keeps leading while writers are queued (up to
+  // kMaxRounds groups): it is running already, whereas handing over means
+  // waking a sleeping thread first.
+  for (int round = 0; round < kMaxRounds; ++round) {
+    // The previous group's writers usually come straight back with their
+    // next write but wake one by one; a few yields let them join this group.
+    for (int i = 0; i < kMaxJoinYields && writers_.size() < last_group_size_; ++i) {
+      const size_t before = writers_.size();
+      mu_.Unlock();
+      std::this_thread::yield();
+      mu_.Lock();
+      if (writers_.size() == before) break;
+    }
+    RunNextGroupLocked();
+    if (writers_.empty()) break;
+  }
+  leader_active_ = false;
+  if (!writers_.empty()) writers_.front()->cv.Signal();  // the next leader
+  mu_.Unlock();
+  if (hooks_.after_group) hooks_.after_group();
+  return w.status;
+}
+
+void WriteQueue::RunNextGroupLocked() {
+  // Run the group without holding mu_, so the next group can queue up.
+  const size_t n = std::min(writers_.size(), kMaxGroup);
+  last_group_size_ = n;
+  ++groups_;
+  ops_ += n;
   std::vector<Writer*> group(writers_.begin(), writers_.begin() + static_cast<ptrdiff_t>(n));
   absl::Status poison = poisoned_;
   mu_.Unlock();
@@ -54,21 +97,17 @@ absl::Status WriteQueue::Write(WriteOp op) {
     poison = RunGroup(group);
     for (Writer* g : group) produced = produced || (g->produced && g->status.ok());
   }
-  if (produced && on_produced_) on_produced_();
+  if (produced && hooks_.on_produced) hooks_.on_produced();
 
   mu_.Lock();
   if (!poison.ok() && poisoned_.ok()) poisoned_ = poison;
+  // The group is still at the front: nobody else pops.
   for (size_t i = 0; i < n; ++i) {
     Writer* g = writers_.front();
     writers_.pop_front();
-    if (g != &w) {
-      g->done = true;
-      g->cv.Signal();
-    }
+    g->done = true;
+    g->cv.Signal();  // the leader's own writer is not waiting: a no-op
   }
-  if (!writers_.empty()) writers_.front()->cv.Signal();
-  mu_.Unlock();
-  return w.status;
 }
 
 void WriteQueue::FailGroup(const std::vector<Writer*>& group, const absl::Status& s) {
@@ -83,10 +122,7 @@ absl::Status WriteQueue::Step(const char* sql) {
   return st->Run();
 }
 
-static std::atomic<long> g_groups{0}, g_ops{0};
-struct Dump { ~Dump() { fprintf(stderr, "groups=%ld ops=%ld avg=%.2f\n", g_groups.load(), g_ops.load(), double(g_ops)/double(g_groups?g_groups.load():1)); } } g_dump;
 absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
-  ++g_groups; g_ops += group.size();
   absl::MutexLock db_lock(db_mu_);
   absl::Status begin = Step(kBegin);
   if (!begin.ok()) {
@@ -99,31 +135,41 @@ absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
   auto abort_all = [&](const absl::Status& why) {
     if (!db_->autocommit()) Step(kRollback).IgnoreError();  // best effort; `why` is reported
     FailGroup(group, absl::UnavailableError(absl::StrCat(
-                         "database ", db_->path(), ": write transaction rolled back: ",
-                         why.ToString(), "; retry")));
+                         "database ", db_->path(),
+                         ": write transaction rolled back: ", why.ToString(), "; retry")));
     return absl::OkStatus();
   };
+  // A lone op needs no savepoint: if it fails, the transaction is rolled back.
+  const bool savepoints = group.size() > 1;
   for (Writer* g : group) {
-    absl::Status sp = Step(kSavepoint);
-    if (!sp.ok()) return abort_all(sp);
+    if (savepoints) {
+      absl::Status sp = Step(kSavepoint);
+      if (!sp.ok()) return abort_all(sp);
+    }
     WriteTxn txn{*db_};
     g->status = g->op(txn);
     g->ran = true;
     if (db_->autocommit()) {
       // SQLite rolled the transaction back by itself (I/O error, disk full).
-      absl::Status why = g->status.ok() ? absl::InternalError("op left no transaction open")
-                                        : g->status;
+      absl::Status why =
+          g->status.ok() ? absl::InternalError("op left no transaction open") : g->status;
       g->status = absl::OkStatus();  // so FailGroup replaces it too
       return abort_all(why);
     }
     if (g->status.ok()) {
       g->produced = txn.produced_message;
-      absl::Status rel = Step(kRelease);
-      if (!rel.ok()) return abort_all(rel);
-    } else {
+      if (savepoints) {
+        absl::Status rel = Step(kRelease);
+        if (!rel.ok()) return abort_all(rel);
+      }
+    } else if (savepoints) {
       absl::Status rb = Step(kRollbackTo);
       if (rb.ok()) rb = Step(kRelease);
       if (!rb.ok()) return abort_all(rb);
+    } else {
+      absl::Status rb = Step(kRollback);
+      if (!rb.ok()) return abort_all(rb);
+      return absl::OkStatus();  // the op's own error is its result
     }
   }
   absl::Status commit = Step(kCommit);
@@ -135,8 +181,8 @@ absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
   }
   if (!db_->autocommit()) Step(kRollback).IgnoreError();
   absl::Status poison = absl::DataLossError(absl::StrCat(
-      "database ", db_->path(), ": commit failed and its outcome is unknown (",
-      commit.ToString(), "); this store handle refuses further writes; reopen the database"));
+      "database ", db_->path(), ": commit failed and its outcome is unknown (", commit.ToString(),
+      "); this store handle refuses further writes; reopen the database"));
   FailGroup(group, poison);
   return poison;
 }

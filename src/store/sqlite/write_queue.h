@@ -5,7 +5,9 @@
 // in one BEGIN IMMEDIATE transaction, each inside its own SAVEPOINT so a
 // refused op is rolled back alone, commits once, and wakes every caller with
 // its own result. Many small writes thus share one commit (and one fsync with
-// synchronous=full).
+// synchronous=full). A leader goes on with the next group while writers are
+// queued (a few rounds), since waking a sleeping thread to lead costs more
+// than a group.
 //
 // If COMMIT fails with anything but SQLITE_BUSY, whether the group reached
 // the disk is unknown: the queue is poisoned, and that write and every later
@@ -16,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <vector>
@@ -45,10 +48,18 @@ class WriteQueue {
   // Most ops one transaction takes (bounds the latency of the last caller).
   static constexpr size_t kMaxGroup = 256;
 
+  // Callbacks, run on the leader's thread; each may be empty.
+  struct Hooks {
+    // After a commit in which some kept op produced a queue message.
+    std::function<void()> on_produced;
+    // After the leader handed the queue to the next leader (so it does not
+    // delay other writers): e.g. a WAL checkpoint.
+    std::function<void()> after_group;
+  };
+
   // `db` is used only while holding `*db_mu` (which readers sharing the same
-  // connection also take). `on_produced` (may be empty) runs after a commit
-  // in which some kept op produced a queue message. Pointers must outlive this.
-  WriteQueue(Db* db, absl::Mutex* db_mu, std::function<void()> on_produced);
+  // connection also take). Pointers must outlive this.
+  WriteQueue(Db* db, absl::Mutex* db_mu, Hooks hooks);
   WriteQueue(const WriteQueue&) = delete;
   WriteQueue& operator=(const WriteQueue&) = delete;
 
@@ -62,6 +73,9 @@ class WriteQueue {
 
   // Writers queued now, including a running leader (tests build groups with it).
   size_t TEST_QueueLength() ABSL_LOCKS_EXCLUDED(mu_);
+  // Transactions run so far (groups), and ops in them.
+  uint64_t TEST_groups() ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t TEST_ops() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Writer {
@@ -74,6 +88,9 @@ class WriteQueue {
     absl::CondVar cv;
   };
 
+  // Takes the group at the front of writers_, runs it (releasing mu_
+  // meanwhile) and completes it.
+  void RunNextGroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `group` in one transaction; sets each writer's status. Returns the
   // poison status if the commit outcome is unknown, else OK.
   absl::Status RunGroup(const std::vector<Writer*>& group);
@@ -84,11 +101,15 @@ class WriteQueue {
   // Constant after construction.
   Db* const db_;
   absl::Mutex* const db_mu_;
-  const std::function<void()> on_produced_;
+  const Hooks hooks_;
 
   absl::Mutex mu_;
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
   absl::Status poisoned_ ABSL_GUARDED_BY(mu_);
+  bool leader_active_ ABSL_GUARDED_BY(mu_) = false;
+  size_t last_group_size_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t groups_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ops_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace runloom::store_internal

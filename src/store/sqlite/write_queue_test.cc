@@ -33,7 +33,10 @@ class WriteQueueTest : public ::testing::Test {
     ASSERT_OK(db_->Exec("PRAGMA journal_mode = WAL"));
     ASSERT_OK(db_->Exec("CREATE TABLE t (x INTEGER PRIMARY KEY)"));
     sqlite3_commit_hook(db_->raw(), &WriteQueueTest::OnCommit, this);
-    queue_ = std::make_unique<WriteQueue>(db_.get(), &db_mu_, [this] { ++produced_; });
+    WriteQueue::Hooks hooks;
+    hooks.on_produced = [this] { ++produced_; };
+    hooks.after_group = [this] { ++after_group_; };
+    queue_ = std::make_unique<WriteQueue>(db_.get(), &db_mu_, std::move(hooks));
   }
   void TearDown() override {
     queue_.reset();
@@ -91,6 +94,7 @@ class WriteQueueTest : public ::testing::Test {
   std::unique_ptr<WriteQueue> queue_;
   std::atomic<int> commits_{0};
   std::atomic<int> produced_{0};
+  std::atomic<int> after_group_{0};
   std::atomic<bool> fail_commits_{false};
 };
 
@@ -98,6 +102,22 @@ TEST_F(WriteQueueTest, SingleWriteCommits) {
   ASSERT_OK(Insert(1));
   EXPECT_EQ(Rows(), std::vector<int64_t>{1});
   EXPECT_EQ(commits_, 1);
+}
+
+TEST_F(WriteQueueTest, LoneFailingOpIsRolledBack) {
+  absl::Status s = queue_->Write([](WriteTxn& txn) -> absl::Status {
+    static constexpr char kInsert[] = "INSERT INTO t (x) VALUES (5)";
+    absl::StatusOr<Statement> st = txn.db.Prepare(kInsert);
+    if (!st.ok()) return st.status();
+    if (absl::Status r = st->Run(); !r.ok()) return r;
+    return absl::FailedPreconditionError("refused after writing");
+  });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(Rows().empty());
+  EXPECT_EQ(commits_, 0);
+  EXPECT_TRUE(db_->autocommit());
+  EXPECT_OK(Insert(6));
+  EXPECT_EQ(Rows(), std::vector<int64_t>{6});
 }
 
 TEST_F(WriteQueueTest, FailingOpIsRolledBackAloneInItsGroup) {
@@ -125,6 +145,9 @@ TEST_F(WriteQueueTest, FailingOpIsRolledBackAloneInItsGroup) {
   EXPECT_OK(c);
   EXPECT_EQ(Rows(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(commits_, 2) << "the leader's group and one group for the three writers";
+  EXPECT_EQ(queue_->TEST_groups(), 2u);
+  EXPECT_EQ(queue_->TEST_ops(), 4u);
+  EXPECT_EQ(after_group_, 1) << "one leader ran both groups";
 }
 
 TEST_F(WriteQueueTest, ConstraintViolationFailsOnlyThatOp) {
@@ -195,7 +218,8 @@ TEST_F(WriteQueueTest, ManyThreadsAllCommitInFewerTransactions) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(Rows().size(), static_cast<size_t>(kThreads * kPerThread));
-  EXPECT_LE(commits_, kThreads * kPerThread);
+  EXPECT_EQ(queue_->TEST_ops(), static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(static_cast<uint64_t>(commits_.load()), queue_->TEST_groups());
 }
 
 }  // namespace

@@ -1,0 +1,203 @@
+// Issue 3 end to end through the `runloom` binary: the blog pipeline with
+// its outline and final reviews (including a revision), and the triage
+// example's three outcomes.
+#include <map>
+
+#include "cli_harness.h"
+#include "gtest/gtest.h"
+#include "runloom/clock.h"
+
+namespace runloom::testing {
+namespace {
+
+nlohmann::json Status(const std::string& db, const std::string& id) {
+  Result r = RunStdout({"status", id, "--db", db, "--json"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  return nlohmann::json::parse(r.out);
+}
+
+std::vector<nlohmann::json> Events(const std::string& db, const std::string& id) {
+  Result r = RunStdout({"events", id, "--db", db, "--json"});
+  std::vector<nlohmann::json> out;
+  std::stringstream ss(r.out);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+std::string RunId(const std::string& out) {
+  size_t p = out.find("run r_");
+  if (p == std::string::npos) return "";
+  return out.substr(p + 4, out.find_first_of(": \n", p + 4) - p - 4);
+}
+
+// Waits until the run has the given status (a background worker moves it).
+nlohmann::json AwaitStatus(const std::string& db, const std::string& id, const std::string& want) {
+  nlohmann::json st;
+  for (int i = 0; i < 600; ++i) {
+    st = Status(db, id);
+    if (st["status"] == want) return st;
+    RealClock()->SleepFor(absl::Milliseconds(50));
+  }
+  ADD_FAILURE() << "run never became " << want << ": " << st.dump(2);
+  return st;
+}
+
+std::string PendingDigest(const nlohmann::json& st) {
+  return st["context"]["pending_gate"]["proposal_digest"].get<std::string>();
+}
+
+std::map<std::string, int> StepStarts(const std::vector<nlohmann::json>& events, int revision) {
+  std::map<std::string, int> starts;
+  int current = 1;
+  for (const auto& e : events) {
+    if (e["type"] == "run.started") current = e["data"]["revision"].get<int>();
+    if (e["type"] == "step.started" && (revision == 0 || current == revision)) {
+      ++starts[e["data"]["path"].get<std::string>()];
+    }
+  }
+  return starts;
+}
+
+class Blog : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("blog");
+    db_ = dir_ + "/blog.db";
+  }
+  std::string dir_, db_;
+};
+
+// Acceptance (issue 3, points 1 and 2).
+TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
+  Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_});
+  ASSERT_EQ(run.code, 3) << run.out;  // paused: its own exit code
+  const std::string id = RunId(run.out);
+  EXPECT_NE(run.out.find("runloom decide " + id), std::string::npos) << run.out;
+  nlohmann::json st = Status(db_, id);
+  ASSERT_EQ(st["status"], "paused");
+  EXPECT_EQ(st["context"]["pending_gate"]["path"], "outline_review");
+
+  // A long-running worker, as after a restart; killed at the end.
+  Child worker({"worker", "--db", db_, "--lease-ttl", "2s"}, dir_ + "/worker.log");
+
+  Result wrong = RunCli({"decide", id, "--db", db_, "--digest", "sha256:deadbeef", "--approve"});
+  EXPECT_EQ(wrong.code, 4) << wrong.out;
+  nlohmann::json still = Status(db_, id);
+  EXPECT_EQ(still["status"], "paused");
+  EXPECT_EQ(still["last_event_seq"], st["last_event_seq"]) << "nothing recorded";
+
+  Result right = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--approve",
+                      "--as", "olga"});
+  EXPECT_EQ(right.code, 0) << right.out;
+
+  // The worker runs research and the writer/editor loop, then pauses again.
+  st = AwaitStatus(db_, id, "paused");
+  EXPECT_EQ(st["context"]["pending_gate"]["path"], "final_review");
+
+  // Request a revision at the final review: reruns from research.
+  Result revise = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--revise",
+                       "add a section on idempotent writes"});
+  EXPECT_EQ(revise.code, 0) << revise.out;
+  st = AwaitStatus(db_, id, "paused");
+  EXPECT_EQ(st["revision"], 2);
+  EXPECT_EQ(st["entry"], "revision");
+  EXPECT_EQ(st["context"]["rerun_from"], "research");
+  EXPECT_EQ(st["context"]["pending_gate"]["path"], "final_review");
+
+  Result approve = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--approve"});
+  EXPECT_EQ(approve.code, 0) << approve.out;
+  st = AwaitStatus(db_, id, "completed");
+  worker.Kill(SIGTERM);
+  EXPECT_EQ(worker.Wait(), 0);
+
+  auto events = Events(db_, id);
+  auto all = StepStarts(events, 0);
+  EXPECT_EQ(all["intent"], 1) << "no step before the gate ran twice";
+  EXPECT_EQ(all["outline"], 1);
+  auto rev2 = StepStarts(events, 2);
+  EXPECT_EQ(rev2.count("intent"), 0u);
+  EXPECT_EQ(rev2.count("outline"), 0u);
+  EXPECT_EQ(rev2["research"], 1);
+  EXPECT_GE(rev2["refine[1]/write"], 1);
+  bool revision_entry = false;
+  for (const auto& e : events) {
+    revision_entry = revision_entry || (e["type"] == "run.started" && e["data"]["entry"] == "revision");
+  }
+  EXPECT_TRUE(revision_entry);
+  std::map<std::string, std::string> final_steps;
+  for (const auto& s : st["steps"]) {
+    if (s["revision"] == 2) final_steps[s["path"]] = s["state"];
+  }
+  EXPECT_EQ(final_steps["publish"], "succeeded");
+  EXPECT_EQ(final_steps["intent"], "succeeded");  // carried into revision 2, not rerun
+}
+
+TEST_F(Blog, AutoApproveRunsEndToEnd) {
+  Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_, "--auto-approve"});
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(Status(db_, RunId(run.out))["status"], "completed");
+}
+
+TEST_F(Blog, RejectAtOutlineEndsRejected) {
+  Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_});
+  ASSERT_EQ(run.code, 3) << run.out;
+  const std::string id = RunId(run.out);
+  Result rej = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(Status(db_, id)), "--reject"});
+  EXPECT_EQ(rej.code, 0) << rej.out;
+  Result w = RunCli({"worker", "--db", db_, "--until-idle"});
+  EXPECT_EQ(w.code, 0) << w.out;
+  EXPECT_EQ(Status(db_, id)["status"], "rejected");
+}
+
+// Acceptance (issue 3, point 6): triage to each of its three outcomes.
+class Triage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("triage");
+    db_ = dir_ + "/triage.db";
+  }
+  nlohmann::json RunTo(const std::string& scenario, const std::string& decision) {
+    Result run = RunCli({"run", SourceDir() + "/examples/triage.yaml", "--db", db_, "--input",
+                      "scenario=" + scenario});
+    EXPECT_EQ(run.code, 3) << run.out;
+    const std::string id = RunId(run.out);
+    nlohmann::json st = Status(db_, id);
+    Result d = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), decision});
+    EXPECT_EQ(d.code, 0) << d.out;
+    Result w = RunCli({"worker", "--db", db_, "--until-idle"});
+    EXPECT_EQ(w.code, 0) << w.out;
+    return Status(db_, id);
+  }
+  std::string dir_, db_;
+};
+
+TEST_F(Triage, ApprovedFixCompletesAndSlowSpecialistFailsAtDeadline) {
+  nlohmann::json st = RunTo("fixable", "--approve");
+  EXPECT_EQ(st["status"], "completed");
+  EXPECT_EQ(st["outcome"], "approved");
+  std::map<std::string, nlohmann::json> steps;
+  for (const auto& s : st["steps"]) steps[s["path"]] = s;
+  EXPECT_EQ(steps["specialists[traces]/traces_scan"]["state"], "failed");
+  EXPECT_EQ(steps["specialists[traces]/traces_scan"]["error_class"], "timeout");
+  EXPECT_EQ(steps["specialists[logs]/logs_scan"]["state"], "succeeded");
+  EXPECT_EQ(steps["specialists"]["state"], "succeeded");
+  EXPECT_EQ(steps["apply"]["state"], "succeeded");
+}
+
+TEST_F(Triage, RejectedProposalEndsRejected) {
+  nlohmann::json st = RunTo("fixable", "--reject");
+  EXPECT_EQ(st["status"], "rejected");
+  for (const auto& s : st["steps"]) EXPECT_NE(s["path"], "apply");
+}
+
+TEST_F(Triage, NoRemediationEndsUnresolved) {
+  nlohmann::json st = RunTo("unfixable", "--approve");
+  EXPECT_EQ(st["status"], "unresolved");
+  EXPECT_EQ(st["outcome"], "unresolved");
+}
+
+}  // namespace
+}  // namespace runloom::testing
