@@ -74,7 +74,9 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   const bool memory = path == kMemoryPath;
 
   RUNLOOM_ASSIGN_OR_RETURN(h->writer_, Db::Open(path, options.busy_timeout));
-  if (!memory) RUNLOOM_RETURN_IF_ERROR(EnableWal(*h->writer_, options.busy_timeout));
+  if (!memory) {
+    RUNLOOM_RETURN_IF_ERROR(EnableWal(*h->writer_, options.busy_timeout));
+  }
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec(sync_pragma));
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec("PRAGMA foreign_keys = ON"));
   RUNLOOM_RETURN_IF_ERROR(ApplyMigrations(*h->writer_));
@@ -151,11 +153,6 @@ absl::StatusOr<std::unique_ptr<Db>> SqliteHandle::AcquireReader() {
 void SqliteHandle::ReleaseReader(std::unique_ptr<Db> db) {
   absl::MutexLock l(&readers_mu_);
   idle_readers_.push_back(std::move(db));
-}
-
-uint64_t SqliteHandle::produced() {
-  absl::MutexLock l(&signal_mu_);
-  return produced_;
 }
 
 void SqliteHandle::NotifyProduced() {

@@ -68,19 +68,15 @@ class SqliteHandle {
   std::string NewLeaseToken();
 
   // ---- in-process message signal ----
-  // Count of commits that produced queue messages in this process.
-  uint64_t produced() ABSL_LOCKS_EXCLUDED(signal_mu_);
   // Count of Interrupt() calls so far.
   uint64_t interrupts() ABSL_LOCKS_EXCLUDED(signal_mu_);
-  // Waits until produced() != `seen`, interrupts() != `interrupts_seen`, or
-  // the clock reaches `deadline`. Returns produced() at return.
+  // Waits until the count of commits that produced queue messages in this
+  // process differs from `seen`, interrupts() differs from
+  // `interrupts_seen`, or the clock reaches `deadline`. Returns that count.
   uint64_t AwaitProduced(uint64_t seen, uint64_t interrupts_seen, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(signal_mu_);
   // Wakes every current AwaitProduced caller.
   void Interrupt() ABSL_LOCKS_EXCLUDED(signal_mu_);
-
-  // For tests: the writer connection (use only when no write is running).
-  Db* TEST_writer() { return writer_.get(); }
 
  private:
   void NotifyProduced() ABSL_LOCKS_EXCLUDED(signal_mu_);

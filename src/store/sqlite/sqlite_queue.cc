@@ -58,7 +58,7 @@ class SqliteTransport final : public Transport {
 
   const std::shared_ptr<SqliteHandle> h_;
   absl::Mutex mu_;
-  // The handle's produced() count when the last wait returned.
+  // The handle's produced-message count when the last wait returned.
   uint64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

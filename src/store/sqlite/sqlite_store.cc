@@ -36,7 +36,7 @@ constexpr char kInsertRun[] =
     "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
     "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
     "last_event_seq, created_at, updated_at) "
-    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', '{}', 0, ?9, ?10, ?11, ?11)";
+    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11)";
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
@@ -213,6 +213,9 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
   }
   RUNLOOM_ASSIGN_OR_RETURN(std::string inputs,
                            DumpJson(run.inputs, absl::StrCat("inputs of run ", run.id)));
+  RUNLOOM_ASSIGN_OR_RETURN(std::string context,
+                           DumpJson(run.context.is_null() ? nlohmann::json::object() : run.context,
+                                    absl::StrCat("context of run ", run.id)));
   CreateRunResult out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     if (!run.idempotency_key.empty()) {
@@ -240,6 +243,7 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
       st.BindInt(9, run.max_attempts);
       st.BindInt(10, static_cast<int64_t>(events.size()));
       st.BindTime(11, now);
+      st.BindText(12, context);
       absl::Status s = st.Run();
       if (s.code() == absl::StatusCode::kAlreadyExists) {
         return absl::AlreadyExistsError(absl::StrCat("run ", run.id, " already exists"));
@@ -261,6 +265,7 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
     r.idempotency_key = run.idempotency_key;
     r.phase = run.phase;
     r.max_attempts = run.max_attempts;
+    r.context = run.context.is_null() ? nlohmann::json::object() : run.context;
     r.last_event_seq = static_cast<int64_t>(events.size());
     r.created_at = now;
     r.updated_at = now;
