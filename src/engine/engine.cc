@@ -200,6 +200,20 @@ class Engine::Impl {
 
   // Loads the pinned workflow version; fails closed on any mismatch.
   absl::StatusOr<std::shared_ptr<const Workflow>> LoadPinned(const RunRecord& run) {
+    const std::string pinned =
+        absl::StrCat(run.workflow_name, "@", run.workflow_version, "@", run.workflow_digest);
+    {
+      // A definition this process verified against the catalog is trusted
+      // for runs created after it was verified (a fresh run of a hot
+      // workflow costs no catalog read); an older run (resumed after a pause
+      // or a crash) is always checked against the catalog as it is now.
+      absl::MutexLock l(&mu_);
+      auto it = workflows_.find(pinned);
+      if (it != workflows_.end() && run.created_at >= it->second.verified_at) {
+        return it->second.workflow;
+      }
+    }
+    const absl::Time verified_at = clock()->Now();
     auto v = store()->GetWorkflow(run.workflow_name, run.workflow_version);
     if (!v.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -212,13 +226,14 @@ class Engine::Impl {
           "workflow ", run.workflow_name, " version ", run.workflow_version, " has digest ",
           v->digest, " but the run pinned ", run.workflow_digest, "; the run fails closed"));
     }
-    const std::string key = absl::StrCat(run.workflow_name, "@", run.workflow_version, "@", v->digest);
+    const std::string& key = pinned;
     {
-      // A hit must match the catalog's definition as it is now, so a graph
-      // changed under its version is caught even by a long-lived worker.
       absl::MutexLock l(&mu_);
       auto it = workflows_.find(key);
-      if (it != workflows_.end() && it->second.canonical == v->canonical) return it->second.workflow;
+      if (it != workflows_.end() && it->second.canonical == v->canonical) {
+        it->second.verified_at = std::max(it->second.verified_at, verified_at);
+        return it->second.workflow;
+      }
     }
     auto wf = WorkflowFromCanonical(v->canonical);
     if (!wf.ok() || WorkflowDigest(*wf) != run.workflow_digest) {
@@ -228,14 +243,15 @@ class Engine::Impl {
     }
     auto shared = std::make_shared<const Workflow>(*std::move(wf));
     absl::MutexLock l(&mu_);
-    workflows_[key] = CachedWorkflow{v->canonical, shared};
+    workflows_[key] = CachedWorkflow{v->canonical, shared, verified_at};
     return shared;
   }
 
   // Takes the lease and runs the run in this thread. `on_leased` runs once
   // the lease is held (the executor acks its queue message there).
   absl::StatusOr<RunRecord> ExecuteRun(const std::string& run_id,
-                                       const std::function<void()>& on_leased) {
+                                       const std::function<void()>& on_leased,
+                                       bool want_record = true) {
     RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, store()->GetRun(run_id));
     if (IsTerminal(run.status) || run.status == RunStatus::kPaused) {
       return absl::FailedPreconditionError(
@@ -251,8 +267,15 @@ class Engine::Impl {
                                                           .revision = run.revision,
                                                           .entry = entry})}));
     if (on_leased) on_leased();
-    // Re-read: the row we hold now (the lease write may have raced a cancel).
-    RUNLOOM_ASSIGN_OR_RETURN(run, store()->GetRun(run_id));
+    // `run` was read before the lease. What may have changed since: a cancel
+    // request (the next step start is refused, so it is seen), nothing else
+    // that the executor reads (decisions and reruns need a paused or
+    // terminal run).
+    const bool never_ran = run.attempts == 0 && run.last_event_seq <= 1 && run.revision == 1;
+    run.status = RunStatus::kRunning;
+    run.attempts = lease.attempt;
+    run.lease_owner = lease.owner;
+    run.lease_token = lease.token;
     ExecutionConfig config;
     config.store = store();
     config.clock = clock();
@@ -266,7 +289,9 @@ class Engine::Impl {
     }
     auto wf = LoadPinned(run);
     std::vector<StepRecord> records;
-    if (wf.ok()) {
+    // `never_ran`: no lease before this one and no event but run.created,
+    // so no step can have been recorded.
+    if (wf.ok() && !never_ran) {
       RUNLOOM_ASSIGN_OR_RETURN(records, store()->ListSteps(run_id, run.revision));
     }
     auto exec = std::make_shared<RunExecution>(std::move(config), run, lease,
@@ -291,12 +316,15 @@ class Engine::Impl {
       absl::MutexLock l(&mu_);
       active_.erase(run_id);
     }
-    auto final_run = store()->GetRun(run_id);
-    if (final_run.ok() && IsTerminal(final_run->status)) {
+    if (exec->final_status() != RunStatus::kPaused) {
       absl::MutexLock l(&mu_);
       secrets_.erase(run_id);
     }
-    return final_run;
+    if (!want_record) {
+      run.status = exec->final_status();
+      return run;  // the executor loop ignores it: skip the read
+    }
+    return store()->GetRun(run_id);
   }
 
   void Count(Disposition d) {
@@ -328,7 +356,7 @@ class Engine::Impl {
           acked = true;
           (void)transport()->Ack(m);
         };
-        auto r = ExecuteRun(m.run_id, ack);
+        auto r = ExecuteRun(m.run_id, ack, /*want_record=*/false);
         if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
           // Not runnable (terminal, paused, gone) or leased elsewhere: the
           // lease and the sweeper own recovery from here.
@@ -730,6 +758,7 @@ class Engine::Impl {
   struct CachedWorkflow {
     nlohmann::json canonical;
     std::shared_ptr<const Workflow> workflow;
+    absl::Time verified_at;  // runs created after this may trust `workflow`
   };
   std::map<std::string, CachedWorkflow> workflows_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<RunExecution>> active_ ABSL_GUARDED_BY(mu_);

@@ -128,15 +128,40 @@ RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
   phase_ = run_.phase;
 }
 
-absl::Status RunExecution::Write(RunWrite write) {
+absl::Status RunExecution::Write(RunWrite write, bool defer) {
   absl::MutexLock l(&write_mu_);
   if (lease_lost_) return absl::AbortedError("lease lost");
+  if (defer) {
+    // A finished step's record rides on the next write (the next step's
+    // start, a retry, a pause or the terminal status), which always comes
+    // before anything that depends on the step runs. One transaction per
+    // step instead of two; a crash in between loses the record, and the step
+    // runs again, as a crash just before its own commit would.
+    for (StepRecord& r : write.steps) pending_.steps.push_back(std::move(r));
+    for (Event& e : write.events) pending_.events.push_back(std::move(e));
+    return absl::OkStatus();
+  }
+  RunWrite pending = std::move(pending_);
+  pending_ = RunWrite{};
+  if (!pending.steps.empty() || !pending.events.empty()) {
+    for (StepRecord& r : write.steps) pending.steps.push_back(std::move(r));
+    for (Event& e : write.events) pending.events.push_back(std::move(e));
+    write.steps = pending.steps;
+    write.events = pending.events;
+  }
   write.run_id = run_.id;
   write.party = Party::kExecutor;
   write.lease_token = lease_.token;
   absl::Status s = config_.store->Commit(write);
   if (s.code() == absl::StatusCode::kCancelled) {
-    // A cancel was requested before this step could start.
+    // A cancel was requested before this step could start. Keep the records
+    // that rode on this write for the cancelled status that follows.
+    pending_.steps = std::move(pending.steps);
+    std::vector<Event> keep;
+    for (Event& e : pending.events) {
+      if (e.type != "step.started") keep.push_back(std::move(e));
+    }
+    pending_.events = std::move(keep);
     root_.RequestStop(StopReason::kCancel);
     return absl::CancelledError("cancel requested");
   }
@@ -220,7 +245,7 @@ absl::Status RunExecution::Record(const StepDef& step, const std::string& path,
   RunWrite w;
   w.steps.push_back(std::move(rec));
   w.events = std::move(extra_events);
-  return Write(std::move(w));
+  return Write(std::move(w), /*defer=*/true);
 }
 
 absl::StatusOr<StepResult> RunExecution::RunSequence(const std::vector<StepDef>& steps,

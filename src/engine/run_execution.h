@@ -108,7 +108,9 @@ class RunExecution {
   absl::Status Record(const StepDef& step, const std::string& path, const StepResult& result,
                       int attempt, absl::Time started, std::string stderr_tail,
                       std::vector<Event> extra_events);
-  absl::Status Write(RunWrite write);
+  // A fenced executor write. With `defer`, the write's step records and
+  // events are held and committed with the next non-deferred write.
+  absl::Status Write(RunWrite write, bool defer = false);
   Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error);
   Disposition StopDisposition();
   Disposition Pause();
@@ -125,6 +127,7 @@ class RunExecution {
   absl::Mutex write_mu_;  // orders this run's writes (parallel branches)
   std::string phase_ ABSL_GUARDED_BY(write_mu_);
   bool lease_lost_ ABSL_GUARDED_BY(write_mu_) = false;
+  RunWrite pending_ ABSL_GUARDED_BY(write_mu_);  // deferred records and events
 
   std::atomic<bool> draining_{false};
 
@@ -136,7 +139,7 @@ class RunExecution {
   std::string reject_error_;
 
   // Owned by the Run() thread.
-  RunStatus final_status_ = RunStatus::kFailed;
+  RunStatus final_status_ = RunStatus::kRunning;  // until Run() writes another
   std::string final_error_;
 };
 
