@@ -22,7 +22,7 @@ CLI_TARGET ?= runloom
 RUNLOOM := ./$(BUILD_DIR)/runloom
 
 # What `make demo` runs: a workflow file and its inputs.
-DEMO ?= examples/ingest.yaml --input document_id=doc-1 --input format=pdf
+DEMO ?= examples/blog.yaml
 
 # build/ is configured the same way for demo, bench, build and test, so going
 # from one to another never rebuilds everything.
@@ -47,8 +47,14 @@ build: configure
 cli: configure
 	cmake --build $(BUILD_DIR) --target $(CLI_TARGET) -j$(JOBS)
 
+# On a terminal the demo asks for each approval; elsewhere (CI, pipes) it
+# approves automatically.
 demo: cli
-	$(RUNLOOM) run $(DEMO) --db $(BUILD_DIR)/demo.db
+	if [ -t 0 ] && [ -t 1 ]; then \
+	  $(RUNLOOM) run $(DEMO) --db $(BUILD_DIR)/demo.db; \
+	else \
+	  $(RUNLOOM) run $(DEMO) --db $(BUILD_DIR)/demo.db --auto-approve; \
+	fi
 
 bench: cli
 	$(RUNLOOM) bench --json
