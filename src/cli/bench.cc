@@ -83,8 +83,9 @@ int BenchCommand(const BenchFlags& f) {
   }
   Engine* e = engine->get();
   Workflow wf = NoopWorkflow();
-  if (auto v = e->RegisterWorkflow(wf); !v.ok()) {
-    std::cerr << "runloom: error: " << v.status() << "\n";
+  auto registered = e->RegisterWorkflow(wf);
+  if (!registered.ok()) {
+    std::cerr << "runloom: error: " << registered.status() << "\n";
     return 1;
   }
   Clock* clock = RealClock();
@@ -100,6 +101,7 @@ int BenchCommand(const BenchFlags& f) {
       for (int i = 0; i < n; ++i) {
         StartRunRequest req;
         req.workflow_name = wf.name;
+        req.workflow_version = registered->version;  // pinned, as a service would
         auto r = e->StartRun(req);
         if (r.ok()) {
           ids[p].push_back(r->run.id);

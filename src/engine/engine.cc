@@ -151,9 +151,30 @@ class Engine::Impl {
       RUNLOOM_ASSIGN_OR_RETURN(version, RegisterWorkflow(*req.workflow));
       wf = std::make_shared<const Workflow>(*req.workflow);
     } else {
-      RUNLOOM_ASSIGN_OR_RETURN(version, store()->GetWorkflow(req.workflow_name, req.workflow_version));
-      RUNLOOM_ASSIGN_OR_RETURN(Workflow loaded, WorkflowFromCanonical(version.canonical));
-      wf = std::make_shared<const Workflow>(std::move(loaded));
+      // A catalog version never changes (a changed definition gets the next
+      // number), so an explicit version read once is reused for admission;
+      // executors still verify the pinned definition (LoadPinned).
+      const std::string key = absl::StrCat(req.workflow_name, "@", req.workflow_version);
+      if (req.workflow_version > 0) {
+        absl::MutexLock l(&mu_);
+        auto it = admission_.find(key);
+        if (it != admission_.end()) {
+          version = it->second.first;
+          wf = it->second.second;
+        }
+      }
+      if (wf == nullptr) {
+        RUNLOOM_ASSIGN_OR_RETURN(version,
+                                 store()->GetWorkflow(req.workflow_name, req.workflow_version));
+        RUNLOOM_ASSIGN_OR_RETURN(Workflow loaded, WorkflowFromCanonical(version.canonical));
+        wf = std::make_shared<const Workflow>(std::move(loaded));
+        if (req.workflow_version > 0) {
+          WorkflowVersion meta = version;
+          meta.canonical = nullptr;  // not needed for admission
+          absl::MutexLock l(&mu_);
+          admission_[key] = {std::move(meta), wf};
+        }
+      }
     }
     RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json frozen, FreezeInputs(*wf, req.inputs));
     NewRun run;
@@ -761,6 +782,9 @@ class Engine::Impl {
     absl::Time verified_at;  // runs created after this may trust `workflow`
   };
   std::map<std::string, CachedWorkflow> workflows_ ABSL_GUARDED_BY(mu_);
+  // name@version -> the version's metadata and definition, for admission.
+  std::map<std::string, std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> admission_
+      ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<RunExecution>> active_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, nlohmann::json> secrets_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -76,7 +76,9 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   while (std::getline(ss, line)) ++counts[line];
   int twice = 0;
   for (int i = 1; i <= 6; ++i) {
-    int c = counts["s" + std::to_string(i)];
+    std::string key = "s";
+    key += std::to_string(i);  // (not "s" + ...: GCC 12 -O2 warns falsely, -Wrestrict)
+    int c = counts[key];
     EXPECT_GE(c, 1) << "s" << i;
     EXPECT_LE(c, 2) << "s" << i;
     if (c == 2) {
