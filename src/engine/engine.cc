@@ -303,6 +303,7 @@ class Engine::Impl {
     config.registry = options_.registry.get();
     config.working_dir = run.context.value("working_dir", "");
     config.drain_timeout = options_.drain_timeout;
+    config.entry = std::string(ToString(entry));
     {
       absl::MutexLock l(&mu_);
       auto it = secrets_.find(run_id);
@@ -478,6 +479,7 @@ class Engine::Impl {
     w.expected_last_event_seq = run.last_event_seq;
     w.new_status = RunStatus::kQueued;
     w.reset_attempts = true;
+    w.entry = "resume";  // the same revision goes on after the gate
     nlohmann::json context = run.context;
     context.erase("pending_gate");
     int64_t revision = run.revision;

@@ -399,7 +399,13 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
       RunWrite w;
       w.events.push_back(StepStartedEvent(
           run_.id,
-          {.path = path, .step_id = step.id, .kind = step.kind, .attempt = attempt, .phase = step.phase}));
+          {.path = path,
+           .step_id = step.id,
+           .kind = step.kind,
+           .attempt = attempt,
+           .phase = step.phase,
+           .revision = run_.revision,
+           .entry = ParseRunEntry(config_.entry)}));
       bool new_phase;
       {
         absl::MutexLock l(&write_mu_);

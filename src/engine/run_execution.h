@@ -52,6 +52,9 @@ struct ExecutionConfig {
   // Secret inputs given to StartRun in this process (never stored).
   nlohmann::json secrets = nlohmann::json::object();
   absl::Duration drain_timeout = absl::Seconds(10);
+  // How this pass over the graph began (fresh, resume, rerun, revision):
+  // stamped on step.started so the events say which path ran a step.
+  std::string entry = "fresh";
 };
 
 // How the execution ended.

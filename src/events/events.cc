@@ -287,6 +287,12 @@ Event StepStartedEvent(const std::string& run_id, const StepStartedData& d) {
   e.data["kind"] = d.kind;
   e.data["attempt"] = d.attempt;
   SetIfNotEmpty(e.data, "phase", d.phase);
+  if (d.revision != 0) {
+    e.data["revision"] = d.revision;
+  }
+  if (d.entry.has_value()) {
+    e.data["entry"] = ToString(*d.entry);
+  }
   return e;
 }
 

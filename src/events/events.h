@@ -175,6 +175,8 @@ struct StepStartedData {
   std::string kind{};
   int attempt = 1;    // >= 1
   std::string phase{};  // optional: "" = none
+  int64_t revision = 0;  // optional: 0 = none; else >= 1, the run revision the step runs in
+  std::optional<RunEntry> entry{};  // optional: how the current pass over the graph began
 };
 
 // step.succeeded: the attempt finished and its output was recorded.

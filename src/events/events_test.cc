@@ -127,6 +127,16 @@ TEST(Events, FactoriesWriteEveryField) {
   Event st = StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "llm", .phase = "draft"});
   EXPECT_EQ(st.data["phase"], "draft");
   EXPECT_EQ(st.data["attempt"], 1);
+  Event sr = StepStartedEvent(kRun, {.path = "a",
+                                     .step_id = "a",
+                                     .kind = "llm",
+                                     .attempt = 2,
+                                     .phase = "draft",
+                                     .revision = 3,
+                                     .entry = RunEntry::kRerun});
+  EXPECT_EQ(sr.data, nlohmann::json::parse(R"({"path":"a","step_id":"a","kind":"llm",
+      "attempt":2,"phase":"draft","revision":3,"entry":"rerun"})"));
+  EXPECT_OK(ValidateEvent(sr));
   Event d = RunDecidedEvent(kRun, {.step_path = "outline/review",
                                    .decision = "request_revision",
                                    .reviewer = "alice",
@@ -160,8 +170,8 @@ TEST(Events, EmptyOptionalFieldsAreLeftOut) {
   EXPECT_EQ(f.data, nlohmann::json::parse(R"({"status":"completed"})"));
   EXPECT_FALSE(StepFailedEvent(kRun, {.path = "a", .step_id = "a", .error = "e"})
                    .data.contains("retry_in_ms"));
-  EXPECT_FALSE(StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "k"})
-                   .data.contains("phase"));
+  EXPECT_EQ(StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "k"}).data,
+            nlohmann::json::parse(R"({"path":"a","step_id":"a","kind":"k","attempt":1})"));
   Event d = RunDecidedEvent(kRun, {.step_path = "g",
                                    .decision = "reject",
                                    .reviewer = "alice",
@@ -236,6 +246,47 @@ TEST(Events, RunRerunRequestedChecksPhaseRevisionAndBy) {
   e.data["rerun_from"] = "x";
   EXPECT_THAT(std::string(ValidateEvent(e).message()),
               HasSubstr("data.rerun_from is not a field of run.rerun_requested"));
+}
+
+TEST(Events, StepStartedRevisionAndEntryAreOptionalButChecked) {
+  for (RunEntry entry :
+       {RunEntry::kFresh, RunEntry::kResume, RunEntry::kRerun, RunEntry::kRevision}) {
+    Event e = StepStartedEvent(
+        kRun, {.path = "a", .step_id = "a", .kind = "exec", .revision = 2, .entry = entry});
+    EXPECT_EQ(e.data["entry"], ToString(entry));
+    EXPECT_OK(ValidateEvent(e));
+    e.seq = 4;
+    e.at = absl::FromUnixMicros(1'795'988'700'123'456);
+    absl::StatusOr<Event> back = EventFromJson(EventToJson(e));
+    ASSERT_OK(back);
+    ExpectSameEvent(*back, e);
+  }
+  // Either may appear without the other.
+  Event only_revision = StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "exec",
+                                                .revision = 1});
+  EXPECT_FALSE(only_revision.data.contains("entry"));
+  EXPECT_OK(ValidateEvent(only_revision));
+  Event only_entry = StepStartedEvent(
+      kRun, {.path = "a", .step_id = "a", .kind = "exec", .entry = RunEntry::kResume});
+  EXPECT_FALSE(only_entry.data.contains("revision"));
+  EXPECT_OK(ValidateEvent(only_entry));
+
+  Event e = StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "exec"});
+  e.data["revision"] = 0;
+  EXPECT_THAT(std::string(ValidateEvent(e).message()), HasSubstr("data.revision must be >= 1"));
+  e.data["revision"] = -1;
+  EXPECT_THAT(std::string(ValidateEvent(e).message()), HasSubstr("data.revision must be >= 1"));
+  e.data["revision"] = "2";
+  EXPECT_THAT(std::string(ValidateEvent(e).message()),
+              HasSubstr("data.revision must be an integer"));
+  e.data.erase("revision");
+  e.data["entry"] = "restart";
+  EXPECT_THAT(std::string(ValidateEvent(e).message()),
+              HasSubstr("data.entry must be one of fresh|resume|rerun|revision"));
+  e.data["entry"] = nullptr;
+  EXPECT_THAT(ValidateEvent(e), StatusIs(absl::StatusCode::kInvalidArgument));
+  e.data["entry"] = "";
+  EXPECT_THAT(ValidateEvent(e), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(Events, RunStartedNeedsTheStoreToFillTheLease) {
@@ -332,6 +383,7 @@ TEST(Enums, RoundTripAndMatchTheFieldTable) {
     return std::vector<std::string>{};
   };
   EXPECT_EQ(one_of("run.started", "entry"), entries);
+  EXPECT_EQ(one_of("step.started", "entry"), entries);
   EXPECT_EQ(one_of("step.failed", "error_class"), classes);
   EXPECT_EQ(one_of("run.finished", "status"), terminal);
   EXPECT_EQ(one_of("run.decided", "decision"),

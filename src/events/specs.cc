@@ -44,6 +44,11 @@ FieldSpec Enum(std::string name, std::vector<std::string> values) {
   f.one_of = std::move(values);
   return f;
 }
+FieldSpec OptEnum(std::string name, std::vector<std::string> values) {
+  FieldSpec f = Enum(std::move(name), std::move(values));
+  f.required = false;
+  return f;
+}
 
 std::vector<EventSpec> BuildSpecs() {
   // The enums here must match ToString(RunEntry), ToString(StepErrorClass),
@@ -78,7 +83,8 @@ std::vector<EventSpec> BuildSpecs() {
       {"run.finished", 1, {Enum("status", kTerminal), OptStr("outcome"), OptStr("error")}},
       {"step.started",
        1,
-       {Str("path"), Str("step_id"), Str("kind"), Int("attempt", 1), OptStr("phase")}},
+       {Str("path"), Str("step_id"), Str("kind"), Int("attempt", 1), OptStr("phase"),
+        OptInt("revision", 1), OptEnum("entry", kEntries)}},
       {"step.succeeded",
        1,
        {Str("path"), Str("step_id"), Int("attempt", 1), Int("duration_ms", 0)}},
