@@ -41,6 +41,10 @@ class Transport {
                                                           absl::Duration visibility) = 0;
   // Removes a claimed message for good. Acking twice is OK.
   virtual absl::Status Ack(const QueueMessage& message) = 0;
+  // Gives a claimed, unprocessed message back: visible again at once, as if
+  // never claimed (deliveries unchanged). A message that is gone is OK.
+  // Used when a consumer stops with messages it claimed but did not start.
+  virtual absl::Status Release(const QueueMessage& message) = 0;
   // Blocks until a message may be available or `deadline` passes. Wakes at
   // once for messages produced in this process; polls for other processes.
   virtual void WaitForMessages(absl::Time deadline) = 0;

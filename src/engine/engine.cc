@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -364,26 +365,63 @@ class Engine::Impl {
                        stats_.runs_released.load(), stats_.leases_lost.load()};
   }
 
-  void ExecutorLoop() {
-    while (!stopping_.load()) {
-      auto msgs = transport()->Claim(options_.owner, 1, options_.visibility_timeout);
+  // One dispatcher claims messages for the idle executors in one transport
+  // call (one write for many runs), never more than there are idle
+  // executors, so nothing waits claimed behind a busy executor.
+  void DispatcherLoop() {
+    while (true) {
+      int want;
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_dispatch_ || idle_executors_ > static_cast<int>(work_.size());
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (stop_dispatch_) break;
+        want = idle_executors_ - static_cast<int>(work_.size());
+      }
+      auto msgs = transport()->Claim(options_.owner, want, options_.visibility_timeout);
       if (!msgs.ok() || msgs->empty()) {
         transport()->WaitForMessages(clock()->Now() + options_.idle_poll);
         continue;
       }
-      for (const QueueMessage& m : *msgs) {
-        if (stopping_.load()) break;  // unacked: redelivered after the visibility timeout
-        bool acked = false;
-        auto ack = [&] {
-          acked = true;
-          (void)transport()->Ack(m);
+      absl::MutexLock l(&mu_);
+      for (QueueMessage& m : *msgs) work_.push_back(std::move(m));
+    }
+    // Give back what no executor started, so another worker gets it now.
+    std::deque<QueueMessage> left;
+    {
+      absl::MutexLock l(&mu_);
+      left.swap(work_);
+    }
+    for (const QueueMessage& m : left) (void)transport()->Release(m);
+  }
+
+  void ExecutorLoop() {
+    while (true) {
+      QueueMessage m;
+      {
+        absl::MutexLock l(&mu_);
+        ++idle_executors_;
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_dispatch_ || !work_.empty();
         };
-        auto r = ExecuteRun(m.run_id, ack, /*want_record=*/false);
-        if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
-          // Not runnable (terminal, paused, gone) or leased elsewhere: the
-          // lease and the sweeper own recovery from here.
-          ack();
-        }
+        mu_.Await(absl::Condition(&ready));
+        --idle_executors_;
+        if (stop_dispatch_) break;
+        m = std::move(work_.front());
+        work_.pop_front();
+      }
+      bool acked = false;
+      auto ack = [&] {
+        acked = true;
+        (void)transport()->Ack(m);
+      };
+      auto r = ExecuteRun(m.run_id, ack, /*want_record=*/false);
+      if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
+        // Not runnable (terminal, paused, gone) or leased elsewhere: the
+        // lease and the sweeper own recovery from here.
+        ack();
       }
     }
   }
@@ -716,17 +754,18 @@ class Engine::Impl {
     StartBackground();
     absl::MutexLock l(&mu_);
     if (!executors_.empty()) return;
-    stopping_ = false;
+    stop_dispatch_ = false;
     for (int i = 0; i < options_.executors; ++i) {
       executors_.emplace_back([this] { ExecutorLoop(); });
     }
+    executors_.emplace_back([this] { DispatcherLoop(); });
   }
 
   void Stop() {
-    stopping_ = true;
     transport()->Interrupt();
     {
       absl::MutexLock l(&mu_);
+      stop_dispatch_ = true;  // no new claims, no new runs started
       draining_ = true;
       for (auto& [id, e] : active_) e->Drain();
       auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_.empty(); };
@@ -771,7 +810,6 @@ class Engine::Impl {
  private:
   EngineOptions options_;  // constant after construction
   EmbeddedBackend backend_;
-  std::atomic<bool> stopping_{false};
   struct {
     std::atomic<int64_t> runs_finished{0}, runs_paused{0}, runs_released{0}, leases_lost{0};
   } stats_;
@@ -790,6 +828,10 @@ class Engine::Impl {
   std::map<std::string, std::shared_ptr<RunExecution>> active_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, nlohmann::json> secrets_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Claimed messages waiting for an executor, and how many executors wait.
+  std::deque<QueueMessage> work_ ABSL_GUARDED_BY(mu_);
+  int idle_executors_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_dispatch_ ABSL_GUARDED_BY(mu_) = false;
   bool keeper_stop_ ABSL_GUARDED_BY(mu_) = false;
   bool keeper_started_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> executors_ ABSL_GUARDED_BY(mu_);

@@ -32,6 +32,9 @@ constexpr char kDeadLetter[] =
     "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
     "VALUES (?1, ?2, ?3, ?4, ?5)";
 constexpr char kAck[] = "DELETE FROM queue WHERE id = ?1 AND run_id = ?2";
+constexpr char kRelease[] =
+    "UPDATE queue SET claimed_by = '', visible_at = ?3, deliveries = MAX(deliveries - 1, 0) "
+    "WHERE id = ?1 AND run_id = ?2";
 constexpr char kMessageExists[] = "SELECT 1 FROM queue WHERE id = ?1 AND run_id = ?2";
 constexpr char kAnyVisible[] = "SELECT 1 FROM queue WHERE visible_at <= ?1 LIMIT 1";
 
@@ -48,6 +51,7 @@ class SqliteTransport final : public Transport {
   absl::StatusOr<std::vector<QueueMessage>> Claim(const std::string& consumer, int max,
                                                   absl::Duration visibility) override;
   absl::Status Ack(const QueueMessage& message) override;
+  absl::Status Release(const QueueMessage& message) override;
   void WaitForMessages(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
   void Interrupt() override { h_->Interrupt(); }
 
@@ -151,6 +155,26 @@ absl::Status SqliteTransport::Ack(const QueueMessage& message) {
     st.BindText(2, message.run_id);
     return st.Run();
   });
+}
+
+absl::Status SqliteTransport::Release(const QueueMessage& message) {
+  int64_t id = 0;
+  if (!absl::SimpleAtoi(message.id, &id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue message id '", message.id, "' is not an SQLite queue id"));
+  }
+  bool released = false;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRelease));
+    st.BindInt(1, id);
+    st.BindText(2, message.run_id);
+    st.BindTime(3, h_->Now());
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+    released = sqlite3_changes(txn.db.raw()) > 0;
+    txn.produced_message = released;
+    return absl::OkStatus();
+  }));
+  return absl::OkStatus();
 }
 
 bool SqliteTransport::AnyVisible() {
