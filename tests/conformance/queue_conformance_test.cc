@@ -72,6 +72,23 @@ TEST_P(QueueConformanceTest, ClaimHidesRedeliversAndAcks) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_P(QueueConformanceTest, ReleaseMakesAClaimedMessageVisibleAtOnce) {
+  std::string a = Create();
+  absl::StatusOr<std::vector<QueueMessage>> first = transport_->Claim("c1", 1, absl::Seconds(60));
+  ASSERT_OK(first);
+  ASSERT_THAT(*first, SizeIs(1));
+  EXPECT_THAT(transport_->Claim("c2", 1, absl::Seconds(60)), IsOkAndHolds(IsEmpty()));
+  ASSERT_OK(transport_->Release((*first)[0]));
+  absl::StatusOr<std::vector<QueueMessage>> again = transport_->Claim("c2", 1, absl::Seconds(60));
+  ASSERT_OK(again);
+  ASSERT_THAT(*again, SizeIs(1));
+  EXPECT_EQ((*again)[0].run_id, a);
+  EXPECT_EQ((*again)[0].deliveries, 1);  // a release is not a delivery
+  ASSERT_OK(transport_->Ack((*again)[0]));
+  ASSERT_OK(transport_->Release((*again)[0]));  // gone: fine, and it stays gone
+  EXPECT_THAT(transport_->Claim("c3", 1, absl::Seconds(60)), IsOkAndHolds(IsEmpty()));
+}
+
 TEST_P(QueueConformanceTest, DeadLettersAfterTooManyDeliveries) {
   std::string id = Create();
   std::string other = Create();
