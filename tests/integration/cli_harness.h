@@ -111,4 +111,30 @@ inline Result RunStdout(const std::vector<std::string>& args) {
   return r;
 }
 
+// `runloom status RUN --json`, parsed.
+inline nlohmann::json StatusJson(const std::string& db, const std::string& run_id) {
+  Result r = RunStdout({"status", run_id, "--db", db, "--json"});
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{{"status", "unknown"}};
+}
+
+// `runloom events RUN --json`, one parsed event per line.
+inline std::vector<nlohmann::json> EventsJson(const std::string& db, const std::string& run_id) {
+  Result r = RunStdout({"events", run_id, "--db", db, "--json"});
+  std::vector<nlohmann::json> out;
+  std::stringstream ss(r.out);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// The run id from `runloom run` output ("run r_...: ...").
+inline std::string RunIdFrom(const std::string& out) {
+  size_t p = out.find("run r_");
+  if (p == std::string::npos) return "";
+  size_t end = out.find_first_of(": \n", p + 4);
+  return out.substr(p + 4, end - p - 4);
+}
+
 }  // namespace runloom::testing

@@ -11,31 +11,6 @@
 namespace runloom::testing {
 namespace {
 
-nlohmann::json StatusJson(const std::string& db, const std::string& run_id) {
-  Result r = RunStdout({"status", run_id, "--db", db, "--json"});
-  EXPECT_EQ(r.code, 0) << r.out;
-  return nlohmann::json::parse(r.out);
-}
-
-std::vector<nlohmann::json> EventsJson(const std::string& db, const std::string& run_id) {
-  Result r = RunStdout({"events", run_id, "--db", db, "--json"});
-  EXPECT_EQ(r.code, 0) << r.out;
-  std::vector<nlohmann::json> out;
-  std::stringstream ss(r.out);
-  std::string line;
-  while (std::getline(ss, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
-
-std::string RunIdFrom(const std::string& out) {
-  size_t p = out.find("run r_");
-  if (p == std::string::npos) return "";
-  size_t end = out.find_first_of(": \n", p + 4);
-  return out.substr(p + 4, end - p - 4);
-}
-
 // Acceptance (issue 2, point 2): SIGKILL a `runloom run` in the middle of a
 // 6-step workflow whose exec steps append to a counter file; `runloom
 // worker` on the same database completes the run, every step executed

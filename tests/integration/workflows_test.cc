@@ -10,34 +10,11 @@
 namespace runloom::testing {
 namespace {
 
-nlohmann::json Status(const std::string& db, const std::string& id) {
-  Result r = RunStdout({"status", id, "--db", db, "--json"});
-  EXPECT_EQ(r.code, 0) << r.out;
-  return nlohmann::json::parse(r.out);
-}
-
-std::vector<nlohmann::json> Events(const std::string& db, const std::string& id) {
-  Result r = RunStdout({"events", id, "--db", db, "--json"});
-  std::vector<nlohmann::json> out;
-  std::stringstream ss(r.out);
-  std::string line;
-  while (std::getline(ss, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
-
-std::string RunId(const std::string& out) {
-  size_t p = out.find("run r_");
-  if (p == std::string::npos) return "";
-  return out.substr(p + 4, out.find_first_of(": \n", p + 4) - p - 4);
-}
-
 // Waits until the run has the given status (a background worker moves it).
 nlohmann::json AwaitStatus(const std::string& db, const std::string& id, const std::string& want) {
   nlohmann::json st;
   for (int i = 0; i < 600; ++i) {
-    st = Status(db, id);
+    st = StatusJson(db, id);
     if (st["status"] == want) return st;
     RealClock()->SleepFor(absl::Milliseconds(50));
   }
@@ -74,9 +51,9 @@ class Blog : public ::testing::Test {
 TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_});
   ASSERT_EQ(run.code, 3) << run.out;  // paused: its own exit code
-  const std::string id = RunId(run.out);
+  const std::string id = RunIdFrom(run.out);
   EXPECT_NE(run.out.find("runloom decide " + id), std::string::npos) << run.out;
-  nlohmann::json st = Status(db_, id);
+  nlohmann::json st = StatusJson(db_, id);
   ASSERT_EQ(st["status"], "paused");
   EXPECT_EQ(st["context"]["pending_gate"]["path"], "outline_review");
 
@@ -85,7 +62,7 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
 
   Result wrong = RunCli({"decide", id, "--db", db_, "--digest", "sha256:deadbeef", "--approve"});
   EXPECT_EQ(wrong.code, 4) << wrong.out;
-  nlohmann::json still = Status(db_, id);
+  nlohmann::json still = StatusJson(db_, id);
   EXPECT_EQ(still["status"], "paused");
   EXPECT_EQ(still["last_event_seq"], st["last_event_seq"]) << "nothing recorded";
 
@@ -113,7 +90,7 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   worker.Kill(SIGTERM);
   EXPECT_EQ(worker.Wait(), 0);
 
-  auto events = Events(db_, id);
+  auto events = EventsJson(db_, id);
   auto all = StepStarts(events, 0);
   EXPECT_EQ(all["intent"], 1) << "no step before the gate ran twice";
   EXPECT_EQ(all["outline"], 1);
@@ -138,18 +115,18 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
 TEST_F(Blog, AutoApproveRunsEndToEnd) {
   Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_, "--auto-approve"});
   EXPECT_EQ(run.code, 0) << run.out;
-  EXPECT_EQ(Status(db_, RunId(run.out))["status"], "completed");
+  EXPECT_EQ(StatusJson(db_, RunIdFrom(run.out))["status"], "completed");
 }
 
 TEST_F(Blog, RejectAtOutlineEndsRejected) {
   Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_});
   ASSERT_EQ(run.code, 3) << run.out;
-  const std::string id = RunId(run.out);
-  Result rej = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(Status(db_, id)), "--reject"});
+  const std::string id = RunIdFrom(run.out);
+  Result rej = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(StatusJson(db_, id)), "--reject"});
   EXPECT_EQ(rej.code, 0) << rej.out;
   Result w = RunCli({"worker", "--db", db_, "--until-idle"});
   EXPECT_EQ(w.code, 0) << w.out;
-  EXPECT_EQ(Status(db_, id)["status"], "rejected");
+  EXPECT_EQ(StatusJson(db_, id)["status"], "rejected");
 }
 
 // Acceptance (issue 3, point 6): triage to each of its three outcomes.
@@ -163,13 +140,13 @@ class Triage : public ::testing::Test {
     Result run = RunCli({"run", SourceDir() + "/examples/triage.yaml", "--db", db_, "--input",
                       "scenario=" + scenario});
     EXPECT_EQ(run.code, 3) << run.out;
-    const std::string id = RunId(run.out);
-    nlohmann::json st = Status(db_, id);
+    const std::string id = RunIdFrom(run.out);
+    nlohmann::json st = StatusJson(db_, id);
     Result d = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), decision});
     EXPECT_EQ(d.code, 0) << d.out;
     Result w = RunCli({"worker", "--db", db_, "--until-idle"});
     EXPECT_EQ(w.code, 0) << w.out;
-    return Status(db_, id);
+    return StatusJson(db_, id);
   }
   std::string dir_, db_;
 };
