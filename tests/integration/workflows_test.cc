@@ -57,7 +57,15 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   ASSERT_EQ(st["status"], "paused");
   EXPECT_EQ(st["context"]["pending_gate"]["path"], "outline_review");
 
-  // A long-running worker, as after a restart; killed at the end.
+  // A worker that dies while the run waits: the pause lives in the database,
+  // not in any process.
+  Child doomed({"worker", "--db", db_, "--lease-ttl", "2s"}, dir_ + "/doomed.log");
+  RealClock()->SleepFor(absl::Milliseconds(300));
+  doomed.Kill(SIGKILL);
+  EXPECT_EQ(doomed.Wait(), 128 + SIGKILL);
+  EXPECT_EQ(StatusJson(db_, id)["status"], "paused");
+
+  // A long-running worker, as after a restart; stopped at the end.
   Child worker({"worker", "--db", db_, "--lease-ttl", "2s"}, dir_ + "/worker.log");
 
   Result wrong = RunCli({"decide", id, "--db", db_, "--digest", "sha256:deadbeef", "--approve"});

@@ -1,0 +1,260 @@
+// Human and operator actions on runs: decisions at approval gates, reruns
+// from a phase, cancel, admin reset. Each is one compare-and-set on the run
+// (Store::Commit) by its named party; see the transition table.
+#include "engine/decisions.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "engine/event_helpers.h"
+#include "engine/run_execution.h"
+
+namespace runloom::engine_internal {
+
+// Step records of `run`'s current revision that a new revision starting at
+// `phase` keeps: those of top-level steps declared before the phase.
+absl::StatusOr<std::vector<StepRecord>> CarriedRecords(const DecisionContext& ctx,
+                                                     const RunRecord& run, const Workflow& wf,
+                                                     int phase_index, int64_t new_revision) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<StepRecord> records,
+                           ctx.store->ListSteps(run.id, run.revision));
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < wf.steps.size(); ++i) index[wf.steps[i].id] = static_cast<int>(i);
+  std::vector<StepRecord> carried;
+  for (StepRecord& r : records) {
+    auto it = index.find(engine_internal::TopLevelId(r.path));
+    if (it == index.end() || it->second >= phase_index) continue;
+    r.revision = new_revision;
+    carried.push_back(std::move(r));
+  }
+  return carried;
+}
+
+absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::string& run_id,
+                                  const DecisionRequest& req, const std::string& reviewer) {
+  if (reviewer.empty()) {
+    return absl::InvalidArgumentError("a decision needs an authenticated reviewer identity");
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
+  if (run.status != RunStatus::kPaused || !run.context.contains("pending_gate")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run ", run_id, " is ", std::string(ToString(run.status)),
+        ", not paused at an approval gate; nothing was recorded"));
+  }
+  const nlohmann::json gate = run.context["pending_gate"];
+  const std::string digest = gate.value("proposal_digest", "");
+  if (req.proposal_digest != digest) {
+    return absl::AbortedError(absl::StrCat(
+        "proposal digest '", req.proposal_digest, "' is not the current proposal's (", digest,
+        ") at ", gate.value("path", ""), "; review the current proposal; nothing was recorded"));
+  }
+  bool allowed = false;
+  for (const nlohmann::json& a : gate.value("allow", nlohmann::json::array())) {
+    allowed = allowed || a == req.decision;
+  }
+  if (!allowed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "decision '", req.decision, "' is not allowed at ", gate.value("path", ""),
+        "; allowed: ", gate.value("allow", nlohmann::json::array()).dump()));
+  }
+  nlohmann::json output = {{"decision", req.decision},
+                           {"proposal", gate["proposal"]},
+                           {"proposal_digest", digest},
+                           {"reviewer", reviewer},
+                           {"feedback", req.feedback}};
+  if (req.decision == "edit") {
+    if (req.edited_proposal.is_null()) {
+      return absl::InvalidArgumentError("decision 'edit' needs the edited proposal");
+    }
+    output["proposal"] = req.edited_proposal;
+  }
+  RunWrite w;
+  w.run_id = run_id;
+  w.party = Party::kDecision;
+  w.expected = {RunStatus::kPaused};
+  w.expected_last_event_seq = run.last_event_seq;
+  w.new_status = RunStatus::kQueued;
+  w.reset_attempts = true;
+  w.entry = "resume";  // the same revision goes on after the gate
+  nlohmann::json context = run.context;
+  context.erase("pending_gate");
+  int64_t revision = run.revision;
+  std::string rerun_from;
+  StepRecord gate_record;
+  gate_record.run_id = run_id;
+  gate_record.revision = run.revision;
+  gate_record.path = gate.value("path", "");
+  gate_record.step_id = gate.value("step_id", "");
+  gate_record.kind = "approval";
+  gate_record.phase = gate.value("phase", "");
+  gate_record.state = StepState::kSucceeded;
+  gate_record.output = output;
+  gate_record.started_at = run.updated_at;
+  gate_record.finished_at = ctx.clock->Now();
+  w.steps.push_back(gate_record);
+  if (req.decision == "request_revision") {
+    RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<const Workflow> wf, ctx.load_pinned(run));
+    rerun_from = req.from_phase.empty() ? gate.value("revision_phase", "") : req.from_phase;
+    if (rerun_from.empty()) {
+      return absl::InvalidArgumentError(
+          "request_revision needs a phase to rerun from (--from PHASE), and the gate names none");
+    }
+    int phase_index = engine_internal::FirstStepOfPhase(*wf, rerun_from);
+    int gate_index = -1;
+    for (size_t i = 0; i < wf->steps.size(); ++i) {
+      if (wf->steps[i].id == engine_internal::TopLevelId(gate_record.path)) {
+        gate_index = static_cast<int>(i);
+      }
+    }
+    if (phase_index < 0 || phase_index > gate_index) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "phase '", rerun_from, "' is not a phase at or before the gate ", gate_record.path));
+    }
+    revision = run.revision + 1;
+    RUNLOOM_ASSIGN_OR_RETURN(std::vector<StepRecord> carried,
+                             CarriedRecords(ctx, run, *wf, phase_index, revision));
+    for (StepRecord& r : carried) w.steps.push_back(std::move(r));
+    w.revision = revision;
+    w.entry = "revision";
+    context["feedback"] = req.feedback;
+    context["rerun_from"] = rerun_from;
+    w.outcome = "";
+    w.error = "";
+  }
+  w.context = std::move(context);
+  w.events.push_back(RunDecidedEvent(run_id, {.step_path = gate_record.path,
+                                              .decision = req.decision,
+                                              .reviewer = reviewer,
+                                              .proposal_digest = digest,
+                                              .feedback = req.feedback,
+                                              .rerun_from = rerun_from,
+                                              .revision = revision}));
+  absl::Status s = ctx.store->Commit(w);
+  if (s.code() == absl::StatusCode::kAborted) {
+    return absl::AbortedError(absl::StrCat(
+        "run ", run_id, " changed while deciding (another decision won); nothing was recorded"));
+  }
+  RUNLOOM_RETURN_IF_ERROR(s);
+  return ctx.store->GetRun(run_id);
+}
+
+absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string& run_id,
+                                 const std::string& phase, const std::string& feedback,
+                                 const std::string& by) {
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
+  if (!IsTerminal(run.status) && run.status != RunStatus::kPaused) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run ", run_id, " is ", std::string(ToString(run.status)),
+        "; rerun a finished or paused run (cancel it first)"));
+  }
+  if (run.status == RunStatus::kCancelled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " was cancelled; start a new run instead"));
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<const Workflow> wf, ctx.load_pinned(run));
+  int phase_index = engine_internal::FirstStepOfPhase(*wf, phase);
+  if (phase_index < 0) {
+    std::vector<std::string> phases;
+    for (const StepDef& s : wf->steps) {
+      if (!s.phase.empty() &&
+          std::find(phases.begin(), phases.end(), s.phase) == phases.end()) {
+        phases.push_back(s.phase);
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat("workflow ", wf->name, " has no phase '",
+                                                   phase, "'; phases: ",
+                                                   absl::StrJoin(phases, ", ")));
+  }
+  const int64_t revision = run.revision + 1;
+  RunWrite w;
+  w.run_id = run_id;
+  w.party = Party::kRerun;
+  w.expected = {run.status};
+  w.expected_last_event_seq = run.last_event_seq;
+  w.new_status = RunStatus::kQueued;
+  w.reset_attempts = true;
+  RUNLOOM_ASSIGN_OR_RETURN(w.steps, CarriedRecords(ctx, run, *wf, phase_index, revision));
+  w.revision = revision;
+  w.entry = "rerun";
+  nlohmann::json context = run.context;
+  context.erase("pending_gate");
+  context["feedback"] = feedback;
+  context["rerun_from"] = phase;
+  w.context = std::move(context);
+  w.outcome = "";
+  w.error = "";
+  w.events.push_back(RunRerunRequestedEvent(
+      run_id, {.from_phase = phase, .revision = revision, .by = by, .feedback = feedback}));
+  absl::Status s = ctx.store->Commit(w);
+  if (s.code() == absl::StatusCode::kAborted) {
+    return absl::AbortedError(absl::StrCat("run ", run_id, " changed meanwhile; try again"));
+  }
+  RUNLOOM_RETURN_IF_ERROR(s);
+  return ctx.store->GetRun(run_id);
+}
+
+absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::string& run_id,
+                                  const std::string& by) {
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
+  if (IsTerminal(run.status)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " is already ", std::string(ToString(run.status))));
+  }
+  RunWrite w;
+  w.run_id = run_id;
+  w.party = Party::kCancel;
+  w.expected = {run.status};
+  w.events.push_back(RunCancelRequestedEvent(run_id, {.by = by}));
+  if (run.status == RunStatus::kRunning) {
+    // The executor holds the lease: ask it to stop. It sees the flag on its
+    // next heartbeat (or its next step start, which the store refuses).
+    w.cancel_requested = true;
+  } else {
+    w.new_status = RunStatus::kCancelled;
+    w.outcome = "";
+    w.error = absl::StrCat("cancelled by ", by);
+    w.events.push_back(events::RunFinished(run_id, RunStatus::kCancelled, "", *w.error));
+  }
+  absl::Status s = ctx.store->Commit(w);
+  if (s.code() == absl::StatusCode::kAborted) {
+    return absl::AbortedError(absl::StrCat("run ", run_id, " changed meanwhile; try again"));
+  }
+  RUNLOOM_RETURN_IF_ERROR(s);
+  return ctx.store->GetRun(run_id);
+}
+
+absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& by) {
+  int cancelled = 0;
+  for (RunStatus st : {RunStatus::kQueued, RunStatus::kRunning, RunStatus::kPaused}) {
+    while (true) {
+      RunFilter f;
+      f.status = st;
+      f.limit = 500;
+      RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, ctx.store->ListRuns(f));
+      int acted = 0;
+      for (const RunRecord& r : runs) {
+        RunWrite w;
+        w.run_id = r.id;
+        w.party = Party::kAdmin;
+        w.expected = {st};
+        w.new_status = RunStatus::kCancelled;
+        w.error = absl::StrCat("admin reset by ", by);
+        w.events.push_back(events::RunFinished(r.id, RunStatus::kCancelled, "", *w.error));
+        absl::Status s = ctx.store->Commit(w);
+        if (s.ok()) {
+          ++acted;
+        } else if (s.code() != absl::StatusCode::kAborted) {
+          return s;
+        }
+      }
+      cancelled += acted;
+      if (runs.empty() || acted == 0) break;
+    }
+  }
+  return cancelled;
+}
+
+}  // namespace runloom::engine_internal
