@@ -16,16 +16,10 @@ constexpr int kCheckpointFrames = 1000;
 // Reader connections per handle: enough to keep both cores of a small
 // machine reading while the writer commits.
 constexpr int kMaxReaders = 4;
-// Page caches (negative = KiB, SQLite's convention). The writer touches the
-// hot pages of runs, events, step records and the queue on every commit; a
-// bigger cache keeps them in memory instead of re-reading them from the OS.
-constexpr char kWriterCache[] = "PRAGMA cache_size = -32768";  // 32 MiB
-constexpr char kReaderCache[] = "PRAGMA cache_size = -8192";   // 8 MiB each
 
 absl::StatusOr<std::unique_ptr<Db>> OpenReader(const std::string& path, absl::Duration busy) {
   RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(path, busy));
   RUNLOOM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = 1"));
-  RUNLOOM_RETURN_IF_ERROR(db->Exec(kReaderCache));
   return db;
 }
 
@@ -85,7 +79,6 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   }
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec(sync_pragma));
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec("PRAGMA foreign_keys = ON"));
-  RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec(kWriterCache));
   RUNLOOM_RETURN_IF_ERROR(ApplyMigrations(*h->writer_));
 
   h->memory_ = memory;
