@@ -8,11 +8,11 @@
 // Thread-safety: all methods of both implementations are thread-safe.
 #pragma once
 
-#include <memory>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
+#include <memory>
 
 namespace runloom {
 
@@ -36,8 +36,8 @@ class Clock {
   // Example:
   //   absl::MutexLock l(&mu_);
   //   clock->AwaitWithDeadline(&mu_, absl::Condition(&stop_), deadline);
-  virtual bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
-                                 absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) = 0;
+  virtual bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) = 0;
 };
 
 // The process-wide wall clock. Never null, never deleted.
@@ -54,8 +54,8 @@ class SimulatedClock final : public Clock {
   absl::Time Now() override;
   void SleepFor(absl::Duration d) override;
   void SleepUntil(absl::Time t) override;
-  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
-                         absl::Time deadline) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Moves time forward by `d` and wakes sleepers whose deadline passed.
   void Advance(absl::Duration d);

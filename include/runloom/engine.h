@@ -16,22 +16,24 @@
 //   RUNLOOM_ASSIGN_OR_RETURN(Workflow wf, LoadWorkflowFile("examples/ingest.yaml"));
 //   RUNLOOM_ASSIGN_OR_RETURN(auto started, engine->StartRun({.workflow = wf}));
 //   engine->Start();
-//   RUNLOOM_ASSIGN_OR_RETURN(RunRecord done, engine->AwaitRun(started.run.id, absl::InfiniteFuture()));
+//   RUNLOOM_ASSIGN_OR_RETURN(RunRecord done, engine->AwaitRun(started.run.id,
+//   absl::InfiniteFuture()));
 #pragma once
 
-#include <functional>
-#include <memory>
-#include <optional>
-#include <string>
-
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "nlohmann/json.hpp"
 #include "runloom/clock.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
 #include "runloom/workflow.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 
 namespace runloom {
 

@@ -4,23 +4,24 @@
 // nothing durable. Writes go through Store (store.h).
 #pragma once
 
+#include "runloom/status.h"
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "absl/time/time.h"
-#include "nlohmann/json.hpp"
-#include "runloom/status.h"
 
 namespace runloom {
 
 // One version of a workflow in the catalog.
 struct WorkflowVersion {
   std::string name;
-  int64_t version = 0;      // 1, 2, ...: a changed definition gets the next number
-  std::string digest;       // "sha256:<hex>" of `canonical`
-  nlohmann::json canonical; // CanonicalWorkflow() of the definition
+  int64_t version = 0;       // 1, 2, ...: a changed definition gets the next number
+  std::string digest;        // "sha256:<hex>" of `canonical`
+  nlohmann::json canonical;  // CanonicalWorkflow() of the definition
   absl::Time created_at;
 };
 
@@ -38,14 +39,14 @@ struct RunRecord {
   int64_t revision = 1;         // a rerun from a phase starts the next revision
   std::string entry = "fresh";  // fresh | resume | rerun | revision
   nlohmann::json context = nlohmann::json::object();  // rerun_from, feedback, ...
-  std::string lease_owner;      // "" when no lease
+  std::string lease_owner;                            // "" when no lease
   std::string lease_token;
   std::optional<absl::Time> lease_expires_at;
-  int attempts = 0;             // leases taken so far
-  int max_attempts = 0;         // the attempt cap fixed at creation
+  int attempts = 0;      // leases taken so far
+  int max_attempts = 0;  // the attempt cap fixed at creation
   bool cancel_requested = false;
-  std::string outcome;          // approved | rejected | unresolved | failed, once known
-  std::string error;            // why it failed, once known
+  std::string outcome;  // approved | rejected | unresolved | failed, once known
+  std::string error;    // why it failed, once known
   int64_t last_event_seq = 0;
   absl::Time created_at;
   absl::Time updated_at;
@@ -67,10 +68,10 @@ struct StepRecord {
   std::string phase;
   int attempt = 1;  // attempts used
   StepState state = StepState::kSucceeded;
-  nlohmann::json output;     // null unless succeeded
-  std::string error;         // "" unless failed
-  std::string error_class;   // error | timeout | unavailable | rate_limited | invalid | skipped
-  std::string stderr_tail;   // exec: the last bytes of stderr (at most 4 KiB)
+  nlohmann::json output;    // null unless succeeded
+  std::string error;        // "" unless failed
+  std::string error_class;  // error | timeout | unavailable | rate_limited | invalid | skipped
+  std::string stderr_tail;  // exec: the last bytes of stderr (at most 4 KiB)
   absl::Time started_at;
   absl::Time finished_at;
 };
@@ -79,10 +80,10 @@ struct StepRecord {
 // src/events/events.h, never by hand.
 struct Event {
   std::string run_id;
-  int64_t seq = 0;  // per-run, 1, 2, ...; assigned by the store on append
-  std::string type; // e.g. "run.created", "step.succeeded"
+  int64_t seq = 0;   // per-run, 1, 2, ...; assigned by the store on append
+  std::string type;  // e.g. "run.created", "step.succeeded"
   int schema_version = 1;
-  absl::Time at;    // assigned by the store on append
+  absl::Time at;  // assigned by the store on append
   nlohmann::json data = nlohmann::json::object();
 };
 

@@ -16,16 +16,17 @@
 // thread-safe.
 #pragma once
 
-#include <functional>
-#include <map>
-#include <memory>
-#include <string>
+#include "runloom/clock.h"
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "runloom/clock.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
 
 namespace runloom {
 
@@ -37,7 +38,7 @@ class StepContext {
   virtual ~StepContext() = default;
   virtual const std::string& run_id() const = 0;
   virtual const std::string& step_path() const = 0;
-  virtual int attempt() const = 0;          // 1 on the first try
+  virtual int attempt() const = 0;  // 1 on the first try
   // Directory relative paths are resolved against: the directory of the
   // workflow file the run was started from; "" = the process's cwd.
   virtual const std::string& working_dir() const = 0;

@@ -21,17 +21,18 @@
 // commit; kInvalidArgument = bad arguments.
 #pragma once
 
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
+#include "runloom/clock.h"
+#include "runloom/run.h"
+#include "runloom/transport.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runloom/clock.h"
-#include "runloom/run.h"
-#include "runloom/transport.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace runloom {
 
@@ -114,8 +115,7 @@ class Store {
                                                            const std::string& digest,
                                                            const nlohmann::json& canonical) = 0;
   // version 0 = the latest. kNotFound when absent.
-  virtual absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name,
-                                                      int64_t version) = 0;
+  virtual absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) = 0;
   // Every version of every workflow, by name then version.
   virtual absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows() = 0;
 

@@ -13,17 +13,17 @@
 // Thread-safety: every method may be called concurrently.
 #pragma once
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
-
 namespace runloom {
 
 struct QueueMessage {
-  std::string id;      // transport-specific message id
+  std::string id;  // transport-specific message id
   std::string run_id;
   int deliveries = 1;  // 1 on first delivery
 };

@@ -9,24 +9,24 @@
 // through std::shared_ptr<const Workflow>.
 #pragma once
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "nlohmann/json.hpp"
-
 namespace runloom {
 
 // When a step with `needs:` runs, given the final states of what it needs.
 enum class TriggerRule {
-  kAllSuccess,              // default: every need succeeded
-  kAllDone,                 // every need finished, whatever the result
-  kNoneFailedMinOneSuccess, // no need failed, at least one succeeded (skips allowed)
-  kOneSuccess,              // at least one need succeeded
+  kAllSuccess,               // default: every need succeeded
+  kAllDone,                  // every need finished, whatever the result
+  kNoneFailedMinOneSuccess,  // no need failed, at least one succeeded (skips allowed)
+  kOneSuccess,               // at least one need succeeded
 };
 
 // Error classes a step failure falls into; a retry policy names the ones it retries.
@@ -51,10 +51,10 @@ struct RetryPolicy {
 // Grammar: <ref> [ (== | !=) <JSON literal> ]; a bare <ref> tests truthiness
 // (not null, not false, not 0, not "").
 struct Condition {
-  std::string text;     // as written, for messages and canonical form
-  std::string ref;      // e.g. "steps.edit.output.approved"
-  std::string op;       // "", "==" or "!="
-  nlohmann::json value; // the literal, when op is not empty
+  std::string text;      // as written, for messages and canonical form
+  std::string ref;       // e.g. "steps.edit.output.approved"
+  std::string op;        // "", "==" or "!="
+  nlohmann::json value;  // the literal, when op is not empty
 };
 
 struct StepDef;
@@ -101,7 +101,7 @@ struct InputDef {
   std::string type = "string";  // string, integer, number, boolean, object, array
   bool required = false;
   std::optional<nlohmann::json> default_value;
-  bool secret = false;  // never stored; excluded from the frozen inputs and digest
+  bool secret = false;                  // never stored; excluded from the frozen inputs and digest
   std::vector<nlohmann::json> allowed;  // `enum:` when not empty
   std::string description;
 };

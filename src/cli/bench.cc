@@ -5,20 +5,21 @@
 // and step records, and the terminal write. Latency is read back from the
 // durable events (run.created -> first step.started), not from in-memory
 // timers, so it covers the queue wait.
-#include <sys/resource.h>
-#include <unistd.h>
+#include "runloom/engine.h"
+
+#include "cli/commands.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sys/resource.h>
 #include <thread>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "cli/commands.h"
-#include "runloom/engine.h"
+#include <unistd.h>
 
 namespace runloom::cli {
 namespace {
@@ -131,8 +132,14 @@ int BenchCommand(const BenchFlags& f) {
       absl::Time created_at, started_at;
       bool have_c = false, have_s = false, done = false;
       for (const Event& ev : *evs) {
-        if (ev.type == "run.created") { created_at = ev.at; have_c = true; }
-        if (ev.type == "step.started" && !have_s) { started_at = ev.at; have_s = true; }
+        if (ev.type == "run.created") {
+          created_at = ev.at;
+          have_c = true;
+        }
+        if (ev.type == "step.started" && !have_s) {
+          started_at = ev.at;
+          have_s = true;
+        }
         if (ev.type == "run.finished" && ev.data.value("status", "") == "completed") done = true;
       }
       if (have_c && have_s) lat.push_back(absl::ToDoubleMilliseconds(started_at - created_at));

@@ -1,8 +1,9 @@
 // JSON forms of runs, steps and workflow versions for `--json` output.
 #pragma once
 
-#include "nlohmann/json.hpp"
 #include "runloom/run.h"
+
+#include "nlohmann/json.hpp"
 
 namespace runloom::cli {
 

@@ -1,25 +1,26 @@
 #include "cli/commands.h"
 
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "runloom/engine.h"
+#include "runloom/store.h"
+
+#include "cli/codec.h"
+#include "core/duration.h"
+#include "core/status_macros.h"
+#include "events/events.h"
+#include "workflow/inputs.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <signal.h>
 #include <sstream>
+#include <sys/stat.h>
 #include <thread>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "cli/codec.h"
-#include "core/duration.h"
-#include "core/status_macros.h"
-#include "events/events.h"
-#include "runloom/engine.h"
-#include "runloom/store.h"
-#include "workflow/inputs.h"
+#include <unistd.h>
 
 namespace runloom::cli {
 namespace {
@@ -172,7 +173,8 @@ class ProgressPrinter {
                              ? absl::StrCat(", retry in ", d.value("retry_in_ms", 0), " ms")
                              : "";
       std::cout << (tty_ ? Paint("31", "  ✗ ") : "step failed    ") << path << " ["
-                << d.value("error_class", "") << tail << "]: " << FirstLine(d.value("error", "")) << "\n";
+                << d.value("error_class", "") << tail << "]: " << FirstLine(d.value("error", ""))
+                << "\n";
     } else if (e.type == "step.skipped") {
       std::cout << (tty_ ? Paint("90", "  - ") : "step skipped   ") << path << ": "
                 << d.value("reason", "") << "\n";
@@ -386,23 +388,25 @@ int RunCommand(const RunFlags& f) {
   e->Stop();
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kAborted) {
-      return Failure(absl::StrCat("run ", run.id, " is held by another executor: ",
-                                  result.status().message()));
+      return Failure(absl::StrCat("run ", run.id,
+                                  " is held by another executor: ", result.status().message()));
     }
     return Failure(std::string(result.status().message()));
   }
   if (signals.signalled() && !IsTerminal(result->status)) {
-    std::cerr << "runloom: interrupted; run " << run.id << " is " << std::string(ToString(result->status))
-              << "; continue it with: runloom worker --db " << f.common.db << "\n";
+    std::cerr << "runloom: interrupted; run " << run.id << " is "
+              << std::string(ToString(result->status)) << "; continue it with: runloom worker --db "
+              << f.common.db << "\n";
     return kExitInterrupted;
   }
   if (result->status == RunStatus::kPaused && !f.json) {
     const nlohmann::json gate = result->context.value("pending_gate", nlohmann::json::object());
     std::cout << "run " << run.id << " paused at " << gate.value("path", "") << " for a decision\n"
-              << "proposal:\n" << gate.value("proposal", nlohmann::json()).dump(2) << "\n"
+              << "proposal:\n"
+              << gate.value("proposal", nlohmann::json()).dump(2) << "\n"
               << "proposal digest: " << gate.value("proposal_digest", "") << "\n"
-              << "decide with: runloom decide " << run.id << " --db " << f.common.db
-              << " --digest " << gate.value("proposal_digest", "")
+              << "decide with: runloom decide " << run.id << " --db " << f.common.db << " --digest "
+              << gate.value("proposal_digest", "")
               << " --approve   (or --reject, --edit FILE, --revise TEXT [--from PHASE])\n"
               << "then continue it with: runloom worker --db " << f.common.db << " --until-idle\n";
     return kExitPaused;
@@ -490,7 +494,8 @@ int ResetCommand(const CommonFlags& c, bool yes) {
 
 int WorkerCommand(const WorkerFlags& f) {
   auto ttl = ParseDuration(f.lease_ttl);
-  if (!ttl.ok() || *ttl <= absl::ZeroDuration()) return BadInput("--lease-ttl: give a positive duration");
+  if (!ttl.ok() || *ttl <= absl::ZeroDuration())
+    return BadInput("--lease-ttl: give a positive duration");
   auto grace = ParseDuration(f.queued_grace);
   if (!grace.ok()) return BadInput(absl::StrCat("--queued-grace: ", grace.status().message()));
   if (f.executors < 1) return BadInput("--executors must be at least 1");
@@ -623,8 +628,8 @@ int WorkflowsCommand(const CommonFlags& c, bool json) {
   }
   std::cout << absl::StrFormat("%-24s %8s  %-20s %s\n", "NAME", "VERSION", "DIGEST", "REGISTERED");
   for (const WorkflowVersion& v : *list) {
-    std::cout << absl::StrFormat("%-24s %8d  %-20s %s\n", v.name, v.version,
-                                 v.digest.substr(0, 19), FormatEventTime(v.created_at));
+    std::cout << absl::StrFormat("%-24s %8d  %-20s %s\n", v.name, v.version, v.digest.substr(0, 19),
+                                 FormatEventTime(v.created_at));
   }
   return 0;
 }

@@ -2,10 +2,10 @@
 // each returns the process exit code.
 #pragma once
 
+#include "absl/time/time.h"
+
 #include <string>
 #include <vector>
-
-#include "absl/time/time.h"
 
 namespace runloom::cli {
 
@@ -14,8 +14,9 @@ inline constexpr int kExitCompleted = 0;
 inline constexpr int kExitNotCompleted = 1;  // a terminal status other than completed
 inline constexpr int kExitBadInput = 2;      // bad file, input, flag or run id; nothing written
 inline constexpr int kExitPaused = 3;        // the run waits for a human decision
-inline constexpr int kExitConflict = 4;      // decide/cancel/rerun refused: the run is not in a state that allows it
-inline constexpr int kExitInterrupted = 130; // SIGINT/SIGTERM: the run was released to the queue
+inline constexpr int kExitConflict =
+    4;  // decide/cancel/rerun refused: the run is not in a state that allows it
+inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was released to the queue
 
 struct CommonFlags {
   std::string db = "runloom.db";

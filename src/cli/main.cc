@@ -1,8 +1,8 @@
 // runloom: flag parsing and dispatch only; the commands live in commands.cc.
-#include <iostream>
-
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+
+#include <iostream>
 
 int main(int argc, char** argv) {
   using runloom::cli::kExitBadInput;
@@ -15,25 +15,31 @@ int main(int argc, char** argv) {
   };
 
   runloom::cli::RunFlags run;
-  CLI::App* run_cmd = app.add_subcommand("run", "Run a workflow file in this process until it ends or pauses");
+  CLI::App* run_cmd =
+      app.add_subcommand("run", "Run a workflow file in this process until it ends or pauses");
   run_cmd->add_option("file", run.file, "workflow YAML file")->required();
   run_cmd->add_option("--input", run.inputs, "an input as key=value (repeatable)");
   run_cmd->add_option("--input-file", run.input_file, "a JSON object file of inputs");
   run_cmd->add_option("--idempotency-key", run.idempotency_key, "same key -> the same run");
-  run_cmd->add_option("--lease-ttl", run.lease_ttl, "lease lifetime, e.g. 30s")->capture_default_str();
-  run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")->capture_default_str();
+  run_cmd->add_option("--lease-ttl", run.lease_ttl, "lease lifetime, e.g. 30s")
+      ->capture_default_str();
+  run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")
+      ->capture_default_str();
   run_cmd->add_flag("--json", run.json, "print the final run as JSON");
   run_cmd->add_flag("--auto-approve", run.auto_approve,
                     "approve every approval gate automatically (reviewer \"auto\")");
   add_db(run_cmd, run.common);
 
   runloom::cli::WorkerFlags worker;
-  CLI::App* worker_cmd = app.add_subcommand("worker", "Execute every unfinished run in the database");
-  worker_cmd->add_flag("--until-idle", worker.until_idle, "exit when no queued or running run is left");
+  CLI::App* worker_cmd =
+      app.add_subcommand("worker", "Execute every unfinished run in the database");
+  worker_cmd->add_flag("--until-idle", worker.until_idle,
+                       "exit when no queued or running run is left");
   worker_cmd->add_option("--executors", worker.executors, "concurrent runs")->capture_default_str();
   worker_cmd->add_option("--lease-ttl", worker.lease_ttl, "lease lifetime")->capture_default_str();
-  worker_cmd->add_option("--queued-grace", worker.queued_grace,
-                         "re-enqueue a queued run with no queue message after this long")
+  worker_cmd
+      ->add_option("--queued-grace", worker.queued_grace,
+                   "re-enqueue a queued run with no queue message after this long")
       ->capture_default_str();
   worker_cmd->add_option("--max-attempts", worker.max_attempts, "leases a new run may take")
       ->capture_default_str();
@@ -44,13 +50,15 @@ int main(int argc, char** argv) {
   runloom::cli::DecideFlags decide;
   CLI::App* decide_cmd = app.add_subcommand("decide", "Decide on a paused run's approval gate");
   decide_cmd->add_option("run", decide.run_id, "run id")->required();
-  decide_cmd->add_option("--digest", decide.digest, "digest of the proposal you reviewed")->required();
+  decide_cmd->add_option("--digest", decide.digest, "digest of the proposal you reviewed")
+      ->required();
   auto* approve_flag = decide_cmd->add_flag("--approve", decide.approve, "approve the proposal");
-  auto* reject_flag = decide_cmd->add_flag("--reject", decide.reject, "reject: the run ends rejected");
+  auto* reject_flag =
+      decide_cmd->add_flag("--reject", decide.reject, "reject: the run ends rejected");
   auto* edit_opt = decide_cmd->add_option("--edit", decide.edit_file,
                                           "approve your edited proposal (a JSON file)");
-  auto* revise_opt = decide_cmd->add_option("--revise", decide.revise,
-                                            "request a revision with this feedback");
+  auto* revise_opt =
+      decide_cmd->add_option("--revise", decide.revise, "request a revision with this feedback");
   decide_cmd->add_option("--from", decide.from_phase, "with --revise: the phase to rerun from")
       ->needs(revise_opt);
   decide_cmd->add_option("--as", decide.as, "reviewer name (default: $USER)");
@@ -67,10 +75,12 @@ int main(int argc, char** argv) {
 
   runloom::cli::CommonFlags rerun_db;
   std::string rerun_run, rerun_from, rerun_feedback;
-  CLI::App* rerun_cmd = app.add_subcommand("rerun", "Rerun a finished run from a phase (a new revision)");
+  CLI::App* rerun_cmd =
+      app.add_subcommand("rerun", "Rerun a finished run from a phase (a new revision)");
   rerun_cmd->add_option("run", rerun_run, "run id")->required();
   rerun_cmd->add_option("--from", rerun_from, "the phase to rerun from")->required();
-  rerun_cmd->add_option("--feedback", rerun_feedback, "feedback for the new revision (run.feedback)");
+  rerun_cmd->add_option("--feedback", rerun_feedback,
+                        "feedback for the new revision (run.feedback)");
   add_db(rerun_cmd, rerun_db);
 
   runloom::cli::CommonFlags reset_db;
@@ -103,11 +113,14 @@ int main(int argc, char** argv) {
   add_db(wf_cmd, wf_db);
 
   runloom::cli::BenchFlags bench;
-  CLI::App* bench_cmd = app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the embedded store");
+  CLI::App* bench_cmd =
+      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the embedded store");
   bench_cmd->add_option("--runs", bench.runs, "number of runs")->capture_default_str();
   bench_cmd->add_option("--executors", bench.executors, "executor threads")->capture_default_str();
-  bench_cmd->add_option("--producers", bench.producers, "threads creating runs")->capture_default_str();
-  bench_cmd->add_option("--sync", bench.sync, "SQLite synchronous: normal or full")->capture_default_str();
+  bench_cmd->add_option("--producers", bench.producers, "threads creating runs")
+      ->capture_default_str();
+  bench_cmd->add_option("--sync", bench.sync, "SQLite synchronous: normal or full")
+      ->capture_default_str();
   bench_cmd->add_option("--db", bench.db, "database file (default: a fresh temp file)");
   bench_cmd->add_flag("--json", bench.json, "print one JSON object");
 
@@ -121,10 +134,12 @@ int main(int argc, char** argv) {
   if (*worker_cmd) return runloom::cli::WorkerCommand(worker);
   if (*decide_cmd) return runloom::cli::DecideCommand(decide);
   if (*cancel_cmd) return runloom::cli::CancelCommand(cancel_db, cancel_run);
-  if (*rerun_cmd) return runloom::cli::RerunCommand(rerun_db, rerun_run, rerun_from, rerun_feedback);
+  if (*rerun_cmd)
+    return runloom::cli::RerunCommand(rerun_db, rerun_run, rerun_from, rerun_feedback);
   if (*reset_cmd) return runloom::cli::ResetCommand(reset_db, reset_yes);
   if (*status_cmd) return runloom::cli::StatusCommand(status_db, status_run, status_json);
-  if (*events_cmd) return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
+  if (*events_cmd)
+    return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
   if (*wf_cmd) return runloom::cli::WorkflowsCommand(wf_db, wf_json);
   if (*bench_cmd) return runloom::cli::BenchCommand(bench);
   return kExitBadInput;

@@ -1,11 +1,13 @@
-#include <thread>
+#include "runloom/clock.h"
 
 #include "core/digest.h"
 #include "core/duration.h"
 #include "core/ids.h"
-#include "gtest/gtest.h"
+
 #include "absl/random/random.h"
-#include "runloom/clock.h"
+#include "gtest/gtest.h"
+
+#include <thread>
 
 namespace runloom {
 namespace {

@@ -1,8 +1,7 @@
 #include "core/digest.h"
 
-#include <openssl/evp.h>
-
 #include <array>
+#include <openssl/evp.h>
 
 namespace runloom {
 

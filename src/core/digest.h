@@ -1,10 +1,10 @@
 // SHA-256 digests and the canonical JSON form they are taken over.
 #pragma once
 
+#include "nlohmann/json.hpp"
+
 #include <string>
 #include <string_view>
-
-#include "nlohmann/json.hpp"
 
 namespace runloom {
 

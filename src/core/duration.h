@@ -1,11 +1,11 @@
 // Human durations in YAML and flags: "250ms", "30s", "5m", "2h", "1m30s".
 #pragma once
 
-#include <string>
-#include <string_view>
-
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+#include <string>
+#include <string_view>
 
 namespace runloom {
 

@@ -1,9 +1,9 @@
 #include "core/ids.h"
 
-#include <cstdint>
-
 #include "absl/random/distributions.h"
 #include "absl/strings/str_format.h"
+
+#include <cstdint>
 
 namespace runloom {
 namespace {

@@ -1,10 +1,10 @@
 // Identifiers: run ids and lease tokens.
 #pragma once
 
-#include <string>
-
 #include "absl/random/bit_gen_ref.h"
 #include "absl/time/time.h"
+
+#include <string>
 
 namespace runloom {
 

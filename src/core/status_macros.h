@@ -2,14 +2,14 @@
 // status_macros.h, which Debian 12's Abseil (20220623) does not ship.
 #pragma once
 
-#include <utility>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define RUNLOOM_RETURN_IF_ERROR(expr)                 \
-  do {                                                \
-    ::absl::Status runloom_status_ = (expr);          \
+#include <utility>
+
+#define RUNLOOM_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status runloom_status_ = (expr);           \
     if (!runloom_status_.ok()) return runloom_status_; \
   } while (0)
 

@@ -1,9 +1,9 @@
 // The run state machine as data. docs/architecture.md prints this table; a
 // test checks every row and that nothing outside it is accepted.
-#include <array>
-
 #include "runloom/run.h"
 #include "runloom/status.h"
+
+#include <array>
 
 namespace runloom {
 namespace {
@@ -56,28 +56,44 @@ const std::array kTable = {
 
 std::string_view ToString(RunStatus s) {
   switch (s) {
-    case S::kQueued: return "queued";
-    case S::kRunning: return "running";
-    case S::kPaused: return "paused";
-    case S::kCompleted: return "completed";
-    case S::kRejected: return "rejected";
-    case S::kUnresolved: return "unresolved";
-    case S::kBudgetStopped: return "budget_stopped";
-    case S::kFailed: return "failed";
-    case S::kCancelled: return "cancelled";
+    case S::kQueued:
+      return "queued";
+    case S::kRunning:
+      return "running";
+    case S::kPaused:
+      return "paused";
+    case S::kCompleted:
+      return "completed";
+    case S::kRejected:
+      return "rejected";
+    case S::kUnresolved:
+      return "unresolved";
+    case S::kBudgetStopped:
+      return "budget_stopped";
+    case S::kFailed:
+      return "failed";
+    case S::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 std::string_view ToString(Party p) {
   switch (p) {
-    case P::kAdmission: return "admission";
-    case P::kExecutor: return "executor";
-    case P::kSweeper: return "sweeper";
-    case P::kDecision: return "decision";
-    case P::kCancel: return "cancel";
-    case P::kRerun: return "rerun";
-    case P::kAdmin: return "admin";
+    case P::kAdmission:
+      return "admission";
+    case P::kExecutor:
+      return "executor";
+    case P::kSweeper:
+      return "sweeper";
+    case P::kDecision:
+      return "decision";
+    case P::kCancel:
+      return "cancel";
+    case P::kRerun:
+      return "rerun";
+    case P::kAdmin:
+      return "admin";
   }
   return "unknown";
 }
@@ -112,9 +128,12 @@ namespace runloom {
 
 std::string_view ToString(StepState s) {
   switch (s) {
-    case StepState::kSucceeded: return "succeeded";
-    case StepState::kFailed: return "failed";
-    case StepState::kSkipped: return "skipped";
+    case StepState::kSucceeded:
+      return "succeeded";
+    case StepState::kFailed:
+      return "failed";
+    case StepState::kSkipped:
+      return "skipped";
   }
   return "unknown";
 }

@@ -3,22 +3,23 @@
 // (Store::Commit) by its named party; see the transition table.
 #include "engine/decisions.h"
 
-#include <algorithm>
-#include <map>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
 #include "engine/run_execution.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <map>
 
 namespace runloom::engine_internal {
 
 // Step records of `run`'s current revision that a new revision starting at
 // `phase` keeps: those of top-level steps declared before the phase.
 absl::StatusOr<std::vector<StepRecord>> CarriedRecords(const DecisionContext& ctx,
-                                                     const RunRecord& run, const Workflow& wf,
-                                                     int phase_index, int64_t new_revision) {
+                                                       const RunRecord& run, const Workflow& wf,
+                                                       int phase_index, int64_t new_revision) {
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<StepRecord> records,
                            ctx.store->ListSteps(run.id, run.revision));
   std::map<std::string, int> index;
@@ -34,15 +35,15 @@ absl::StatusOr<std::vector<StepRecord>> CarriedRecords(const DecisionContext& ct
 }
 
 absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::string& run_id,
-                                  const DecisionRequest& req, const std::string& reviewer) {
+                                    const DecisionRequest& req, const std::string& reviewer) {
   if (reviewer.empty()) {
     return absl::InvalidArgumentError("a decision needs an authenticated reviewer identity");
   }
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
   if (run.status != RunStatus::kPaused || !run.context.contains("pending_gate")) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "run ", run_id, " is ", std::string(ToString(run.status)),
-        ", not paused at an approval gate; nothing was recorded"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " is ", std::string(ToString(run.status)),
+                     ", not paused at an approval gate; nothing was recorded"));
   }
   const nlohmann::json gate = run.context["pending_gate"];
   const std::string digest = gate.value("proposal_digest", "");
@@ -56,9 +57,9 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
     allowed = allowed || a == req.decision;
   }
   if (!allowed) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "decision '", req.decision, "' is not allowed at ", gate.value("path", ""),
-        "; allowed: ", gate.value("allow", nlohmann::json::array()).dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("decision '", req.decision, "' is not allowed at ", gate.value("path", ""),
+                     "; allowed: ", gate.value("allow", nlohmann::json::array()).dump()));
   }
   nlohmann::json output = {{"decision", req.decision},
                            {"proposal", gate["proposal"]},
@@ -142,13 +143,13 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
 }
 
 absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string& run_id,
-                                 const std::string& phase, const std::string& feedback,
-                                 const std::string& by) {
+                                   const std::string& phase, const std::string& feedback,
+                                   const std::string& by) {
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
   if (!IsTerminal(run.status) && run.status != RunStatus::kPaused) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "run ", run_id, " is ", std::string(ToString(run.status)),
-        "; rerun a finished or paused run (cancel it first)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " is ", std::string(ToString(run.status)),
+                     "; rerun a finished or paused run (cancel it first)"));
   }
   if (run.status == RunStatus::kCancelled) {
     return absl::FailedPreconditionError(
@@ -159,14 +160,12 @@ absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string
   if (phase_index < 0) {
     std::vector<std::string> phases;
     for (const StepDef& s : wf->steps) {
-      if (!s.phase.empty() &&
-          std::find(phases.begin(), phases.end(), s.phase) == phases.end()) {
+      if (!s.phase.empty() && std::find(phases.begin(), phases.end(), s.phase) == phases.end()) {
         phases.push_back(s.phase);
       }
     }
-    return absl::InvalidArgumentError(absl::StrCat("workflow ", wf->name, " has no phase '",
-                                                   phase, "'; phases: ",
-                                                   absl::StrJoin(phases, ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("workflow ", wf->name, " has no phase '", phase,
+                                                   "'; phases: ", absl::StrJoin(phases, ", ")));
   }
   const int64_t revision = run.revision + 1;
   RunWrite w;
@@ -197,7 +196,7 @@ absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string
 }
 
 absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::string& run_id,
-                                  const std::string& by) {
+                                    const std::string& by) {
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
   if (IsTerminal(run.status)) {
     return absl::FailedPreconditionError(

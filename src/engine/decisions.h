@@ -6,15 +6,16 @@
 // executors and with itself (each write is a compare-and-set).
 #pragma once
 
+#include "runloom/engine.h"
+#include "runloom/store.h"
+#include "runloom/workflow.h"
+
+#include "absl/status/statusor.h"
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
-#include "runloom/engine.h"
-#include "runloom/store.h"
-#include "runloom/workflow.h"
 
 namespace runloom::engine_internal {
 

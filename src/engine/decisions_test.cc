@@ -1,13 +1,13 @@
 // Issue 3 at the engine level: approval gates, decisions bound to digests,
 // revisions, cancel, admin reset, and failing closed on a changed version.
-#include <signal.h>
-#include <sqlite3.h>
+#include "engine/engine_test_util.h"
+
+#include "gtest/gtest.h"
 
 #include <fstream>
+#include <signal.h>
+#include <sqlite3.h>
 #include <thread>
-
-#include "engine/engine_test_util.h"
-#include "gtest/gtest.h"
 
 namespace runloom {
 namespace {
@@ -114,8 +114,8 @@ TEST(Decisions, EditBecomesTheGateOutput) {
 TEST(Decisions, RejectEndsTheRunRejected) {
   Harness h;
   Started s = StartToPause(h, kGated);
-  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = "reject"},
-                             "carol"));
+  ASSERT_OK(
+      h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = "reject"}, "carol"));
   auto done = h.engine->ExecuteRun(s.id);
   ASSERT_OK(done);
   EXPECT_EQ(done->status, RunStatus::kRejected);
@@ -192,12 +192,13 @@ steps:
   ASSERT_OK(r2);
   std::map<std::string, StepRecord> by_path;
   for (auto& r : *r2) by_path[r.path] = r;
-  EXPECT_EQ(by_path["intro"].output["n"], 1);       // carried, not rerun
+  EXPECT_EQ(by_path["intro"].output["n"], 1);  // carried, not rerun
   EXPECT_EQ(by_path["body"].output["echo"], "more detail");
   auto r1 = h.engine->store()->ListSteps(s.id, 1);
   ASSERT_OK(r1);
   bool kept = false;
-  for (auto& r : *r1) kept = kept || (r.path == "review" && r.output["decision"] == "request_revision");
+  for (auto& r : *r1)
+    kept = kept || (r.path == "review" && r.output["decision"] == "request_revision");
   EXPECT_TRUE(kept) << "revision 1 keeps its records for history";
   // A revision from a phase after the gate is refused.
   EXPECT_THAT(h.engine->Decide(s.id,
@@ -226,7 +227,8 @@ steps:
   EXPECT_EQ(done->status, RunStatus::kCompleted);
   EXPECT_EQ(done->revision, 2);
   EXPECT_EQ(h.kind->count.load(), 3);
-  EXPECT_THAT(h.engine->Rerun(r.id, "zzz", "", "ops"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(h.engine->Rerun(r.id, "zzz", "", "ops"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(Decisions, CancelQueuedAndPausedAtOnce) {
@@ -256,7 +258,8 @@ name: cancel
 steps:
   - {id: nap, kind: sleep, duration: 60s}
   - {id: after, kind: count}
-)", "cancel.yaml");
+)",
+                             "cancel.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf});
   ASSERT_OK(started);
@@ -294,9 +297,11 @@ name: cancel_exec
 steps:
   - id: nap
     kind: exec
-    command: "sleep 60 & echo $! > )" + pidfile + R"(; wait"
+    command: "sleep 60 & echo $! > )" +
+                                 pidfile + R"(; wait"
   - {id: after, kind: count}
-)", "cancel_exec.yaml");
+)",
+                             "cancel_exec.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf});
   ASSERT_OK(started);
@@ -364,8 +369,9 @@ TEST(Decisions, ChangedGraphUnderPinnedVersionFailsClosed) {
   ASSERT_EQ(sqlite3_open(h.path.c_str(), &db), SQLITE_OK);
   sqlite3_busy_timeout(db, 5000);
   sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE workflows SET canonical = ? WHERE name = 'gated' AND version = 1",
-                               -1, &st, nullptr),
+  ASSERT_EQ(sqlite3_prepare_v2(
+                db, "UPDATE workflows SET canonical = ? WHERE name = 'gated' AND version = 1", -1,
+                &st, nullptr),
             SQLITE_OK);
   std::string text = changed.dump();
   sqlite3_bind_text(st, 1, text.c_str(), -1, SQLITE_TRANSIENT);
@@ -398,7 +404,8 @@ steps:
     branches:
       - steps:
           - {id: gate, kind: approval, proposal: {}}
-)", "bad.yaml");
+)",
+                             "bad.yaml");
   ASSERT_OK(wf);
   auto registry = StepRegistry::WithBuiltins();
   EXPECT_THAT(ValidateStepKinds(*wf, *registry), StatusIs(absl::StatusCode::kInvalidArgument));

@@ -1,7 +1,18 @@
 // The engine: admission, the executor pool, the lease keeper and the sweeper.
 #include "runloom/engine.h"
 
-#include <unistd.h>
+#include "core/digest.h"
+#include "core/ids.h"
+#include "core/status_macros.h"
+#include "engine/decisions.h"
+#include "engine/event_helpers.h"
+#include "engine/run_execution.h"
+#include "workflow/inputs.h"
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,18 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <thread>
-
-#include "absl/random/random.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
-#include "core/digest.h"
-#include "core/ids.h"
-#include "core/status_macros.h"
-#include "engine/decisions.h"
-#include "engine/run_execution.h"
-#include "engine/event_helpers.h"
-#include "workflow/inputs.h"
+#include <unistd.h>
 
 namespace runloom {
 
@@ -46,15 +46,17 @@ std::string Where(const Workflow& wf, const StepDef& step) {
 
 absl::Status ValidateApproval(const Workflow& wf, const StepDef& step, bool in_parallel) {
   auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(wf, step), "step '", step.id, "': ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(wf, step), "step '", step.id, "': ", what));
   };
   if (in_parallel) {
     return bad("an approval gate cannot sit inside a parallel branch; put it after the join");
   }
   for (const auto& [key, value] : step.config.items()) {
     if (key != "proposal" && key != "allow" && key != "revision_phase" && key != "title") {
-      return bad(absl::StrCat("unknown key '", key,
-                              "' for an approval step; allowed: proposal, allow, revision_phase, title"));
+      return bad(
+          absl::StrCat("unknown key '", key,
+                       "' for an approval step; allowed: proposal, allow, revision_phase, title"));
     }
   }
   if (!step.config.contains("proposal")) {
@@ -75,8 +77,8 @@ absl::Status ValidateApproval(const Workflow& wf, const StepDef& step, bool in_p
   if (step.config.contains("revision_phase")) {
     const nlohmann::json& p = step.config["revision_phase"];
     if (!p.is_string() || engine_internal::FirstStepOfPhase(wf, p.get<std::string>()) < 0) {
-      return bad(absl::StrCat("`revision_phase: ", p.dump(),
-                              "` is not the phase of any top-level step"));
+      return bad(
+          absl::StrCat("`revision_phase: ", p.dump(), "` is not the phase of any top-level step"));
     }
   }
   return absl::OkStatus();
@@ -101,9 +103,10 @@ absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& st
     }
     std::shared_ptr<StepKind> kind = registry.Find(step.kind);
     if (kind == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Where(wf, step), "step '", step.id, "' has unknown kind '", step.kind,
-          "'; use one of exec, noop, sleep, fail, llm, loop, parallel or a kind registered in C++"));
+      return absl::InvalidArgumentError(absl::StrCat(Where(wf, step), "step '", step.id,
+                                                     "' has unknown kind '", step.kind,
+                                                     "'; use one of exec, noop, sleep, fail, llm, "
+                                                     "loop, parallel or a kind registered in C++"));
     }
     absl::Status s = kind->Validate(step);
     if (!s.ok()) {
@@ -239,10 +242,10 @@ class Engine::Impl {
     const absl::Time verified_at = clock()->Now();
     auto v = store()->GetWorkflow(run.workflow_name, run.workflow_version);
     if (!v.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "workflow ", run.workflow_name, " version ", run.workflow_version,
-          " pinned by this run is not in the catalog (", v.status().message(),
-          "); the run fails closed"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("workflow ", run.workflow_name, " version ", run.workflow_version,
+                       " pinned by this run is not in the catalog (", v.status().message(),
+                       "); the run fails closed"));
     }
     if (v->digest != run.workflow_digest) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -277,18 +280,16 @@ class Engine::Impl {
                                        bool want_record = true) {
     RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, store()->GetRun(run_id));
     if (IsTerminal(run.status) || run.status == RunStatus::kPaused) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
     }
-    const RunEntry entry = run.attempts > 0
-                               ? RunEntry::kResume
-                               : ParseRunEntry(run.entry).value_or(RunEntry::kFresh);
+    const RunEntry entry =
+        run.attempts > 0 ? RunEntry::kResume : ParseRunEntry(run.entry).value_or(RunEntry::kFresh);
     RUNLOOM_ASSIGN_OR_RETURN(
-        Lease lease,
-        store()->AcquireLease(run_id, options_.owner, options_.lease_ttl,
-                              {RunStartedEvent(run_id, {.lease_owner = options_.owner,
-                                                          .revision = run.revision,
-                                                          .entry = entry})}));
+        Lease lease, store()->AcquireLease(run_id, options_.owner, options_.lease_ttl,
+                                           {RunStartedEvent(run_id, {.lease_owner = options_.owner,
+                                                                     .revision = run.revision,
+                                                                     .entry = entry})}));
     if (on_leased) on_leased();
     // `run` was read before the lease. What may have changed since: a cancel
     // request (the next step start is refused, so it is seen), nothing else
@@ -353,11 +354,20 @@ class Engine::Impl {
 
   void Count(Disposition d) {
     switch (d) {
-      case Disposition::kFinished: ++stats_.runs_finished; break;
-      case Disposition::kPaused: ++stats_.runs_paused; break;
-      case Disposition::kReleased: ++stats_.runs_released; break;
-      case Disposition::kLeaseLost: ++stats_.leases_lost; break;
-      case Disposition::kStoreError: break;
+      case Disposition::kFinished:
+        ++stats_.runs_finished;
+        break;
+      case Disposition::kPaused:
+        ++stats_.runs_paused;
+        break;
+      case Disposition::kReleased:
+        ++stats_.runs_released;
+        break;
+      case Disposition::kLeaseLost:
+        ++stats_.leases_lost;
+        break;
+      case Disposition::kStoreError:
+        break;
     }
   }
 
@@ -456,8 +466,8 @@ class Engine::Impl {
   }
 
   engine_internal::DecisionContext Decisions() {
-    return engine_internal::DecisionContext{store(), clock(),
-                           [this](const RunRecord& run) { return LoadPinned(run); }};
+    return engine_internal::DecisionContext{
+        store(), clock(), [this](const RunRecord& run) { return LoadPinned(run); }};
   }
 
   absl::StatusOr<int> SweepOnce() {
@@ -485,7 +495,8 @@ class Engine::Impl {
         s = store()->Commit(w);
       } else if (c.status == RunStatus::kRunning) {
         s = store()->Enqueue(
-            c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})});
+            c.run_id,
+            {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})});
       } else {
         s = store()->Enqueue(c.run_id, {});
       }
@@ -535,7 +546,8 @@ class Engine::Impl {
       draining_ = true;
       for (auto& [id, e] : active_) e->Drain();
       auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_.empty(); };
-      clock()->AwaitWithDeadline(&mu_, absl::Condition(&idle), clock()->Now() + options_.drain_timeout);
+      clock()->AwaitWithDeadline(&mu_, absl::Condition(&idle),
+                                 clock()->Now() + options_.drain_timeout);
       for (auto& [id, e] : active_) e->root().RequestStop(StopReason::kShutdown);
     }
     std::vector<std::thread> threads;

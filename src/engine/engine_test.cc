@@ -2,14 +2,15 @@
 // deadlines, retries, resume, leases and fencing.
 #include "runloom/engine.h"
 
+#include "engine/engine_test_util.h"
+#include "engine/run_execution.h"
+#include "testing/status_matchers.h"
+
+#include "gtest/gtest.h"
+
 #include <atomic>
 #include <filesystem>
 #include <thread>
-
-#include "engine/engine_test_util.h"
-#include "engine/run_execution.h"
-#include "gtest/gtest.h"
-#include "testing/status_matchers.h"
 
 namespace runloom {
 namespace {
@@ -247,7 +248,8 @@ TEST(Engine, IdempotencyKeyReturnsSameRun) {
 TEST(Engine, BadInputsAreRefusedBeforeAnyWrite) {
   Harness h;
   auto wf = LoadWorkflowYaml(
-      "name: typed\ninputs:\n  n: {type: integer, required: true}\nsteps:\n  - {id: a, kind: noop}\n",
+      "name: typed\ninputs:\n  n: {type: integer, required: true}\nsteps:\n  - {id: a, kind: "
+      "noop}\n",
       "typed.yaml");
   ASSERT_OK(wf);
   StartRunRequest req;
@@ -269,7 +271,8 @@ steps:
   - {id: a, kind: count}
   - {id: b, kind: count}
   - {id: c, kind: count}
-)", "resume.yaml");
+)",
+                             "resume.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf});
   ASSERT_OK(started);
@@ -322,7 +325,8 @@ name: stale
 steps:
   - {id: slow, kind: count, block: true}
   - {id: after, kind: count}
-)", "stale.yaml");
+)",
+                             "stale.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf});
   ASSERT_OK(started);
@@ -358,7 +362,7 @@ steps:
   EXPECT_EQ(after_events->size(), before_events->size());
   auto steps = store->ListSteps(id, std::nullopt);
   ASSERT_OK(steps);
-  EXPECT_TRUE(steps->empty());       // its step record was refused
+  EXPECT_TRUE(steps->empty());         // its step record was refused
   EXPECT_EQ(h.kind->count.load(), 1);  // and it never started `after`
   EXPECT_EQ(h.engine->stats().leases_lost, 1);
 }
@@ -373,7 +377,8 @@ name: renew
 steps:
   - {id: nap, kind: sleep, duration: 60s}
   - {id: after, kind: count}
-)", "renew.yaml");
+)",
+                             "renew.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf});
   ASSERT_OK(started);
@@ -460,8 +465,8 @@ TEST(Engine, PoolExecutesManyRunsExactlyOnceEach) {
   opts.executors = 4;
   opts.idle_poll = absl::Milliseconds(5);
   Harness h(opts);
-  auto wf = LoadWorkflowYaml("name: many\nsteps:\n  - {id: a, kind: count}\n  - {id: b, kind: noop}\n",
-                             "many.yaml");
+  auto wf = LoadWorkflowYaml(
+      "name: many\nsteps:\n  - {id: a, kind: count}\n  - {id: b, kind: noop}\n", "many.yaml");
   ASSERT_OK(wf);
   std::vector<std::string> ids;
   for (int i = 0; i < 50; ++i) {
@@ -489,7 +494,8 @@ TEST(Engine, StopReleasesHeldRunsToTheQueue) {
 name: drain
 steps:
   - {id: nap, kind: sleep, duration: 60s}
-)", "drain.yaml");
+)",
+                             "drain.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf});
   ASSERT_OK(started);

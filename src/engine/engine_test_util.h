@@ -3,17 +3,18 @@
 // block until the test releases it.
 #pragma once
 
-#include <unistd.h>
+#include "runloom/engine.h"
+
+#include "testing/status_matchers.h"
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
 
 #include <atomic>
 #include <filesystem>
 #include <map>
 #include <string>
-
-#include "absl/synchronization/notification.h"
-#include "gtest/gtest.h"
-#include "runloom/engine.h"
-#include "testing/status_matchers.h"
+#include <unistd.h>
 
 namespace runloom {
 
@@ -95,6 +96,5 @@ struct Harness {
   std::string path;
   std::unique_ptr<Engine> engine;
 };
-
 
 }  // namespace runloom

@@ -1,15 +1,16 @@
 #include "engine/run_execution.h"
 
-#include <thread>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/check.h"
 #include "core/digest.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
 #include "steps/builtin_steps.h"
 #include "workflow/template.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <thread>
 
 namespace runloom::engine_internal {
 namespace {
@@ -19,12 +20,18 @@ constexpr size_t kStderrTail = 4096;
 
 std::string ClassOf(const absl::Status& s) {
   switch (s.code()) {
-    case absl::StatusCode::kDeadlineExceeded: return "timeout";
-    case absl::StatusCode::kUnavailable: return "unavailable";
-    case absl::StatusCode::kResourceExhausted: return "rate_limited";
-    case absl::StatusCode::kInvalidArgument: return "invalid";
-    case absl::StatusCode::kCancelled: return "cancelled";
-    default: return "error";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "timeout";
+    case absl::StatusCode::kUnavailable:
+      return "unavailable";
+    case absl::StatusCode::kResourceExhausted:
+      return "rate_limited";
+    case absl::StatusCode::kInvalidArgument:
+      return "invalid";
+    case absl::StatusCode::kCancelled:
+      return "cancelled";
+    default:
+      return "error";
   }
 }
 
@@ -49,10 +56,14 @@ absl::Duration Backoff(const RetryPolicy& p, int failed_attempt) {
 class LeafContext final : public StepContext {
  public:
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
-              const std::string& working_dir, Clock* clock, absl::Time deadline,
-              StopSource& stop)
-      : run_id_(run_id), path_(path), attempt_(attempt), working_dir_(working_dir),
-        clock_(clock), deadline_(deadline), stop_(stop) {}
+              const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop)
+      : run_id_(run_id),
+        path_(path),
+        attempt_(attempt),
+        working_dir_(working_dir),
+        clock_(clock),
+        deadline_(deadline),
+        stop_(stop) {}
   ~LeafContext() override { OnStop(nullptr); }
 
   const std::string& run_id() const override { return run_id_; }
@@ -86,9 +97,7 @@ class LeafContext final : public StepContext {
 
 }  // namespace
 
-std::string TopLevelId(const std::string& path) {
-  return path.substr(0, path.find_first_of("[/"));
-}
+std::string TopLevelId(const std::string& path) { return path.substr(0, path.find_first_of("[/")); }
 
 int FirstStepOfPhase(const Workflow& wf, const std::string& phase) {
   for (size_t i = 0; i < wf.steps.size(); ++i) {
@@ -119,7 +128,9 @@ int Scope::LoopIteration() const {
 RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
                            std::shared_ptr<const Workflow> workflow,
                            std::vector<StepRecord> records)
-    : config_(std::move(config)), run_(std::move(run)), lease_(std::move(lease)),
+    : config_(std::move(config)),
+      run_(std::move(run)),
+      lease_(std::move(lease)),
       workflow_(std::move(workflow)) {
   for (StepRecord& r : records) {
     std::string path = r.path;
@@ -238,7 +249,8 @@ absl::Status RunExecution::Record(const StepDef& step, const std::string& path,
   rec.output = result.state == StepState::kSucceeded ? result.output : nlohmann::json(nullptr);
   rec.error = result.error;
   rec.error_class = result.error_class;
-  if (stderr_tail.size() > kStderrTail) stderr_tail = stderr_tail.substr(stderr_tail.size() - kStderrTail);
+  if (stderr_tail.size() > kStderrTail)
+    stderr_tail = stderr_tail.substr(stderr_tail.size() - kStderrTail);
   rec.stderr_tail = std::move(stderr_tail);
   rec.started_at = started;
   rec.finished_at = config_.clock->Now();
@@ -305,9 +317,9 @@ absl::StatusOr<StepResult> RunExecution::RunSequence(const std::vector<StepDef>&
         break;
       case TriggerRule::kNoneFailedMinOneSuccess:
         run_it = failed == 0 && (nd == 0 || succeeded > 0);
-        skip_reason = failed > 0 ? absl::StrCat("trigger none_failed_min_one_success: upstream ",
-                                                blocker)
-                                 : "trigger none_failed_min_one_success: no upstream succeeded";
+        skip_reason = failed > 0
+                          ? absl::StrCat("trigger none_failed_min_one_success: upstream ", blocker)
+                          : "trigger none_failed_min_one_success: no upstream succeeded";
         break;
       case TriggerRule::kOneSuccess:
         run_it = nd == 0 || succeeded > 0;
@@ -344,8 +356,10 @@ absl::StatusOr<StepResult> RunExecution::RunSequence(const std::vector<StepDef>&
         result.state = StepState::kSkipped;
         result.error_class = "skipped";
         result.output = nullptr;
-        RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, 0, config_.clock->Now(), "",
-                                       {StepSkippedEvent(run_.id, {.path = path, .step_id = step.id, .reason = skip_reason})}));
+        RUNLOOM_RETURN_IF_ERROR(
+            Record(step, path, result, 0, config_.clock->Now(), "",
+                   {StepSkippedEvent(run_.id,
+                                     {.path = path, .step_id = step.id, .reason = skip_reason})}));
       } else {
         RUNLOOM_ASSIGN_OR_RETURN(result, RunStep(step, path, scope, stop));
       }
@@ -361,7 +375,8 @@ absl::StatusOr<StepResult> RunExecution::RunSequence(const std::vector<StepDef>&
     if (step.kind == "approval" && result.state == StepState::kSucceeded &&
         result.output.value("decision", "") == "reject") {
       halt_ = Halt::kReject;
-      reject_error_ = absl::StrCat("rejected at ", path, " by ", result.output.value("reviewer", ""));
+      reject_error_ =
+          absl::StrCat("rejected at ", path, " by ", result.output.value("reviewer", ""));
     }
     if (halt_ != Halt::kNone) break;
   }
@@ -397,15 +412,13 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
   for (int attempt = 1;; ++attempt) {
     {
       RunWrite w;
-      w.events.push_back(StepStartedEvent(
-          run_.id,
-          {.path = path,
-           .step_id = step.id,
-           .kind = step.kind,
-           .attempt = attempt,
-           .phase = step.phase,
-           .revision = run_.revision,
-           .entry = ParseRunEntry(config_.entry)}));
+      w.events.push_back(StepStartedEvent(run_.id, {.path = path,
+                                                    .step_id = step.id,
+                                                    .kind = step.kind,
+                                                    .attempt = attempt,
+                                                    .phase = step.phase,
+                                                    .revision = run_.revision,
+                                                    .entry = ParseRunEntry(config_.entry)}));
       bool new_phase;
       {
         absl::MutexLock l(&write_mu_);
@@ -417,11 +430,10 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
       RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
     }
     const absl::Time started = config_.clock->Now();
-    const absl::Time deadline =
-        step.timeout ? started + *step.timeout : absl::InfiniteFuture();
+    const absl::Time deadline = step.timeout ? started + *step.timeout : absl::InfiniteFuture();
     absl::StatusOr<StepOutput> out;
-    auto config = ResolveTemplates(step.config,
-                                   [&](const std::string& ref) { return Resolve(ref, scope); });
+    auto config =
+        ResolveTemplates(step.config, [&](const std::string& ref) { return Resolve(ref, scope); });
     if (!config.ok()) {
       out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
     } else {
@@ -453,8 +465,8 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     }
     absl::Status err = out.status();
     if (err.code() == absl::StatusCode::kCancelled && now >= deadline) {
-      err = absl::DeadlineExceededError(absl::StrCat("timed out after ",
-                                                     absl::FormatDuration(*step.timeout)));
+      err = absl::DeadlineExceededError(
+          absl::StrCat("timed out after ", absl::FormatDuration(*step.timeout)));
     }
     std::string cls = ClassOf(err);
     if (cls == "cancelled") cls = "error";  // a kind gave up on its own
@@ -483,9 +495,9 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     result.output = nullptr;
     std::string stderr_tail;
     if (auto tail = err.GetPayload(kStderrTailPayload)) stderr_tail = std::string(*tail);
-    RUNLOOM_RETURN_IF_ERROR(Record(
-        step, path, result, attempt, first_start, std::move(stderr_tail),
-        {events::StepFailed(run_.id, path, step.id, attempt, result.error, cls, false, std::nullopt)}));
+    RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, attempt, first_start, std::move(stderr_tail),
+                                   {events::StepFailed(run_.id, path, step.id, attempt,
+                                                       result.error, cls, false, std::nullopt)}));
     return result;
   }
 }
@@ -516,8 +528,8 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
       break;
     }
     if (step.until) {
-      auto ok = EvaluateCondition(*step.until,
-                                  [&](const std::string& ref) { return Resolve(ref, cur); });
+      auto ok =
+          EvaluateCondition(*step.until, [&](const std::string& ref) { return Resolve(ref, cur); });
       if (!ok.ok()) {
         result.state = StepState::kFailed;
         result.error = absl::StrCat("until: ", ok.status().message());
@@ -543,7 +555,8 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
     ev.push_back(events::StepSucceeded(run_.id, path, step.id, 1,
                                        absl::ToInt64Milliseconds(config_.clock->Now() - started)));
   } else {
-    ev.push_back(events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class, false, std::nullopt));
+    ev.push_back(events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class,
+                                    false, std::nullopt));
   }
   RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, 1, started, "", std::move(ev)));
   return result;
@@ -661,7 +674,8 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
   if (!stop_status.ok()) return stop_status;
   if (ok > 0) {
     result.state = StepState::kSucceeded;
-    result.output = {{"branches", branches}, {"succeeded", ok}, {"failed", static_cast<int>(n) - ok}};
+    result.output = {
+        {"branches", branches}, {"succeeded", ok}, {"failed", static_cast<int>(n) - ok}};
   } else {
     result.state = StepState::kFailed;
     result.error = "every branch failed";
@@ -672,7 +686,8 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
     ev.push_back(events::StepSucceeded(run_.id, path, step.id, 1,
                                        absl::ToInt64Milliseconds(config_.clock->Now() - started)));
   } else {
-    ev.push_back(events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class, false, std::nullopt));
+    ev.push_back(events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class,
+                                    false, std::nullopt));
   }
   RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, 1, started, "", std::move(ev)));
   return result;
@@ -684,7 +699,8 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   w.new_status = status;
   if (!outcome.empty()) w.outcome = outcome;
   if (!error.empty()) w.error = error;
-  w.events.push_back(RunFinishedEvent(run_.id, {.status = status, .outcome = outcome, .error = error}));
+  w.events.push_back(
+      RunFinishedEvent(run_.id, {.status = status, .outcome = outcome, .error = error}));
   absl::Status s = Write(std::move(w));
   if (s.code() == absl::StatusCode::kAborted) return Disposition::kLeaseLost;
   if (!s.ok()) return Disposition::kStoreError;

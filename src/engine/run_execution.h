@@ -12,18 +12,20 @@
 // (the lease keeper). Parallel branches run on threads Run() owns and joins.
 #pragma once
 
+#include "runloom/run.h"
+#include "runloom/step.h"
+#include "runloom/store.h"
+#include "runloom/workflow.h"
+
+#include "engine/stop.h"
+
+#include "absl/status/statusor.h"
+
 #include <atomic>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
-#include "engine/stop.h"
-#include "runloom/run.h"
-#include "runloom/step.h"
-#include "runloom/store.h"
-#include "runloom/workflow.h"
 
 namespace runloom::engine_internal {
 
@@ -59,11 +61,11 @@ struct ExecutionConfig {
 
 // How the execution ended.
 enum class Disposition {
-  kFinished,   // a terminal status was written
-  kPaused,     // paused at an approval gate (later issue)
-  kReleased,   // given back to the queue (shutdown)
-  kLeaseLost,  // a write was refused or renewal failed: nothing more written
-  kStoreError, // the store failed; lease expiry will recover the run
+  kFinished,    // a terminal status was written
+  kPaused,      // paused at an approval gate (later issue)
+  kReleased,    // given back to the queue (shutdown)
+  kLeaseLost,   // a write was refused or renewal failed: nothing more written
+  kStoreError,  // the store failed; lease expiry will recover the run
 };
 
 class RunExecution {
@@ -94,18 +96,17 @@ class RunExecution {
   // A non-OK status from these means "stop executing the run" (kAborted:
   // lease lost; kCancelled: stop requested; others: store failure).
   absl::StatusOr<StepResult> RunSequence(const std::vector<StepDef>& steps,
-                                         const std::string& prefix, Scope& scope,
-                                         StopSource& stop);
+                                         const std::string& prefix, Scope& scope, StopSource& stop);
   absl::StatusOr<StepResult> RunStep(const StepDef& step, const std::string& path, Scope& scope,
                                      StopSource& stop);
-  absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path,
-                                     Scope& scope, StopSource& stop);
+  absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path, Scope& scope,
+                                     StopSource& stop);
   absl::StatusOr<StepResult> RunLoop(const StepDef& step, const std::string& path, Scope& scope,
                                      StopSource& stop);
   absl::StatusOr<StepResult> RunApproval(const StepDef& step, const std::string& path,
                                          Scope& scope);
-  absl::StatusOr<StepResult> RunParallel(const StepDef& step, const std::string& path,
-                                         Scope& scope, StopSource& stop);
+  absl::StatusOr<StepResult> RunParallel(const StepDef& step, const std::string& path, Scope& scope,
+                                         StopSource& stop);
 
   absl::StatusOr<nlohmann::json> Resolve(const std::string& ref, const Scope& scope) const;
   absl::Status Record(const StepDef& step, const std::string& path, const StepResult& result,

@@ -10,15 +10,16 @@
 // when any ancestor is stopped.
 #pragma once
 
-#include <functional>
-#include <map>
-#include <memory>
-#include <vector>
+#include "runloom/clock.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "runloom/clock.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
 
 namespace runloom::engine_internal {
 

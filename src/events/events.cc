@@ -1,13 +1,14 @@
 #include "events/events.h"
 
+#include "events/specs.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 #include <algorithm>
 #include <iterator>
 #include <limits>
 #include <set>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "events/specs.h"
 
 namespace runloom {
 namespace {
@@ -117,7 +118,8 @@ std::string CheckField(const FieldSpec& f, const nlohmann::json& v) {
 
 absl::Status ValidateData(const EventSpec& spec, const nlohmann::json& data) {
   if (!data.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("data must be a JSON object, got ", data.dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data must be a JSON object, got ", data.dump()));
   }
   std::set<std::string> known;
   for (const FieldSpec& f : spec.fields) {
@@ -148,10 +150,14 @@ absl::Status ValidateData(const EventSpec& spec, const nlohmann::json& data) {
 
 std::string_view ToString(RunEntry e) {
   switch (e) {
-    case RunEntry::kFresh: return "fresh";
-    case RunEntry::kResume: return "resume";
-    case RunEntry::kRerun: return "rerun";
-    case RunEntry::kRevision: return "revision";
+    case RunEntry::kFresh:
+      return "fresh";
+    case RunEntry::kResume:
+      return "resume";
+    case RunEntry::kRerun:
+      return "rerun";
+    case RunEntry::kRevision:
+      return "revision";
   }
   return "unknown";
 }
@@ -167,20 +173,26 @@ std::optional<RunEntry> ParseRunEntry(std::string_view s) {
 
 std::string_view ToString(StepErrorClass c) {
   switch (c) {
-    case StepErrorClass::kError: return "error";
-    case StepErrorClass::kTimeout: return "timeout";
-    case StepErrorClass::kUnavailable: return "unavailable";
-    case StepErrorClass::kRateLimited: return "rate_limited";
-    case StepErrorClass::kInvalid: return "invalid";
-    case StepErrorClass::kCancelled: return "cancelled";
+    case StepErrorClass::kError:
+      return "error";
+    case StepErrorClass::kTimeout:
+      return "timeout";
+    case StepErrorClass::kUnavailable:
+      return "unavailable";
+    case StepErrorClass::kRateLimited:
+      return "rate_limited";
+    case StepErrorClass::kInvalid:
+      return "invalid";
+    case StepErrorClass::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 std::optional<StepErrorClass> ParseStepErrorClass(std::string_view s) {
-  for (StepErrorClass c : {StepErrorClass::kError, StepErrorClass::kTimeout,
-                           StepErrorClass::kUnavailable, StepErrorClass::kRateLimited,
-                           StepErrorClass::kInvalid, StepErrorClass::kCancelled}) {
+  for (StepErrorClass c :
+       {StepErrorClass::kError, StepErrorClass::kTimeout, StepErrorClass::kUnavailable,
+        StepErrorClass::kRateLimited, StepErrorClass::kInvalid, StepErrorClass::kCancelled}) {
     if (ToString(c) == s) {
       return c;
     }
@@ -190,11 +202,16 @@ std::optional<StepErrorClass> ParseStepErrorClass(std::string_view s) {
 
 StepErrorClass ToStepErrorClass(ErrorClass c) {
   switch (c) {
-    case ErrorClass::kError: return StepErrorClass::kError;
-    case ErrorClass::kTimeout: return StepErrorClass::kTimeout;
-    case ErrorClass::kUnavailable: return StepErrorClass::kUnavailable;
-    case ErrorClass::kRateLimited: return StepErrorClass::kRateLimited;
-    case ErrorClass::kInvalid: return StepErrorClass::kInvalid;
+    case ErrorClass::kError:
+      return StepErrorClass::kError;
+    case ErrorClass::kTimeout:
+      return StepErrorClass::kTimeout;
+    case ErrorClass::kUnavailable:
+      return StepErrorClass::kUnavailable;
+    case ErrorClass::kRateLimited:
+      return StepErrorClass::kRateLimited;
+    case ErrorClass::kInvalid:
+      return StepErrorClass::kInvalid;
   }
   return StepErrorClass::kError;
 }
@@ -348,8 +365,8 @@ int EventSchemaVersion(std::string_view type) {
 }
 
 absl::Status ValidateEvent(const Event& e) {
-  const std::string where = absl::StrCat("event ", e.run_id.empty() ? "(no run_id)" : e.run_id,
-                                         " #", e.seq, " ", e.type);
+  const std::string where =
+      absl::StrCat("event ", e.run_id.empty() ? "(no run_id)" : e.run_id, " #", e.seq, " ", e.type);
   if (e.run_id.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": run_id is empty"));
   }

@@ -34,19 +34,20 @@
 // Thread-safety: every function here is thread-safe; nothing holds state.
 #pragma once
 
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
+#include "runloom/run.h"
+#include "runloom/status.h"
+#include "runloom/workflow.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "runloom/run.h"
-#include "runloom/status.h"
-#include "runloom/workflow.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace runloom {
 
@@ -90,10 +91,10 @@ StepErrorClass ToStepErrorClass(ErrorClass c);
 // always "fresh".
 struct RunCreatedData {
   std::string workflow{};
-  int64_t workflow_version = 0;  // >= 1
-  std::string workflow_digest{};   // "sha256:<hex>"
-  std::string inputs_digest{};     // "sha256:<hex>"
-  std::string idempotency_key{};   // optional: "" = none
+  int64_t workflow_version = 0;   // >= 1
+  std::string workflow_digest{};  // "sha256:<hex>"
+  std::string inputs_digest{};    // "sha256:<hex>"
+  std::string idempotency_key{};  // optional: "" = none
 };
 
 // run.started: an executor took the lease. The store fills `attempt` and
@@ -109,7 +110,7 @@ struct RunStartedData {
 
 // run.lease_expired: the sweeper re-enqueued a run whose lease expired.
 struct RunLeaseExpiredData {
-  int attempt = 0;          // the attempt whose lease expired, >= 1
+  int attempt = 0;            // the attempt whose lease expired, >= 1
   std::string lease_owner{};  // its holder
 };
 
@@ -128,7 +129,7 @@ struct RunPausedData {
 // one of approve, edit, reject, request_revision (kDecisions below);
 // ValidateEvent rejects any other value.
 struct RunDecidedData {
-  std::string step_path{};        // the step the run paused at
+  std::string step_path{};  // the step the run paused at
   std::string decision{};
   std::string reviewer{};         // who decided (from the server, not the client)
   std::string proposal_digest{};  // "sha256:<hex>" of the proposal decided on
@@ -138,8 +139,7 @@ struct RunDecidedData {
 };
 
 // The values of run.decided's data.decision.
-inline constexpr std::string_view kDecisions[] = {"approve", "edit", "reject",
-                                                  "request_revision"};
+inline constexpr std::string_view kDecisions[] = {"approve", "edit", "reject", "request_revision"};
 
 // run.resumed: a paused run was let go on.
 struct RunResumedData {
@@ -155,7 +155,7 @@ struct RunCancelRequestedData {
 // starting a new revision.
 struct RunRerunRequestedData {
   std::string from_phase{};
-  int64_t revision = 1;   // >= 1: the new revision
+  int64_t revision = 1;  // >= 1: the new revision
   std::string by{};
   std::string feedback{};  // optional: "" = none
 };
@@ -173,8 +173,8 @@ struct StepStartedData {
   std::string path{};  // e.g. "refine[2]/write"
   std::string step_id{};
   std::string kind{};
-  int attempt = 1;    // >= 1
-  std::string phase{};  // optional: "" = none
+  int attempt = 1;       // >= 1
+  std::string phase{};   // optional: "" = none
   int64_t revision = 0;  // optional: 0 = none; else >= 1, the run revision the step runs in
   std::optional<RunEntry> entry{};  // optional: how the current pass over the graph began
 };

@@ -1,9 +1,9 @@
 // events_dump: prints SampleEvents() as JSON lines (one envelope per line) on
 // stdout. tests/events/ validates its output against schemas/events/.
-#include <iostream>
-
 #include "events/events.h"
 #include "events/samples.h"
+
+#include <iostream>
 
 int main() {
   for (const runloom::Event& e : runloom::SampleEvents()) {

@@ -1,19 +1,20 @@
 #include "events/events.h"
 
-#include <filesystem>
-#include <functional>
-#include <fstream>
-#include <iterator>
-#include <set>
-#include <string_view>
-
-#include "absl/random/random.h"
 #include "core/ids.h"
 #include "events/samples.h"
 #include "events/specs.h"
+#include "testing/status_matchers.h"
+
+#include "absl/random/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/status_matchers.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <set>
+#include <string_view>
 
 namespace runloom {
 namespace {
@@ -114,13 +115,12 @@ TEST(Events, FactoriesWriteEveryField) {
   EXPECT_EQ(c.data["entry"], "fresh");
   EXPECT_EQ(c.data["idempotency_key"], "k1");
   EXPECT_EQ(c.data["workflow_version"], 4);
-  Event s = RunStartedEvent(kRun, {.attempt = 3,
-                                   .lease_owner = "w1",
-                                   .revision = 2,
-                                   .entry = RunEntry::kRevision});
+  Event s = RunStartedEvent(
+      kRun, {.attempt = 3, .lease_owner = "w1", .revision = 2, .entry = RunEntry::kRevision});
   EXPECT_EQ(s.data, nlohmann::json::parse(
                         R"({"attempt":3,"lease_owner":"w1","revision":2,"entry":"revision"})"));
-  Event f = RunFinishedEvent(kRun, {.status = RunStatus::kFailed, .outcome = "failed", .error = "x"});
+  Event f =
+      RunFinishedEvent(kRun, {.status = RunStatus::kFailed, .outcome = "failed", .error = "x"});
   EXPECT_EQ(f.data, nlohmann::json::parse(R"({"status":"failed","outcome":"failed","error":"x"})"));
   Event p = RunPausedEvent(kRun, {.step_path = "gate", .proposal_digest = kDigest});
   EXPECT_EQ(p.data["proposal_digest"], kDigest);
@@ -146,7 +146,8 @@ TEST(Events, FactoriesWriteEveryField) {
                                    .revision = 2});
   EXPECT_EQ(d.type, "run.decided");
   EXPECT_EQ(d.data, nlohmann::json::parse(R"({"step_path":"outline/review",
-      "decision":"request_revision","reviewer":"alice","proposal_digest":")" + kDigest +
+      "decision":"request_revision","reviewer":"alice","proposal_digest":")" +
+                                          kDigest +
                                           R"(","feedback":"more sources","rerun_from":"research",
       "revision":2})"));
   EXPECT_OK(ValidateEvent(d));
@@ -172,22 +173,19 @@ TEST(Events, EmptyOptionalFieldsAreLeftOut) {
                    .data.contains("retry_in_ms"));
   EXPECT_EQ(StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "k"}).data,
             nlohmann::json::parse(R"({"path":"a","step_id":"a","kind":"k","attempt":1})"));
-  Event d = RunDecidedEvent(kRun, {.step_path = "g",
-                                   .decision = "reject",
-                                   .reviewer = "alice",
-                                   .proposal_digest = kDigest});
+  Event d = RunDecidedEvent(
+      kRun,
+      {.step_path = "g", .decision = "reject", .reviewer = "alice", .proposal_digest = kDigest});
   EXPECT_EQ(d.data, nlohmann::json::parse(R"({"step_path":"g","decision":"reject",
-      "reviewer":"alice","proposal_digest":")" + kDigest + R"(","revision":1})"));
+      "reviewer":"alice","proposal_digest":")" +
+                                          kDigest + R"(","revision":1})"));
   Event r = RunRerunRequestedEvent(kRun, {.from_phase = "write", .revision = 2, .by = "bob"});
-  EXPECT_EQ(r.data,
-            nlohmann::json::parse(R"({"from_phase":"write","revision":2,"by":"bob"})"));
+  EXPECT_EQ(r.data, nlohmann::json::parse(R"({"from_phase":"write","revision":2,"by":"bob"})"));
 }
 
 TEST(Events, RunDecidedChecksDecisionReviewerDigestAndRevision) {
-  RunDecidedData good{.step_path = "gate",
-                      .decision = "approve",
-                      .reviewer = "alice",
-                      .proposal_digest = kDigest};
+  RunDecidedData good{
+      .step_path = "gate", .decision = "approve", .reviewer = "alice", .proposal_digest = kDigest};
   for (std::string_view decision : kDecisions) {
     RunDecidedData d = good;
     d.decision = std::string(decision);
@@ -262,8 +260,8 @@ TEST(Events, StepStartedRevisionAndEntryAreOptionalButChecked) {
     ExpectSameEvent(*back, e);
   }
   // Either may appear without the other.
-  Event only_revision = StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "exec",
-                                                .revision = 1});
+  Event only_revision =
+      StepStartedEvent(kRun, {.path = "a", .step_id = "a", .kind = "exec", .revision = 1});
   EXPECT_FALSE(only_revision.data.contains("entry"));
   EXPECT_OK(ValidateEvent(only_revision));
   Event only_entry = StepStartedEvent(
@@ -353,9 +351,9 @@ TEST(Enums, RoundTripAndMatchTheFieldTable) {
   }
   EXPECT_EQ(ParseRunEntry("Fresh"), std::nullopt);
   std::vector<std::string> classes;
-  for (StepErrorClass c : {StepErrorClass::kError, StepErrorClass::kTimeout,
-                           StepErrorClass::kUnavailable, StepErrorClass::kRateLimited,
-                           StepErrorClass::kInvalid, StepErrorClass::kCancelled}) {
+  for (StepErrorClass c :
+       {StepErrorClass::kError, StepErrorClass::kTimeout, StepErrorClass::kUnavailable,
+        StepErrorClass::kRateLimited, StepErrorClass::kInvalid, StepErrorClass::kCancelled}) {
     EXPECT_EQ(ParseStepErrorClass(ToString(c)), c);
     classes.emplace_back(ToString(c));
   }

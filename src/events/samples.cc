@@ -1,9 +1,9 @@
 #include "events/samples.h"
 
-#include <string>
-
 #include "core/digest.h"
 #include "events/events.h"
+
+#include <string>
 
 namespace runloom {
 namespace {
@@ -30,10 +30,9 @@ std::vector<Event> SampleEvents() {
                             .workflow_version = 1,
                             .workflow_digest = workflow_digest,
                             .inputs_digest = inputs_digest}),
-      RunStartedEvent(run, {.attempt = 1,
-                            .lease_owner = "worker-a:4242",
-                            .revision = 1,
-                            .entry = RunEntry::kFresh}),
+      RunStartedEvent(
+          run,
+          {.attempt = 1, .lease_owner = "worker-a:4242", .revision = 1, .entry = RunEntry::kFresh}),
       StepStartedEvent(run, {.path = "draft",
                              .step_id = "draft",
                              .kind = "llm",
@@ -49,16 +48,15 @@ std::vector<Event> SampleEvents() {
                             .will_retry = true,
                             .retry_in_ms = 2000}),
       StepStartedEvent(run, {.path = "draft", .step_id = "draft", .kind = "llm", .attempt = 2}),
-      StepSucceededEvent(
-          run, {.path = "draft", .step_id = "draft", .attempt = 2, .duration_ms = 1532}),
+      StepSucceededEvent(run,
+                         {.path = "draft", .step_id = "draft", .attempt = 2, .duration_ms = 1532}),
       StepSkippedEvent(run, {.path = "refine[1]/polish",
                              .step_id = "polish",
                              .reason = "when: steps.draft.output.ok == true is false"}),
       RunLeaseExpiredEvent(run, {.attempt = 1, .lease_owner = "worker-a:4242"}),
-      RunStartedEvent(run, {.attempt = 2,
-                            .lease_owner = "worker-b:77",
-                            .revision = 1,
-                            .entry = RunEntry::kResume}),
+      RunStartedEvent(
+          run,
+          {.attempt = 2, .lease_owner = "worker-b:77", .revision = 1, .entry = RunEntry::kResume}),
       StepReusedEvent(run, {.path = "draft", .step_id = "draft"}),
       RunPausedEvent(run, {.step_path = "approve", .proposal_digest = proposal_digest}),
       RunPausedEvent(run, {.step_path = "approve"}),

@@ -4,9 +4,9 @@
 // that drifts from its schema fails a test.
 #pragma once
 
-#include <vector>
-
 #include "runloom/run.h"
+
+#include <vector>
 
 namespace runloom {
 

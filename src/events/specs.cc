@@ -54,10 +54,10 @@ std::vector<EventSpec> BuildSpecs() {
   // The enums here must match ToString(RunEntry), ToString(StepErrorClass),
   // the terminal RunStatus values and kDecisions; events_test checks that.
   const std::vector<std::string> kEntries = {"fresh", "resume", "rerun", "revision"};
-  const std::vector<std::string> kTerminal = {"completed", "rejected", "unresolved",
-                                                   "budget_stopped", "failed", "cancelled"};
+  const std::vector<std::string> kTerminal = {"completed",      "rejected", "unresolved",
+                                              "budget_stopped", "failed",   "cancelled"};
   const std::vector<std::string> kErrorClasses = {"error",        "timeout", "unavailable",
-                                                       "rate_limited", "invalid", "cancelled"};
+                                                  "rate_limited", "invalid", "cancelled"};
   const std::vector<std::string> kDecisionValues = {"approve", "edit", "reject",
                                                     "request_revision"};
   return {

@@ -23,9 +23,9 @@ struct FieldSpec {
   std::string name;
   FieldKind kind = FieldKind::kString;
   bool required = true;
-  size_t min_length = 0;               // kString
-  std::optional<int64_t> minimum;      // kInteger
-  std::vector<std::string> one_of;     // kString: the allowed values, when not empty
+  size_t min_length = 0;            // kString
+  std::optional<int64_t> minimum;   // kInteger
+  std::vector<std::string> one_of;  // kString: the allowed values, when not empty
 };
 
 struct EventSpec {

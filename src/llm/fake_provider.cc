@@ -1,5 +1,13 @@
 #include "llm/fake_provider.h"
 
+#include "core/digest.h"
+#include "core/duration.h"
+#include "core/status_macros.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -7,13 +15,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/time/time.h"
-#include "core/digest.h"
-#include "core/duration.h"
-#include "core/status_macros.h"
 
 namespace runloom {
 namespace {

@@ -20,9 +20,9 @@
 // Thread-safety: stateless; safe to call from many threads.
 #pragma once
 
-#include <memory>
-
 #include "llm/provider.h"
+
+#include <memory>
 
 namespace runloom {
 

@@ -1,10 +1,11 @@
 #include "llm/provider.h"
 
-#include <cctype>
-
-#include "absl/strings/str_cat.h"
 #include "core/check.h"
 #include "llm/fake_provider.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cctype>
 
 namespace runloom {
 

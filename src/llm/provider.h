@@ -9,19 +9,20 @@
 // and implementations must be thread-safe. LlmProviderRegistry is thread-safe.
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
+#include "runloom/step.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
-#include "runloom/step.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace runloom {
 

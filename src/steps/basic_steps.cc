@@ -1,16 +1,18 @@
 // The noop, sleep and fail step kinds.
+#include "runloom/workflow.h"
+
+#include "core/duration.h"
+#include "core/status_macros.h"
+#include "steps/builtin_steps.h"
+#include "steps/internal/config.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
-
-#include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
-#include "core/duration.h"
-#include "core/status_macros.h"
-#include "runloom/workflow.h"
-#include "steps/builtin_steps.h"
-#include "steps/internal/config.h"
 
 namespace runloom {
 namespace {

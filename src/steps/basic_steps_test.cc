@@ -1,14 +1,16 @@
-#include <memory>
-#include <string>
-#include <thread>
-
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "runloom/clock.h"
 #include "runloom/step.h"
+
 #include "steps/builtin_steps.h"
 #include "steps/step_test_util.h"
 #include "testing/status_matchers.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <memory>
+#include <string>
+#include <thread>
 
 namespace runloom {
 namespace {

@@ -9,10 +9,11 @@
 // run concurrently for many steps.
 #pragma once
 
-#include <memory>
+#include "runloom/step.h"
 
 #include "llm/provider.h"
-#include "runloom/step.h"
+
+#include <memory>
 
 namespace runloom {
 

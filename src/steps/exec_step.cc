@@ -1,18 +1,20 @@
 // The exec step kind: JSON on stdin -> subprocess -> one JSON object on stdout.
+#include "runloom/workflow.h"
+
+#include "core/duration.h"
+#include "core/status_macros.h"
+#include "steps/builtin_steps.h"
+#include "steps/internal/config.h"
+#include "steps/internal/subprocess.h"
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+
 #include <cctype>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "absl/strings/cord.h"
-#include "absl/strings/str_cat.h"
-#include "core/duration.h"
-#include "core/status_macros.h"
-#include "runloom/workflow.h"
-#include "steps/builtin_steps.h"
-#include "steps/internal/config.h"
-#include "steps/internal/subprocess.h"
 
 namespace runloom {
 namespace {

@@ -1,25 +1,26 @@
-#include <dirent.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "runloom/clock.h"
+#include "runloom/step.h"
 
-#include <cerrno>
-#include <fstream>
-#include <string>
-#include <thread>
+#include "steps/builtin_steps.h"
+#include "steps/step_test_util.h"
+#include "testing/status_matchers.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runloom/clock.h"
-#include "runloom/step.h"
-#include "steps/builtin_steps.h"
-#include "steps/step_test_util.h"
-#include "testing/status_matchers.h"
+
+#include <cerrno>
+#include <dirent.h>
+#include <fstream>
+#include <signal.h>
+#include <stdlib.h>
+#include <string>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
 
 namespace runloom {
 namespace {

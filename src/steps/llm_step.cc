@@ -1,14 +1,16 @@
 // The llm step kind: one model call through the provider registry.
+#include "runloom/workflow.h"
+
+#include "core/check.h"
+#include "core/status_macros.h"
+#include "steps/builtin_steps.h"
+#include "steps/internal/config.h"
+
+#include "absl/strings/str_cat.h"
+
 #include <memory>
 #include <optional>
 #include <string>
-
-#include "absl/strings/str_cat.h"
-#include "core/check.h"
-#include "core/status_macros.h"
-#include "runloom/workflow.h"
-#include "steps/builtin_steps.h"
-#include "steps/internal/config.h"
 
 namespace runloom {
 namespace {

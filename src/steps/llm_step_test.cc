@@ -1,17 +1,19 @@
-#include <memory>
-#include <string>
-#include <thread>
+#include "runloom/clock.h"
+#include "runloom/step.h"
+
+#include "llm/fake_provider.h"
+#include "llm/provider.h"
+#include "steps/builtin_steps.h"
+#include "steps/step_test_util.h"
+#include "testing/status_matchers.h"
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "llm/fake_provider.h"
-#include "llm/provider.h"
-#include "runloom/clock.h"
-#include "runloom/step.h"
-#include "steps/builtin_steps.h"
-#include "steps/step_test_util.h"
-#include "testing/status_matchers.h"
+
+#include <memory>
+#include <string>
+#include <thread>
 
 namespace runloom {
 namespace {

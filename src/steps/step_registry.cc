@@ -1,5 +1,6 @@
-#include "core/check.h"
 #include "runloom/step.h"
+
+#include "core/check.h"
 #include "steps/builtin_steps.h"
 
 namespace runloom {

@@ -2,18 +2,19 @@
 // TESTONLY: included by *_test.cc files only.
 #pragma once
 
-#include <functional>
-#include <optional>
-#include <string>
-#include <utility>
+#include "runloom/clock.h"
+#include "runloom/step.h"
+#include "runloom/workflow.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "runloom/clock.h"
-#include "runloom/step.h"
-#include "runloom/workflow.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
 
 namespace runloom::steps_testing {
 

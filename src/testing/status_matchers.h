@@ -30,5 +30,7 @@ MATCHER_P(IsOkAndHolds, m, "is OK and holds a value that matches") {
 
 }  // namespace runloom::testing
 
-#define EXPECT_OK(expr) EXPECT_TRUE(::runloom::testing::GetStatus(expr).ok()) << ::runloom::testing::GetStatus(expr)
-#define ASSERT_OK(expr) ASSERT_TRUE(::runloom::testing::GetStatus(expr).ok()) << ::runloom::testing::GetStatus(expr)
+#define EXPECT_OK(expr) \
+  EXPECT_TRUE(::runloom::testing::GetStatus(expr).ok()) << ::runloom::testing::GetStatus(expr)
+#define ASSERT_OK(expr) \
+  ASSERT_TRUE(::runloom::testing::GetStatus(expr).ok()) << ::runloom::testing::GetStatus(expr)

@@ -2,15 +2,17 @@
 // "Canonical form"): every field that changes what a run does, with defaults
 // written out, durations as integer milliseconds, and nothing that depends on
 // how the file was written (lines, source path, key order, condition spacing).
+#include "runloom/workflow.h"
+
+#include "core/digest.h"
+#include "core/status_macros.h"
+#include "workflow/internal/names.h"
+
+#include "absl/strings/str_cat.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "core/digest.h"
-#include "core/status_macros.h"
-#include "runloom/workflow.h"
-#include "workflow/internal/names.h"
 
 namespace runloom {
 namespace {

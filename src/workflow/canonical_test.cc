@@ -1,9 +1,11 @@
 // Canonical form and digest: stable under formatting, changed by real
 // changes, and invertible.
+#include "runloom/workflow.h"
+
+#include "testing/status_matchers.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runloom/workflow.h"
-#include "testing/status_matchers.h"
 
 namespace runloom {
 namespace {

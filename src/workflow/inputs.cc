@@ -1,18 +1,19 @@
 #include "workflow/inputs.h"
 
+#include "core/status_macros.h"
+#include "workflow/internal/names.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "core/status_macros.h"
-#include "workflow/internal/names.h"
 
 namespace runloom {
 namespace {

@@ -4,9 +4,10 @@
 // Thread-safety: pure functions, thread-safe.
 #pragma once
 
+#include "runloom/workflow.h"
+
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "runloom/workflow.h"
 
 namespace runloom {
 

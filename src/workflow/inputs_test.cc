@@ -1,9 +1,10 @@
 // FreezeInputs: declared, required, typed, enum-checked, defaulted, secrets dropped.
 #include "workflow/inputs.h"
 
+#include "testing/status_matchers.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/status_matchers.h"
 
 namespace runloom {
 namespace {

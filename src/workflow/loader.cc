@@ -3,6 +3,19 @@
 // line; cross-references (ids, needs, templates) are left to the validator,
 // which it runs with a line lookup into the same YAML tree. The format is
 // described in docs/formats/workflow-yaml.md.
+#include "runloom/workflow.h"
+
+#include "core/duration.h"
+#include "core/status_macros.h"
+#include "workflow/internal/names.h"
+#include "workflow/internal/validate.h"
+#include "workflow/internal/yaml_json.h"
+#include "workflow/template.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "yaml-cpp/yaml.h"
+
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -10,17 +23,6 @@
 #include <set>
 #include <sstream>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "core/duration.h"
-#include "core/status_macros.h"
-#include "runloom/workflow.h"
-#include "workflow/internal/names.h"
-#include "workflow/internal/validate.h"
-#include "workflow/internal/yaml_json.h"
-#include "workflow/template.h"
-#include "yaml-cpp/yaml.h"
 
 namespace runloom {
 namespace {

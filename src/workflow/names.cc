@@ -1,11 +1,11 @@
 #include "workflow/internal/names.h"
 
-#include <array>
-#include <utility>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
+#include <array>
+#include <utility>
 
 namespace runloom {
 namespace {

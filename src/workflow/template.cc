@@ -1,15 +1,16 @@
 #include "workflow/template.h"
 
-#include <set>
-#include <utility>
+#include "core/status_macros.h"
+#include "workflow/internal/names.h"
+#include "workflow/internal/template_scan.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/status_macros.h"
-#include "workflow/internal/names.h"
-#include "workflow/internal/template_scan.h"
+
+#include <set>
+#include <utility>
 
 namespace runloom {
 namespace workflow_internal {

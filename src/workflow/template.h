@@ -16,14 +16,15 @@
 // Thread-safety: every function here is pure and thread-safe.
 #pragma once
 
+#include "runloom/workflow.h"
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
-#include "runloom/workflow.h"
 
 namespace runloom {
 

@@ -1,11 +1,12 @@
 // Templates, references and conditions.
 #include "workflow/template.h"
 
-#include <map>
+#include "testing/status_matchers.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/status_matchers.h"
+
+#include <map>
 
 namespace runloom {
 namespace {

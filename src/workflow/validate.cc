@@ -1,18 +1,19 @@
 #include "workflow/internal/validate.h"
 
+#include "core/status_macros.h"
+#include "workflow/internal/names.h"
+#include "workflow/internal/template_scan.h"
+#include "workflow/template.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
 #include <utility>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "core/status_macros.h"
-#include "workflow/internal/names.h"
-#include "workflow/internal/template_scan.h"
-#include "workflow/template.h"
 
 namespace runloom {
 namespace workflow_internal {

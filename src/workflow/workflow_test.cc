@@ -2,16 +2,16 @@
 // class of mistake yields a message naming the right line.
 #include "runloom/workflow.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
+#include "testing/status_matchers.h"
+#include "workflow/template.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/status_matchers.h"
-#include "workflow/template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 namespace runloom {
 namespace {

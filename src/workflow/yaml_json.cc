@@ -1,12 +1,12 @@
 #include "workflow/internal/yaml_json.h"
 
-#include <cstdint>
-#include <optional>
-#include <set>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+
+#include <cstdint>
+#include <optional>
+#include <set>
 
 namespace runloom::workflow_internal {
 namespace {

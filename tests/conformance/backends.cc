@@ -1,7 +1,7 @@
 // The backends the conformance suites run against in this build.
-#include <filesystem>
-
 #include "conformance_fixture.h"
+
+#include <filesystem>
 
 namespace runloom::conformance {
 namespace {

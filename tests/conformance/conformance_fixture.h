@@ -6,7 +6,16 @@
 // timeouts are tested without sleeping.
 #pragma once
 
-#include <unistd.h>
+#include "runloom/clock.h"
+#include "runloom/store.h"
+#include "runloom/transport.h"
+
+#include "core/ids.h"
+#include "testing/status_matchers.h"
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 #include <atomic>
 #include <filesystem>
@@ -14,16 +23,8 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <unistd.h>
 #include <vector>
-
-#include "absl/random/random.h"
-#include "absl/strings/str_cat.h"
-#include "core/ids.h"
-#include "gtest/gtest.h"
-#include "runloom/clock.h"
-#include "runloom/store.h"
-#include "runloom/transport.h"
-#include "testing/status_matchers.h"
 
 namespace runloom::conformance {
 

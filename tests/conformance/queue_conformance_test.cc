@@ -1,11 +1,11 @@
 // Transport conformance (claim, visibility, redelivery, ack, dead letters,
 // waiting) and concurrency of the store, for every backend.
+#include "absl/synchronization/notification.h"
+#include "conformance_fixture.h"
+
 #include <algorithm>
 #include <set>
 #include <thread>
-
-#include "absl/synchronization/notification.h"
-#include "conformance_fixture.h"
 
 namespace runloom::conformance {
 namespace {

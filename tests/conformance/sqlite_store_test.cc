@@ -1,19 +1,20 @@
 // SQLite-only behaviour of OpenSqlite(): schema versioning, PRAGMAs, dead
 // letters and busy handling, checked on the file itself.
-#include <sqlite3.h>
-#include <unistd.h>
+#include "runloom/clock.h"
+#include "runloom/store.h"
 
-#include <atomic>
-#include <filesystem>
-#include <string>
-#include <thread>
-#include <vector>
+#include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runloom/clock.h"
-#include "runloom/store.h"
-#include "testing/status_matchers.h"
+
+#include <atomic>
+#include <filesystem>
+#include <sqlite3.h>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
 
 namespace runloom {
 namespace {

@@ -1,20 +1,19 @@
 // Runs the real `runloom` binary (RUNLOOM_BINARY, set by ctest) in temp dirs.
 #pragma once
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "nlohmann/json.hpp"
 
 #include <atomic>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
-
-#include "nlohmann/json.hpp"
 
 namespace runloom::testing {
 

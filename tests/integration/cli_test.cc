@@ -1,12 +1,13 @@
 // End-to-end tests of the `runloom` binary: crash recovery, the ingest
 // example, and bad input handling.
-#include <algorithm>
-#include <map>
-#include <thread>
+#include "runloom/clock.h"
 
 #include "cli_harness.h"
 #include "gtest/gtest.h"
-#include "runloom/clock.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
 
 namespace runloom::testing {
 namespace {
@@ -21,9 +22,8 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   const std::string counter = dir + "/counter.txt";
   std::string yaml = "name: six\nsteps:\n";
   for (int i = 1; i <= 6; ++i) {
-    yaml += "  - id: s" + std::to_string(i) +
-            "\n    kind: exec\n    command: \"echo s" + std::to_string(i) + " >> " + counter +
-            "; sleep 0.4; echo '{}'\"\n";
+    yaml += "  - id: s" + std::to_string(i) + "\n    kind: exec\n    command: \"echo s" +
+            std::to_string(i) + " >> " + counter + "; sleep 0.4; echo '{}'\"\n";
   }
   WriteFile(dir + "/six.yaml", yaml);
   Child run({"run", dir + "/six.yaml", "--db", db, "--lease-ttl", "1s"}, dir + "/run.log");
@@ -63,7 +63,8 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   }
   EXPECT_LE(twice, 1);
   bool expired = false;
-  for (const auto& e : EventsJson(db, run_id)) expired = expired || e["type"] == "run.lease_expired";
+  for (const auto& e : EventsJson(db, run_id))
+    expired = expired || e["type"] == "run.lease_expired";
   EXPECT_TRUE(expired) << "the event log records the interruption";
 }
 
@@ -74,8 +75,8 @@ class Ingest : public ::testing::Test {
     db_ = dir_ + "/ingest.db";
   }
   Result RunIngest(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"run", SourceDir() + "/examples/ingest.yaml", "--db", db_,
-                                     "--input", "document_id=doc-7"};
+    std::vector<std::string> args = {
+        "run", SourceDir() + "/examples/ingest.yaml", "--db", db_, "--input", "document_id=doc-7"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunCli(args);
   }
@@ -147,7 +148,8 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
     std::vector<std::string> args;
     std::string expect;
   };
-  WriteFile(dir + "/broken.yaml", "name: broken\nsteps:\n  - id: a\n    kind: noop\n    needs: [zzz]\n");
+  WriteFile(dir + "/broken.yaml",
+            "name: broken\nsteps:\n  - id: a\n    kind: noop\n    needs: [zzz]\n");
   WriteFile(dir + "/notyaml.yaml", "name: [unclosed\n");
   std::vector<Case> cases = {
       {{"run", dir + "/missing.yaml", "--db", db}, "missing.yaml"},

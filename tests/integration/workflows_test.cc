@@ -1,11 +1,12 @@
 // Issue 3 end to end through the `runloom` binary: the blog pipeline with
 // its outline and final reviews (including a revision), and the triage
 // example's three outcomes.
-#include <map>
+#include "runloom/clock.h"
 
 #include "cli_harness.h"
 #include "gtest/gtest.h"
-#include "runloom/clock.h"
+
+#include <map>
 
 namespace runloom::testing {
 namespace {
@@ -74,8 +75,8 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   EXPECT_EQ(still["status"], "paused");
   EXPECT_EQ(still["last_event_seq"], st["last_event_seq"]) << "nothing recorded";
 
-  Result right = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--approve",
-                      "--as", "olga"});
+  Result right = RunCli(
+      {"decide", id, "--db", db_, "--digest", PendingDigest(st), "--approve", "--as", "olga"});
   EXPECT_EQ(right.code, 0) << right.out;
 
   // The worker runs research and the writer/editor loop, then pauses again.
@@ -84,7 +85,7 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
 
   // Request a revision at the final review: reruns from research.
   Result revise = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--revise",
-                       "add a section on idempotent writes"});
+                          "add a section on idempotent writes"});
   EXPECT_EQ(revise.code, 0) << revise.out;
   st = AwaitStatus(db_, id, "paused");
   EXPECT_EQ(st["revision"], 2);
@@ -109,7 +110,8 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   EXPECT_GE(rev2["refine[1]/write"], 1);
   bool revision_entry = false;
   for (const auto& e : events) {
-    revision_entry = revision_entry || (e["type"] == "run.started" && e["data"]["entry"] == "revision");
+    revision_entry =
+        revision_entry || (e["type"] == "run.started" && e["data"]["entry"] == "revision");
   }
   EXPECT_TRUE(revision_entry);
   std::map<std::string, std::string> final_steps;
@@ -130,7 +132,8 @@ TEST_F(Blog, RejectAtOutlineEndsRejected) {
   Result run = RunCli({"run", SourceDir() + "/examples/blog.yaml", "--db", db_});
   ASSERT_EQ(run.code, 3) << run.out;
   const std::string id = RunIdFrom(run.out);
-  Result rej = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(StatusJson(db_, id)), "--reject"});
+  Result rej = RunCli(
+      {"decide", id, "--db", db_, "--digest", PendingDigest(StatusJson(db_, id)), "--reject"});
   EXPECT_EQ(rej.code, 0) << rej.out;
   Result w = RunCli({"worker", "--db", db_, "--until-idle"});
   EXPECT_EQ(w.code, 0) << w.out;
@@ -146,7 +149,7 @@ class Triage : public ::testing::Test {
   }
   nlohmann::json RunTo(const std::string& scenario, const std::string& decision) {
     Result run = RunCli({"run", SourceDir() + "/examples/triage.yaml", "--db", db_, "--input",
-                      "scenario=" + scenario});
+                         "scenario=" + scenario});
     EXPECT_EQ(run.code, 3) << run.out;
     const std::string id = RunIdFrom(run.out);
     nlohmann::json st = StatusJson(db_, id);

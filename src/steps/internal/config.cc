@@ -1,12 +1,13 @@
 #include "steps/internal/config.h"
 
-#include <algorithm>
-#include <cctype>
-#include <set>
+#include "core/duration.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/duration.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
 
 namespace runloom::steps_internal {
 namespace {

@@ -5,16 +5,16 @@
 // (templates resolved: every value must have its final type).
 #pragma once
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "nlohmann/json.hpp"
 
 namespace runloom::steps_internal {
 

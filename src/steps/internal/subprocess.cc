@@ -1,6 +1,17 @@
 #include "steps/internal/subprocess.h"
 
+#include "core/status_macros.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <fcntl.h>
+#include <memory>
+#include <optional>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -9,18 +20,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <array>
-#include <cerrno>
-#include <memory>
-#include <optional>
 #include <utility>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "core/status_macros.h"
 
 extern char** environ;  // NOLINT: POSIX declares it in no header.
 

@@ -10,14 +10,15 @@
 // anything left in its process group is SIGKILLed and the child is reaped.
 #pragma once
 
+#include "runloom/step.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
 #include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "runloom/step.h"
 
 namespace runloom::steps_internal {
 

@@ -1,9 +1,10 @@
 #include "store/sqlite/codec.h"
 
-#include <exception>
+#include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+
+#include <exception>
 
 namespace runloom::store_internal {
 

@@ -3,14 +3,16 @@
 // Thread-safety: stateless functions.
 #pragma once
 
-#include <string>
-#include <string_view>
+#include "runloom/run.h"
+#include "runloom/status.h"
+
+#include "store/sqlite/db.h"
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "runloom/run.h"
-#include "runloom/status.h"
-#include "store/sqlite/db.h"
+
+#include <string>
+#include <string_view>
 
 // The runs columns in the order RunFromRow reads them.
 #define RUNLOOM_SQLITE_RUN_COLUMNS                                                        \

@@ -1,10 +1,11 @@
 #include "store/sqlite/db.h"
 
-#include <utility>
+#include "core/status_macros.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+
+#include <utility>
 
 namespace runloom::store_internal {
 

@@ -13,19 +13,18 @@
 //   std::string status = st.ColumnText(0);
 #pragma once
 
-#include <sqlite3.h>
-
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <sqlite3.h>
+#include <string>
+#include <string_view>
+#include <utility>
 
 namespace runloom::store_internal {
 

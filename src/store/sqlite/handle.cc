@@ -1,12 +1,13 @@
 #include "store/sqlite/handle.h"
 
-#include <algorithm>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
 #include "core/ids.h"
 #include "core/status_macros.h"
 #include "store/sqlite/migrations.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
 
 namespace runloom::store_internal {
 namespace {

@@ -8,22 +8,24 @@
 // ":memory:" reads use the writer connection under the writer's mutex.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <utility>
-#include <vector>
+#include "runloom/clock.h"
+#include "runloom/store.h"
+
+#include "store/sqlite/db.h"
+#include "store/sqlite/write_queue.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "runloom/clock.h"
-#include "runloom/store.h"
-#include "store/sqlite/db.h"
-#include "store/sqlite/write_queue.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace runloom::store_internal {
 

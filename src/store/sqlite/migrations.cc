@@ -1,9 +1,10 @@
 #include "store/sqlite/migrations.h"
 
-#include <array>
+#include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+
+#include <array>
 
 namespace runloom::store_internal {
 namespace {

@@ -4,10 +4,11 @@
 // with other processes through a BEGIN IMMEDIATE transaction.
 #pragma once
 
-#include <cstdint>
+#include "store/sqlite/db.h"
 
 #include "absl/status/status.h"
-#include "store/sqlite/db.h"
+
+#include <cstdint>
 
 namespace runloom::store_internal {
 

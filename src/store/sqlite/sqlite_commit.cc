@@ -2,13 +2,14 @@
 // on the group-commit queue: it reads the run's fence (status, lease token,
 // last event seq) and writes only if the fence matches, so the checks and the
 // writes are atomic with respect to every other writer (BEGIN IMMEDIATE).
-#include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "store/sqlite/codec.h"
 #include "store/sqlite/sqlite_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <utility>
 
 namespace runloom::store_internal {
 namespace {

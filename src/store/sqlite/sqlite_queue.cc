@@ -2,14 +2,15 @@
 // acks are ops on the handle's group-commit queue, so two consumers (threads
 // or processes) can never claim the same message in the same visibility
 // window: each claim runs inside BEGIN IMMEDIATE, one at a time.
-#include <algorithm>
-#include <optional>
-#include <utility>
+#include "core/status_macros.h"
+#include "store/sqlite/handle.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
-#include "store/sqlite/handle.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace runloom::store_internal {
 namespace {

@@ -1,10 +1,11 @@
 #include "store/sqlite/sqlite_store.h"
 
-#include <utility>
-
-#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "store/sqlite/codec.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <utility>
 
 namespace runloom::store_internal {
 namespace {

@@ -6,13 +6,14 @@
 // Thread-safety: every method is thread-safe (see SqliteHandle).
 #pragma once
 
+#include "runloom/store.h"
+
+#include "store/sqlite/handle.h"
+
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "runloom/store.h"
-#include "store/sqlite/handle.h"
 
 namespace runloom::store_internal {
 

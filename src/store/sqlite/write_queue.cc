@@ -1,11 +1,12 @@
 #include "store/sqlite/write_queue.h"
 
+#include "core/status_macros.h"
+
+#include "absl/strings/str_cat.h"
+
 #include <algorithm>
 #include <thread>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
 
 namespace runloom::store_internal {
 namespace {

@@ -17,17 +17,18 @@
 // leader's thread, one at a time, while their callers wait.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <deque>
-#include <functional>
-#include <vector>
+#include "store/sqlite/db.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "store/sqlite/db.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
 
 namespace runloom::store_internal {
 

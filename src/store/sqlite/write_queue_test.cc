@@ -1,17 +1,18 @@
 #include "store/sqlite/write_queue.h"
 
-#include <unistd.h>
+#include "runloom/clock.h"
+
+#include "testing/status_matchers.h"
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 #include <atomic>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
-
-#include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
-#include "runloom/clock.h"
-#include "testing/status_matchers.h"
 
 namespace runloom::store_internal {
 namespace {

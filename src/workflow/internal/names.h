@@ -2,12 +2,13 @@
 // rules, error classes, input types, and the syntax of ids.
 #pragma once
 
+#include "runloom/workflow.h"
+
+#include "nlohmann/json.hpp"
+
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "nlohmann/json.hpp"
-#include "runloom/workflow.h"
 
 namespace runloom::workflow_internal {
 

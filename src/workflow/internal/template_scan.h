@@ -2,11 +2,11 @@
 // template resolver and the validator.
 #pragma once
 
+#include "absl/status/statusor.h"
+
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
 
 namespace runloom::workflow_internal {
 

@@ -3,12 +3,13 @@
 // StepDef::line.
 #pragma once
 
+#include "runloom/workflow.h"
+
+#include "absl/status/status.h"
+
 #include <functional>
 #include <string>
 #include <vector>
-
-#include "absl/status/status.h"
-#include "runloom/workflow.h"
 
 namespace runloom::workflow_internal {
 

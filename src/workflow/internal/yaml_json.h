@@ -6,12 +6,12 @@
 // These helpers may throw yaml-cpp exceptions; the loader catches them.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
+
+#include <string>
+#include <vector>
 
 namespace runloom::workflow_internal {
 
