@@ -125,6 +125,23 @@ absl::Status WriteQueue::Step(const char* sql) {
 
 absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
   absl::MutexLock db_lock(db_mu_);
+  // Fast path: no savepoints. A failing op almost always fails on its checks
+  // (a stale token, a moved status) before it writes anything, and then
+  // there is nothing to undo. Only when a failed op did change rows is the
+  // transaction rolled back and the group run again with a savepoint per op.
+  bool retry_with_savepoints = false;
+  absl::Status s = RunGroupOnce(group, /*savepoints=*/false, &retry_with_savepoints);
+  if (!retry_with_savepoints) return s;
+  for (Writer* g : group) {
+    g->status = absl::OkStatus();
+    g->ran = false;
+    g->produced = false;
+  }
+  return RunGroupOnce(group, /*savepoints=*/group.size() > 1, nullptr);
+}
+
+absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool savepoints,
+                                      bool* retry_with_savepoints) {
   absl::Status begin = Step(kBegin);
   if (!begin.ok()) {
     FailGroup(group, Annotate(begin, absl::StrCat("database ", db_->path(),
@@ -140,13 +157,12 @@ absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
                          ": write transaction rolled back: ", why.ToString(), "; retry")));
     return absl::OkStatus();
   };
-  // A lone op needs no savepoint: if it fails, the transaction is rolled back.
-  const bool savepoints = group.size() > 1;
   for (Writer* g : group) {
     if (savepoints) {
       absl::Status sp = Step(kSavepoint);
       if (!sp.ok()) return abort_all(sp);
     }
+    const sqlite3_int64 changes_before = sqlite3_total_changes64(db_->raw());
     WriteTxn txn{*db_};
     g->status = g->op(txn);
     g->ran = true;
@@ -167,10 +183,17 @@ absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
       absl::Status rb = Step(kRollbackTo);
       if (rb.ok()) rb = Step(kRelease);
       if (!rb.ok()) return abort_all(rb);
+    } else if (sqlite3_total_changes64(db_->raw()) == changes_before) {
+      // Failed before writing: nothing to undo; its error is its result.
+    } else if (retry_with_savepoints != nullptr && group.size() > 1) {
+      absl::Status rb = Step(kRollback);
+      if (!rb.ok()) return abort_all(rb);
+      *retry_with_savepoints = true;
+      return absl::OkStatus();
     } else {
       absl::Status rb = Step(kRollback);
       if (!rb.ok()) return abort_all(rb);
-      return absl::OkStatus();  // the op's own error is its result
+      return absl::OkStatus();  // a lone op: its own error is its result
     }
   }
   absl::Status commit = Step(kCommit);

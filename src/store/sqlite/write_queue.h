@@ -95,6 +95,11 @@ class WriteQueue {
   // Runs `group` in one transaction; sets each writer's status. Returns the
   // poison status if the commit outcome is unknown, else OK.
   absl::Status RunGroup(const std::vector<Writer*>& group);
+  // One attempt at the group, with or without a savepoint per op. Without,
+  // a failed op that changed rows rolls everything back and sets
+  // *retry_with_savepoints (when not null) instead of failing the others.
+  absl::Status RunGroupOnce(const std::vector<Writer*>& group, bool savepoints,
+                            bool* retry_with_savepoints);
   // Fails every writer of `group` whose op did not fail by itself.
   static void FailGroup(const std::vector<Writer*>& group, const absl::Status& s);
   absl::Status Step(const char* sql);
