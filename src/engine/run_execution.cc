@@ -260,6 +260,16 @@ absl::Status RunExecution::Record(const StepDef& step, const std::string& path,
   return Write(std::move(w), /*defer=*/true);
 }
 
+absl::Status RunExecution::RecordContainer(const StepDef& step, const std::string& path,
+                                           const StepResult& result, absl::Time started) {
+  Event e = result.state == StepState::kSucceeded
+                ? events::StepSucceeded(run_.id, path, step.id, 1,
+                                        absl::ToInt64Milliseconds(config_.clock->Now() - started))
+                : events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class,
+                                     false, std::nullopt);
+  return Record(step, path, result, 1, started, "", {std::move(e)});
+}
+
 absl::StatusOr<StepResult> RunExecution::RunSequence(const std::vector<StepDef>& steps,
                                                      const std::string& prefix, Scope& scope,
                                                      StopSource& stop) {
@@ -550,15 +560,7 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
   if (result.state == StepState::kSucceeded) {
     result.output = {{"iterations", iterations}, {"converged", converged}, {"last", last}};
   }
-  std::vector<Event> ev;
-  if (result.state == StepState::kSucceeded) {
-    ev.push_back(events::StepSucceeded(run_.id, path, step.id, 1,
-                                       absl::ToInt64Milliseconds(config_.clock->Now() - started)));
-  } else {
-    ev.push_back(events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class,
-                                    false, std::nullopt));
-  }
-  RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, 1, started, "", std::move(ev)));
+  RUNLOOM_RETURN_IF_ERROR(RecordContainer(step, path, result, started));
   return result;
 }
 
@@ -681,15 +683,7 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
     result.error = "every branch failed";
     result.error_class = "error";
   }
-  std::vector<Event> ev;
-  if (result.state == StepState::kSucceeded) {
-    ev.push_back(events::StepSucceeded(run_.id, path, step.id, 1,
-                                       absl::ToInt64Milliseconds(config_.clock->Now() - started)));
-  } else {
-    ev.push_back(events::StepFailed(run_.id, path, step.id, 1, result.error, result.error_class,
-                                    false, std::nullopt));
-  }
-  RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, 1, started, "", std::move(ev)));
+  RUNLOOM_RETURN_IF_ERROR(RecordContainer(step, path, result, started));
   return result;
 }
 

@@ -115,6 +115,9 @@ class RunExecution {
   // A fenced executor write. With `defer`, the write's step records and
   // events are held and committed with the next non-deferred write.
   absl::Status Write(RunWrite write, bool defer = false);
+  // Records a loop's or a parallel step's own result and its event.
+  absl::Status RecordContainer(const StepDef& step, const std::string& path,
+                               const StepResult& result, absl::Time started);
   Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error);
   Disposition StopDisposition();
   Disposition Pause();

@@ -11,26 +11,7 @@ namespace runloom::store_internal {
 std::string StatusName(RunStatus s) { return std::string(ToString(s)); }
 std::string PartyName(Party p) { return std::string(ToString(p)); }
 
-std::string StepStateName(StepState s) {
-  switch (s) {
-    case StepState::kSucceeded:
-      return "succeeded";
-    case StepState::kFailed:
-      return "failed";
-    case StepState::kSkipped:
-      return "skipped";
-  }
-  return "unknown";
-}
-
-namespace {
-std::optional<StepState> ParseStepStateName(std::string_view s) {
-  for (StepState v : {StepState::kSucceeded, StepState::kFailed, StepState::kSkipped}) {
-    if (StepStateName(v) == s) return v;
-  }
-  return std::nullopt;
-}
-}  // namespace
+std::string StepStateName(StepState s) { return std::string(ToString(s)); }
 
 absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_view what) {
   try {
@@ -94,7 +75,7 @@ absl::StatusOr<StepRecord> StepFromRow(const Statement& st) {
   s.phase = st.ColumnText(5);
   s.attempt = static_cast<int>(st.ColumnInt(6));
   std::string state = st.ColumnText(7);
-  std::optional<StepState> parsed = ParseStepStateName(state);
+  std::optional<StepState> parsed = ParseStepState(state);
   if (!parsed.has_value()) {
     return absl::DataLossError(absl::StrCat("step record ", s.run_id, "/", s.path,
                                             " has unknown state '", state, "' in the database"));
