@@ -12,6 +12,8 @@ import json
 import re
 import sys
 
+import stepio
+
 
 def fail(message):
     print(f"chunk: {message}", file=sys.stderr)
@@ -46,13 +48,9 @@ def split(text, max_chars):
 
 
 def main():
-    try:
-        raw = sys.stdin.read()
-        request = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as e:
-        return fail(f"stdin is not JSON ({e}); send a JSON object")
-    if not isinstance(request, dict):
-        return fail("stdin must be a JSON object")
+    request, err = stepio.read_request("chunk")
+    if err is not None:
+        return err
     if as_bool(request.get("fail_chunk")):
         return fail("failing on purpose because input fail_chunk=true (a test switch); "
                     "run with fail_chunk=false to chunk the document")

@@ -8,6 +8,8 @@ import hashlib
 import json
 import sys
 
+import stepio
+
 INDEX = "runloom-demo"
 
 
@@ -17,13 +19,9 @@ def fail(message):
 
 
 def main():
-    try:
-        raw = sys.stdin.read()
-        request = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as e:
-        return fail(f"stdin is not JSON ({e}); send a JSON object")
-    if not isinstance(request, dict):
-        return fail("stdin must be a JSON object")
+    request, err = stepio.read_request("index")
+    if err is not None:
+        return err
     chunks = request.get("chunks")
     if not isinstance(chunks, list) or not chunks:
         return fail("'chunks' must be a non-empty list (the chunk step's output.chunks)")

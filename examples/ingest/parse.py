@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+import stepio
+
 FORMATS = ("pdf", "docx", "html", "csv", "txt")
 EXIT_TRANSIENT = 75  # EX_TEMPFAIL
 WORDS = ("ledger", "invoice", "policy", "quarter", "review", "supplier", "audit",
@@ -48,13 +50,9 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in FORMATS:
         return fail("?", f"usage: parse.py {{{'|'.join(FORMATS)}}}", 2)
     fmt = sys.argv[1]
-    try:
-        raw = sys.stdin.read()
-        request = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as e:
-        return fail(fmt, f"stdin is not JSON ({e}); send a JSON object")
-    if not isinstance(request, dict):
-        return fail(fmt, "stdin must be a JSON object")
+    request, err = stepio.read_request(f"parse {fmt}")
+    if err is not None:
+        return err
     document_id = str(request.get("document_id") or "")
     if not document_id:
         return fail(fmt, "document_id is missing from stdin")

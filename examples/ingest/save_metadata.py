@@ -12,6 +12,8 @@ import os
 import re
 import sys
 
+import stepio
+
 CONTENT_TYPES = {
     "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -27,13 +29,9 @@ def fail(message):
 
 
 def main():
-    try:
-        raw = sys.stdin.read()
-        request = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as e:
-        return fail(f"stdin is not JSON ({e}); send a JSON object")
-    if not isinstance(request, dict):
-        return fail("stdin must be a JSON object")
+    request, err = stepio.read_request("save_metadata")
+    if err is not None:
+        return err
     document_id = str(request.get("document_id") or "")
     fmt = str(request.get("format") or "")
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", document_id):

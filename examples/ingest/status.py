@@ -13,6 +13,8 @@ stdout: {"document_id", "outcome": "completed|failed", "document_status",
 import json
 import sys
 
+import stepio
+
 REQUIRED = ("chunk", "index")
 
 
@@ -22,13 +24,9 @@ def fail(message):
 
 
 def main():
-    try:
-        raw = sys.stdin.read()
-        request = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as e:
-        return fail(f"stdin is not JSON ({e}); send a JSON object")
-    if not isinstance(request, dict):
-        return fail("stdin must be a JSON object")
+    request, err = stepio.read_request("status")
+    if err is not None:
+        return err
     steps = request.get("steps")
     if not isinstance(steps, dict) or any(s not in steps for s in REQUIRED):
         return fail(f"'steps' must be an object with at least {', '.join(REQUIRED)}")
