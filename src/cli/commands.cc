@@ -265,6 +265,20 @@ std::optional<DecisionRequest> AskForDecision(const nlohmann::json& gate) {
   }
 }
 
+// Prints the run's events after `after_seq` until `*done`, then once more.
+std::thread ProgressThread(Store* store, const std::string& run_id, int64_t after_seq,
+                           const std::atomic<bool>* done) {
+  return std::thread([store, run_id, after_seq, done] {
+    ProgressPrinter printer(store, run_id);
+    printer.SkipTo(after_seq);
+    while (!done->load()) {
+      printer.Poll();
+      RealClock()->SleepFor(absl::Milliseconds(50));
+    }
+    printer.Poll();
+  });
+}
+
 int ExitFor(const RunRecord& run) {
   if (run.status == RunStatus::kCompleted) return kExitCompleted;
   if (run.status == RunStatus::kPaused) return kExitPaused;
@@ -340,14 +354,7 @@ int RunCommand(const RunFlags& f) {
   std::atomic<bool> done{false};
   std::thread progress;
   if (!f.json) {
-    progress = std::thread([&] {
-      ProgressPrinter printer(e->store(), run.id);
-      while (!done.load()) {
-        printer.Poll();
-        RealClock()->SleepFor(absl::Milliseconds(50));
-      }
-      printer.Poll();
-    });
+    progress = ProgressThread(e->store(), run.id, 0, &done);
   }
   const bool interactive = isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
   absl::StatusOr<RunRecord> result;
@@ -366,15 +373,7 @@ int RunCommand(const RunFlags& f) {
       if (progress.joinable()) progress.join();
       decision = AskForDecision(gate);
       done = false;
-      progress = std::thread([&] {
-        ProgressPrinter printer(e->store(), run.id);
-        printer.SkipTo(result->last_event_seq);
-        while (!done.load()) {
-          printer.Poll();
-          RealClock()->SleepFor(absl::Milliseconds(50));
-        }
-        printer.Poll();
-      });
+      progress = ProgressThread(e->store(), run.id, result->last_event_seq, &done);
     }
     if (!decision) break;
     auto decided = e->Decide(run.id, *decision, reviewer);

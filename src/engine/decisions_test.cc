@@ -266,11 +266,7 @@ steps:
   const std::string id = started->run.id;
   absl::StatusOr<RunRecord> result;
   std::thread exec([&] { result = h.engine->ExecuteRun(id); });
-  for (int i = 0; i < 500; ++i) {
-    auto evs = h.engine->store()->ListEvents(id, 0, 100);
-    if (evs.ok() && !evs->empty() && evs->back().type == "step.started") break;
-    RealClock()->SleepFor(absl::Milliseconds(5));
-  }
+  AwaitLastEvent(h.engine->store(), id, "step.started");
   auto c = h.engine->Cancel(id, "ops");
   ASSERT_OK(c);
   EXPECT_EQ(c->status, RunStatus::kRunning);

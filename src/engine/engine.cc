@@ -305,7 +305,6 @@ class Engine::Impl {
     config.clock = clock();
     config.registry = options_.registry.get();
     config.working_dir = run.context.value("working_dir", "");
-    config.drain_timeout = options_.drain_timeout;
     config.entry = std::string(ToString(entry));
     {
       absl::MutexLock l(&mu_);

@@ -386,11 +386,7 @@ steps:
   std::thread exec([&] { (void)h.engine->ExecuteRun(id); });
   // Wait for the step to start, then take the lease away (as an admin reset
   // or another executor would) so the next renewal fails.
-  for (int i = 0; i < 200; ++i) {
-    auto evs = h.engine->store()->ListEvents(id, 0, 100);
-    if (evs.ok() && !evs->empty() && evs->back().type == "step.started") break;
-    RealClock()->SleepFor(absl::Milliseconds(10));
-  }
+  AwaitLastEvent(h.engine->store(), id, "step.started");
   RunWrite w;
   w.run_id = id;
   w.party = Party::kAdmin;

@@ -97,4 +97,13 @@ struct Harness {
   std::unique_ptr<Engine> engine;
 };
 
+// Waits (real time, bounded) until the run's newest event has type `type`.
+inline void AwaitLastEvent(Store* store, const std::string& run_id, const std::string& type) {
+  for (int i = 0; i < 1000; ++i) {
+    auto evs = store->ListEvents(run_id, 0, 1000);
+    if (evs.ok() && !evs->empty() && evs->back().type == type) return;
+    RealClock()->SleepFor(absl::Milliseconds(5));
+  }
+}
+
 }  // namespace runloom

@@ -53,7 +53,6 @@ struct ExecutionConfig {
   std::string working_dir;
   // Secret inputs given to StartRun in this process (never stored).
   nlohmann::json secrets = nlohmann::json::object();
-  absl::Duration drain_timeout = absl::Seconds(10);
   // How this pass over the graph began (fresh, resume, rerun, revision):
   // stamped on step.started so the events say which path ran a step.
   std::string entry = "fresh";
