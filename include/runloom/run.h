@@ -94,6 +94,10 @@ struct Lease {
   std::string token;
   int attempt = 0;
   absl::Time expires_at;
+  // True when the store removed the run's queue message in the lease's own
+  // transaction (the embedded backend, whose queue shares the database), so
+  // the consumer has nothing left to ack.
+  bool queue_message_removed = false;
 };
 
 }  // namespace runloom

@@ -225,17 +225,21 @@ class Engine::Impl {
   }
 
   // Loads the pinned workflow version; fails closed on any mismatch.
-  absl::StatusOr<std::shared_ptr<const Workflow>> LoadPinned(const RunRecord& run) {
+  // `first_execution`: the run has never been leased before.
+  absl::StatusOr<std::shared_ptr<const Workflow>> LoadPinned(const RunRecord& run,
+                                                             bool first_execution = false) {
     const std::string pinned =
         absl::StrCat(run.workflow_name, "@", run.workflow_version, "@", run.workflow_digest);
     {
-      // A definition this process verified against the catalog is trusted
-      // for runs created after it was verified (a fresh run of a hot
-      // workflow costs no catalog read); an older run (resumed after a pause
-      // or a crash) is always checked against the catalog as it is now.
+      // A definition this process verified against the catalog (its digest
+      // is the pinned one: it is part of the key) is trusted for a run's
+      // first execution and for runs created after it was verified, so a
+      // run of a hot workflow costs no catalog read. A run resumed after a
+      // pause or a crash is always checked against the catalog as it is now.
       absl::MutexLock l(&mu_);
       auto it = workflows_.find(pinned);
-      if (it != workflows_.end() && run.created_at >= it->second.verified_at) {
+      if (it != workflows_.end() &&
+          (first_execution || run.created_at >= it->second.verified_at)) {
         return it->second.workflow;
       }
     }
@@ -276,9 +280,11 @@ class Engine::Impl {
   // Takes the lease and runs the run in this thread. `on_leased` runs once
   // the lease is held (the executor acks its queue message there).
   absl::StatusOr<RunRecord> ExecuteRun(const std::string& run_id,
-                                       const std::function<void()>& on_leased,
+                                       const std::function<void(const Lease&)>& on_leased,
                                        bool want_record = true) {
     RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, store()->GetRun(run_id));
+    // No lease before this one and no event but run.created.
+    const bool never_ran = run.attempts == 0 && run.last_event_seq <= 1 && run.revision == 1;
     if (IsTerminal(run.status) || run.status == RunStatus::kPaused) {
       return absl::FailedPreconditionError(absl::StrCat(
           "run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
@@ -290,12 +296,11 @@ class Engine::Impl {
                                            {RunStartedEvent(run_id, {.lease_owner = options_.owner,
                                                                      .revision = run.revision,
                                                                      .entry = entry})}));
-    if (on_leased) on_leased();
+    if (on_leased) on_leased(lease);
     // `run` was read before the lease. What may have changed since: a cancel
     // request (the next step start is refused, so it is seen), nothing else
     // that the executor reads (decisions and reruns need a paused or
     // terminal run).
-    const bool never_ran = run.attempts == 0 && run.last_event_seq <= 1 && run.revision == 1;
     run.status = RunStatus::kRunning;
     run.attempts = lease.attempt;
     run.lease_owner = lease.owner;
@@ -311,7 +316,7 @@ class Engine::Impl {
       auto it = secrets_.find(run_id);
       if (it != secrets_.end()) config.secrets = it->second;
     }
-    auto wf = LoadPinned(run);
+    auto wf = LoadPinned(run, /*first_execution=*/never_ran);
     std::vector<StepRecord> records;
     // `never_ran`: no lease before this one and no event but run.created,
     // so no step can have been recorded.
@@ -423,15 +428,16 @@ class Engine::Impl {
         work_.pop_front();
       }
       bool acked = false;
-      auto ack = [&] {
+      auto on_leased = [&](const Lease& lease) {
         acked = true;
-        (void)transport()->Ack(m);
+        if (!lease.queue_message_removed) (void)transport()->Ack(m);
       };
-      auto r = ExecuteRun(m.run_id, ack, /*want_record=*/false);
+      auto r = ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
       if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
         // Not runnable (terminal, paused, gone) or leased elsewhere: the
         // lease and the sweeper own recovery from here.
-        ack();
+        acked = true;
+        (void)transport()->Ack(m);
       }
     }
   }

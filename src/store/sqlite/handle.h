@@ -109,6 +109,8 @@ class SqliteHandle {
   // Frames in the WAL after the last commit (set by the writer's WAL hook).
   std::atomic<int> wal_frames_{0};
   absl::Mutex checkpoint_mu_;  // one checkpoint at a time; guards checkpointer_
+  // wal_frames_ when the last checkpoint ran (0 after the WAL restarted).
+  int checkpointed_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
 
   // Used only inside write ops, which the WriteQueue runs one at a time.
   absl::BitGen gen_;
@@ -123,6 +125,8 @@ class SqliteHandle {
 // Makes sure the run has a pending (never claimed) queue message: keeps one,
 // or replaces an in-flight one by a fresh row, visible at `now`. Returns true
 // when a row was inserted.
+// Inserts a queue message for a run that has none (a new run).
+absl::Status InsertQueueMessage(Db& db, const std::string& run_id, absl::Time now);
 absl::StatusOr<bool> EnsureQueueMessage(Db& db, const std::string& run_id, absl::Time now);
 
 std::unique_ptr<Store> NewSqliteStore(std::shared_ptr<SqliteHandle> handle);

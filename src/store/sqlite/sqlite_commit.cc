@@ -40,6 +40,17 @@ constexpr char kCommitUpdate[] =
     "finished_at = CASE ?12 WHEN 1 THEN ?14 WHEN 2 THEN NULL ELSE finished_at END, "
     "last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
 
+// A write that keeps the status (an executor's step progress) leaves the
+// status and lease columns out of the SET clause, so SQLite leaves the
+// runs_status_lease index alone: the most frequent write touches one row.
+constexpr char kProgressUpdate[] =
+    "UPDATE runs SET outcome = COALESCE(?3, outcome), "
+    "error = COALESCE(?4, error), phase = COALESCE(?5, phase), "
+    "revision = COALESCE(?6, revision), entry = COALESCE(?7, entry), "
+    "context = COALESCE(?8, context), cancel_requested = COALESCE(?9, cancel_requested), "
+    "attempts = CASE WHEN ?10 THEN 0 ELSE attempts END, "
+    "last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
+
 // What finished_at does in kCommitUpdate.
 enum FinishedAt : int64_t { kKeep = 0, kSet = 1, kClear = 2 };
 
@@ -87,7 +98,11 @@ absl::Time LeaseDeadline(absl::Time now, absl::Duration ttl) {
   return FromMicros(ToMicros(now + ttl));
 }
 
-absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<StepRecord>& steps) {
+// Checks the step records of a write and serializes their outputs.
+absl::StatusOr<std::vector<std::string>> EncodeSteps(const std::string& run_id,
+                                                     const std::vector<StepRecord>& steps) {
+  std::vector<std::string> outputs;
+  outputs.reserve(steps.size());
   for (const StepRecord& s : steps) {
     if (!s.run_id.empty() && s.run_id != run_id) {
       return absl::InvalidArgumentError(absl::StrCat("step record ", s.path, " names run ",
@@ -99,6 +114,16 @@ absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<St
     }
     RUNLOOM_ASSIGN_OR_RETURN(std::string output,
                              DumpJson(s.output, absl::StrCat("output of step ", s.path)));
+    outputs.push_back(std::move(output));
+  }
+  return outputs;
+}
+
+absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<StepRecord>& steps,
+                         const std::vector<std::string>& outputs) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepRecord& s = steps[i];
+    const std::string& output = outputs[i];
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kUpsertStep));
     st.BindText(1, run_id);
     st.BindInt(2, s.revision);
@@ -173,6 +198,7 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const
                                                 absl::Duration ttl, std::vector<Event> events) {
   if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
   RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
+  RUNLOOM_RETURN_IF_ERROR(EncodeEvents(run_id, events).status());  // checks them
   Lease out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
@@ -188,18 +214,18 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const
                                              "' until ", absl::FormatTime(*f.lease_expires_at)));
     }
     const int attempt = f.attempts + 1;
-    std::vector<Event> amended = events;  // an aborted op must not leave its marks on `events`
-    for (Event& e : amended) {
-      if (e.data.is_null()) e.data = nlohmann::json::object();
-      if (!e.data.is_object()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("event ", e.type, " for run ", run_id, " has non-object data"));
-      }
-      e.data["attempt"] = attempt;
-      e.data["lease_owner"] = owner;
+    // The events carry the attempt, known only now.
+    std::vector<EncodedEvent> encoded;
+    encoded.reserve(events.size());
+    for (const Event& e : events) {
+      nlohmann::json data = e.data.is_null() ? nlohmann::json::object() : e.data;
+      data["attempt"] = attempt;
+      data["lease_owner"] = owner;
+      RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
+      encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
     }
     RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
-                             AppendEvents(txn.db, run_id, f.last_event_seq, amended, now));
+                             AppendEvents(txn.db, run_id, f.last_event_seq, encoded, now));
     const std::string token = h_->NewLeaseToken();
     const absl::Time expires = LeaseDeadline(now, ttl);
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kAcquire));
@@ -211,12 +237,12 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const
     st.BindTime(6, now);
     RUNLOOM_RETURN_IF_ERROR(st.Run());
     // The lease now stands for the run's message: a crashed holder is
-    // recovered through lease expiry (the sweeper), so the consumer's ack
-    // usually finds nothing left to delete and needs no write.
+    // recovered through lease expiry (the sweeper), so the consumer need
+    // not ack it (Lease::queue_message_removed).
     RUNLOOM_ASSIGN_OR_RETURN(Statement del, txn.db.Prepare(kDeleteMessage));
     del.BindText(1, run_id);
     RUNLOOM_RETURN_IF_ERROR(del.Run());
-    out = Lease{run_id, owner, token, attempt, expires};
+    out = Lease{run_id, owner, token, attempt, expires, /*queue_message_removed=*/true};
     return absl::OkStatus();
   }));
   return out;
@@ -256,14 +282,30 @@ absl::StatusOr<RunRecord> SqliteStore::RenewLease(const std::string& run_id,
   return out;
 }
 
+struct SqliteStore::EncodedWrite {
+  std::vector<EncodedEvent> events;
+  std::vector<std::string> step_outputs;
+  std::optional<std::string> context;
+};
+
 absl::Status SqliteStore::Commit(const RunWrite& write) {
   if (write.run_id.empty()) return absl::InvalidArgumentError("RunWrite::run_id is empty");
+  // Everything that can be checked or serialized without the database is
+  // done here, on the caller's thread, not by the single writer.
+  EncodedWrite encoded;
+  RUNLOOM_ASSIGN_OR_RETURN(encoded.events, EncodeEvents(write.run_id, write.events));
+  RUNLOOM_ASSIGN_OR_RETURN(encoded.step_outputs, EncodeSteps(write.run_id, write.steps));
+  if (write.context.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        encoded.context, DumpJson(*write.context, absl::StrCat("context of run ", write.run_id)));
+  }
   return h_->Write([&](WriteTxn& txn) -> absl::Status {
-    return CommitInTxn(txn.db, write, txn.produced_message);
+    return CommitInTxn(txn.db, write, encoded, txn.produced_message);
   });
 }
 
-absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, bool& produced) {
+absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, const EncodedWrite& encoded,
+                                      bool& produced) {
   const std::string& id = write.run_id;
   RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(db, id));
   RUNLOOM_RETURN_IF_ERROR(CheckFence(write, f));
@@ -275,19 +317,15 @@ absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, bool& produ
   int64_t finished = kKeep;
   if (moves) finished = IsTerminal(to) ? kSet : kClear;
 
-  std::optional<std::string> context;
-  if (write.context.has_value()) {
-    RUNLOOM_ASSIGN_OR_RETURN(context,
-                             DumpJson(*write.context, absl::StrCat("context of run ", id)));
-  }
+  const std::optional<std::string>& context = encoded.context;
   const absl::Time now = h_->Now();
-  RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps));
-  std::vector<Event> events = write.events;
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t last, AppendEvents(db, id, f.last_event_seq, events, now));
+  RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps, encoded.step_outputs));
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                           AppendEvents(db, id, f.last_event_seq, encoded.events, now));
   {
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kCommitUpdate));
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(moves ? kCommitUpdate : kProgressUpdate));
     st.BindText(1, id);
-    st.BindText(2, StatusName(to));
+    if (moves) st.BindText(2, StatusName(to));
     st.BindOptionalText(3, write.outcome);
     st.BindOptionalText(4, write.error);
     st.BindOptionalText(5, write.phase);
@@ -304,8 +342,10 @@ absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, bool& produ
       st.BindNull(9);
     }
     st.BindInt(10, write.reset_attempts ? 1 : 0);
-    st.BindInt(11, release ? 1 : 0);
-    st.BindInt(12, finished);
+    if (moves) {
+      st.BindInt(11, release ? 1 : 0);
+      st.BindInt(12, finished);
+    }
     st.BindInt(13, last);
     st.BindTime(14, now);
     RUNLOOM_RETURN_IF_ERROR(st.Run());
@@ -323,14 +363,14 @@ absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, bool& produ
 }
 
 absl::Status SqliteStore::Enqueue(const std::string& run_id, std::vector<Event> events) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(run_id, events));
   return h_->Write([&](WriteTxn& txn) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
     const absl::Time now = h_->Now();
     RUNLOOM_ASSIGN_OR_RETURN(txn.produced_message, EnsureQueueMessage(txn.db, run_id, now));
-    if (events.empty()) return absl::OkStatus();
-    std::vector<Event> appended = events;
+    if (encoded.empty()) return absl::OkStatus();
     RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
-                             AppendEvents(txn.db, run_id, f.last_event_seq, appended, now));
+                             AppendEvents(txn.db, run_id, f.last_event_seq, encoded, now));
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kSetLastSeq));
     st.BindText(1, run_id);
     st.BindInt(2, last);

@@ -230,11 +230,15 @@ absl::StatusOr<bool> EnsureQueueMessage(Db& db, const std::string& run_id, absl:
     st.BindInt(1, *in_flight);
     RUNLOOM_RETURN_IF_ERROR(st.Run());
   }
+  RUNLOOM_RETURN_IF_ERROR(InsertQueueMessage(db, run_id, now));
+  return true;
+}
+
+absl::Status InsertQueueMessage(Db& db, const std::string& run_id, absl::Time now) {
   RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kInsertMessage));
   st.BindText(1, run_id);
   st.BindTime(2, now);
-  RUNLOOM_RETURN_IF_ERROR(st.Run());
-  return true;
+  return st.Run();
 }
 
 std::unique_ptr<Transport> NewSqliteTransport(std::shared_ptr<SqliteHandle> handle) {

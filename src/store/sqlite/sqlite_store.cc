@@ -45,6 +45,9 @@ constexpr char kListRuns[] =
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+constexpr char kInsertTwoEvents[] =
+    "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6), (?7, ?8, ?9, ?10, ?11, ?12)";
 constexpr char kListEvents[] = "SELECT " RUNLOOM_SQLITE_EVENT_COLUMNS
                                " FROM run_events WHERE run_id = ?1 AND seq > ?2 "
                                "ORDER BY seq LIMIT ?3";
@@ -99,9 +102,11 @@ absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id) {
   return RunFromRow(st);
 }
 
-absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
-                                     std::vector<Event>& events, absl::Time now) {
-  for (Event& e : events) {
+absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
+                                                       const std::vector<Event>& events) {
+  std::vector<EncodedEvent> out;
+  out.reserve(events.size());
+  for (const Event& e : events) {
     if (e.type.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("an event for run ", run_id, " has an empty type"));
@@ -110,18 +115,50 @@ absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t 
       return absl::InvalidArgumentError(absl::StrCat("event ", e.type, " names run ", e.run_id,
                                                      " but is written to run ", run_id));
     }
-    e.run_id = run_id;
-    e.seq = ++last_seq;
-    e.at = now;
-    RUNLOOM_ASSIGN_OR_RETURN(std::string data,
-                             DumpJson(e.data, absl::StrCat("data of event ", e.type)));
+    if (!e.data.is_null() && !e.data.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("event ", e.type, " for run ", run_id, " has non-object data"));
+    }
+    EncodedEvent enc{e.type, e.schema_version, ""};
+    if (e.data.is_null()) {
+      enc.data = "{}";
+    } else {
+      RUNLOOM_ASSIGN_OR_RETURN(enc.data, DumpJson(e.data, "event data"));
+    }
+    out.push_back(std::move(enc));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
+                                     const std::vector<EncodedEvent>& events, absl::Time now) {
+  size_t i = 0;
+  // Two rows per statement where possible: most writes append two events
+  // (a step's end and the next step's start), and one statement costs less
+  // than two.
+  for (; i + 1 < events.size(); i += 2) {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kInsertTwoEvents));
+    for (int k = 0; k < 2; ++k) {
+      const EncodedEvent& e = events[i + static_cast<size_t>(k)];
+      const int base = 6 * k;
+      st.BindText(base + 1, run_id);
+      st.BindInt(base + 2, ++last_seq);
+      st.BindText(base + 3, e.type);
+      st.BindInt(base + 4, e.schema_version);
+      st.BindTime(base + 5, now);
+      st.BindText(base + 6, e.data);
+    }
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  for (; i < events.size(); ++i) {
+    const EncodedEvent& e = events[i];
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kInsertEvent));
     st.BindText(1, run_id);
-    st.BindInt(2, e.seq);
+    st.BindInt(2, ++last_seq);
     st.BindText(3, e.type);
     st.BindInt(4, e.schema_version);
     st.BindTime(5, now);
-    st.BindText(6, data);
+    st.BindText(6, e.data);
     RUNLOOM_RETURN_IF_ERROR(st.Run());
   }
   return last_seq;
@@ -217,8 +254,26 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
   RUNLOOM_ASSIGN_OR_RETURN(std::string context,
                            DumpJson(run.context.is_null() ? nlohmann::json::object() : run.context,
                                     absl::StrCat("context of run ", run.id)));
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(run.id, events));
+  // The record returned, built outside the write transaction.
+  RunRecord created;
+  created.id = run.id;
+  created.workflow_name = run.workflow_name;
+  created.workflow_version = run.workflow_version;
+  created.workflow_digest = run.workflow_digest;
+  created.status = RunStatus::kQueued;
+  created.inputs = run.inputs;
+  created.inputs_digest = run.inputs_digest;
+  created.idempotency_key = run.idempotency_key;
+  created.phase = run.phase;
+  created.max_attempts = run.max_attempts;
+  created.context = run.context.is_null() ? nlohmann::json::object() : run.context;
+  created.last_event_seq = static_cast<int64_t>(events.size());
   CreateRunResult out;
+  bool inserted = false;
+  absl::Time inserted_at;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    inserted = false;
     if (!run.idempotency_key.empty()) {
       RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRunByKey));
       st.BindText(1, run.workflow_name);
@@ -251,28 +306,20 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
       }
       RUNLOOM_RETURN_IF_ERROR(s);
     }
-    RUNLOOM_RETURN_IF_ERROR(AppendEvents(txn.db, run.id, 0, events, now).status());
-    RUNLOOM_ASSIGN_OR_RETURN(bool produced, EnsureQueueMessage(txn.db, run.id, now));
-    txn.produced_message = produced;
-    RunRecord& r = out.run;
-    r = RunRecord{};
-    r.id = run.id;
-    r.workflow_name = run.workflow_name;
-    r.workflow_version = run.workflow_version;
-    r.workflow_digest = run.workflow_digest;
-    r.status = RunStatus::kQueued;
-    r.inputs = run.inputs;
-    r.inputs_digest = run.inputs_digest;
-    r.idempotency_key = run.idempotency_key;
-    r.phase = run.phase;
-    r.max_attempts = run.max_attempts;
-    r.context = run.context.is_null() ? nlohmann::json::object() : run.context;
-    r.last_event_seq = static_cast<int64_t>(events.size());
-    r.created_at = now;
-    r.updated_at = now;
-    out.created = true;
+    RUNLOOM_RETURN_IF_ERROR(AppendEvents(txn.db, run.id, 0, encoded, now).status());
+    // A new run has no message yet: insert one without looking.
+    RUNLOOM_RETURN_IF_ERROR(InsertQueueMessage(txn.db, run.id, now));
+    txn.produced_message = true;
+    inserted = true;
+    inserted_at = now;
     return absl::OkStatus();
   }));
+  if (inserted) {
+    out.run = std::move(created);
+    out.run.created_at = inserted_at;
+    out.run.updated_at = inserted_at;
+    out.created = true;
+  }
   return out;
 }
 

@@ -49,16 +49,31 @@ class SqliteStore final : public Store {
   Clock* clock() override { return h_->clock(); }
 
  private:
-  absl::Status CommitInTxn(Db& db, const RunWrite& write, bool& produced);
+  struct EncodedWrite;  // a RunWrite with its JSON serialized (sqlite_commit.cc)
+  absl::Status CommitInTxn(Db& db, const RunWrite& write, const EncodedWrite& encoded,
+                           bool& produced);
 
   const std::shared_ptr<SqliteHandle> h_;
 };
 
-// Appends `events` to run `run_id` after `last_seq`, stamping run_id, seq and
-// `now`. Returns the new last seq. kInvalidArgument: an event without a type
-// or naming another run.
+// An event checked and serialized before its write transaction, so that the
+// single writer does no JSON work.
+struct EncodedEvent {
+  std::string type;
+  int schema_version = 0;
+  std::string data;  // JSON text
+};
+
+// Checks `events` for run `run_id` and serializes their data.
+// kInvalidArgument: an event without a type, naming another run, or with
+// data that is not a JSON object or not valid UTF-8.
+absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
+                                                       const std::vector<Event>& events);
+
+// Appends `events` to run `run_id` after `last_seq`, all at `now`. Returns
+// the new last seq.
 absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
-                                     std::vector<Event>& events, absl::Time now);
+                                     const std::vector<EncodedEvent>& events, absl::Time now);
 
 // Reads the run row, kNotFound when absent.
 absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id);
