@@ -135,6 +135,25 @@ class Store {
   // kAborted: another lease is live. kFailedPrecondition: paused or terminal.
   virtual absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
                                              absl::Duration ttl, std::vector<Event> events) = 0;
+  // AcquireLease, then, on the run's first lease only (attempt 1), `first`:
+  // a fenced executor write made with the new token (the store sets its
+  // run_id, party and lease_token). An executor starting a fresh run thus
+  // takes the lease and starts its first step in one commit instead of two.
+  // Errors are AcquireLease's (nothing written). Otherwise the lease is held
+  // and `first_write` says what became of `first`: OK (applied), Commit's
+  // refusal (e.g. kCancelled), or kFailedPrecondition when this was not the
+  // run's first lease; when not OK, nothing of `first` was written. The
+  // default runs AcquireLease and Commit one after the other; a backend
+  // overrides it with one transaction.
+  struct FirstLease {
+    Lease lease;
+    absl::Status first_write;
+  };
+  virtual absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
+                                                       const std::string& owner,
+                                                       absl::Duration ttl,
+                                                       std::vector<Event> events,
+                                                       const RunWrite& first);
   // Extends a live lease. Returns the run as it is now (the caller reads
   // cancel_requested). kAborted: the token is no longer current or expired.
   virtual absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,

@@ -291,20 +291,8 @@ class Engine::Impl {
     }
     const RunEntry entry =
         run.attempts > 0 ? RunEntry::kResume : ParseRunEntry(run.entry).value_or(RunEntry::kFresh);
-    RUNLOOM_ASSIGN_OR_RETURN(
-        Lease lease, store()->AcquireLease(run_id, options_.owner, options_.lease_ttl,
-                                           {RunStartedEvent(run_id, {.lease_owner = options_.owner,
-                                                                     .revision = run.revision,
-                                                                     .entry = entry})}));
-    if (on_leased) on_leased(lease);
-    // `run` was read before the lease. What may have changed since: a cancel
-    // request (the next step start is refused, so it is seen), nothing else
-    // that the executor reads (decisions and reruns need a paused or
-    // terminal run).
-    run.status = RunStatus::kRunning;
-    run.attempts = lease.attempt;
-    run.lease_owner = lease.owner;
-    run.lease_token = lease.token;
+    std::vector<Event> started = {RunStartedEvent(
+        run_id, {.lease_owner = options_.owner, .revision = run.revision, .entry = entry})};
     ExecutionConfig config;
     config.store = store();
     config.clock = clock();
@@ -316,44 +304,84 @@ class Engine::Impl {
       auto it = secrets_.find(run_id);
       if (it != secrets_.end()) config.secrets = it->second;
     }
+    // `run` was read before the lease. What may have changed since: a cancel
+    // request (the next step start is refused, so it is seen), nothing else
+    // that the executor reads (decisions and reruns need a paused or
+    // terminal run).
     auto wf = LoadPinned(run, /*first_execution=*/never_ran);
+    std::optional<Lease> lease;
+    if (never_ran && wf.ok()) {
+      // A first execution: no step can have been recorded, and the lease
+      // rides on the run's first write (RunExecution takes it).
+      ExecutionConfig first = config;
+      first.lease_request = ExecutionConfig::LeaseRequest{options_.owner, options_.lease_ttl,
+                                                          started, on_leased};
+      RunRecord pending = run;
+      pending.status = RunStatus::kRunning;
+      pending.attempts = 1;
+      pending.lease_owner = options_.owner;
+      auto exec = std::make_shared<RunExecution>(std::move(first), pending, Lease{}, *wf,
+                                                 std::vector<StepRecord>{});
+      Track(exec, [&] {
+        if (run.cancel_requested) exec->root().RequestStop(StopReason::kCancel);
+        return exec->Run();
+      });
+      absl::Status not_leased = exec->lease_error();
+      if (!not_leased.ok()) return not_leased;
+      if (!exec->lease_needs_records()) return Finished(*exec, run, want_record);
+      lease = exec->lease();  // leased, but not first: go on as for a resumed run
+    }
+    if (!lease.has_value()) {
+      RUNLOOM_ASSIGN_OR_RETURN(
+          lease, store()->AcquireLease(run_id, options_.owner, options_.lease_ttl, started));
+      if (on_leased) on_leased(*lease);
+    }
+    run.status = RunStatus::kRunning;
+    run.attempts = lease->attempt;
+    run.lease_owner = lease->owner;
+    run.lease_token = lease->token;
     std::vector<StepRecord> records;
-    // `never_ran`: no lease before this one and no event but run.created,
-    // so no step can have been recorded.
-    if (wf.ok() && !never_ran) {
+    if (wf.ok()) {
       RUNLOOM_ASSIGN_OR_RETURN(records, store()->ListSteps(run_id, run.revision));
     }
-    auto exec = std::make_shared<RunExecution>(std::move(config), run, lease,
+    auto exec = std::make_shared<RunExecution>(std::move(config), run, *lease,
                                                wf.ok() ? *wf : nullptr, std::move(records));
+    Track(exec, [&] {
+      if (!wf.ok()) return exec->FailBeforeStart(std::string(wf.status().message()));
+      if (lease->attempt > run.max_attempts) {
+        return exec->FailBeforeStart(absl::StrCat("attempt cap reached: lease ", lease->attempt,
+                                                  " of at most ", run.max_attempts));
+      }
+      if (run.cancel_requested) exec->root().RequestStop(StopReason::kCancel);
+      return exec->Run();
+    });
+    return Finished(*exec, run, want_record);
+  }
+
+  // Runs `body` with `exec` registered as active (the lease keeper renews
+  // it; Stop() drains it) and counts its disposition.
+  void Track(const std::shared_ptr<RunExecution>& exec,
+             const std::function<Disposition()>& body) {
     {
       absl::MutexLock l(&mu_);
-      active_[run_id] = exec;
+      active_[exec->run_id()] = exec;
       if (draining_) exec->Drain();
     }
-    if (!wf.ok()) {
-      Count(exec->FailBeforeStart(std::string(wf.status().message())));
-    } else if (lease.attempt > run.max_attempts) {
-      Count(exec->FailBeforeStart(absl::StrCat("attempt cap reached: lease ", lease.attempt,
-                                               " of at most ", run.max_attempts)));
-    } else if (run.cancel_requested) {
-      exec->root().RequestStop(StopReason::kCancel);
-      Count(exec->Run());
-    } else {
-      Count(exec->Run());
-    }
-    {
+    Count(body());
+    absl::MutexLock l(&mu_);
+    active_.erase(exec->run_id());
+  }
+
+  absl::StatusOr<RunRecord> Finished(const RunExecution& exec, RunRecord run, bool want_record) {
+    if (exec.final_status() != RunStatus::kPaused) {
       absl::MutexLock l(&mu_);
-      active_.erase(run_id);
-    }
-    if (exec->final_status() != RunStatus::kPaused) {
-      absl::MutexLock l(&mu_);
-      secrets_.erase(run_id);
+      secrets_.erase(run.id);
     }
     if (!want_record) {
-      run.status = exec->final_status();
+      run.status = exec.final_status();
       return run;  // the executor loop ignores it: skip the read
     }
-    return store()->GetRun(run_id);
+    return store()->GetRun(run.id);
   }
 
   void Count(Disposition d) {
@@ -457,13 +485,15 @@ class Engine::Impl {
   }
 
   void Renew(RunExecution& e) {
-    auto r = store()->RenewLease(e.run_id(), e.lease().token, options_.lease_ttl);
+    const Lease lease = e.lease();
+    if (lease.token.empty()) return;  // a first execution that has not leased yet
+    auto r = store()->RenewLease(e.run_id(), lease.token, options_.lease_ttl);
     if (r.ok()) {
       if (r->cancel_requested) e.root().RequestStop(StopReason::kCancel);
       return;
     }
     if (r.status().code() == absl::StatusCode::kUnavailable &&
-        clock()->Now() < e.lease().expires_at) {
+        clock()->Now() < lease.expires_at) {
       return;  // try again next beat
     }
     // A failed renewal stops the executor at once.

@@ -39,6 +39,28 @@ steps:
   EXPECT_TRUE(r.lease_token.empty());  // a terminal status releases the lease
 }
 
+TEST(Engine, AFreshRunTakesItsLeaseInTheCommitOfItsFirstStepStart) {
+  Harness h;
+  RunRecord r = h.RunYaml(R"(
+name: first-lease
+steps:
+  - id: a
+    kind: noop
+  - id: b
+    kind: noop
+)");
+  ASSERT_EQ(r.status, RunStatus::kCompleted);
+  std::vector<Event> ev = h.Events(r.id);
+  ASSERT_GE(ev.size(), 4u);
+  EXPECT_EQ(ev[1].type, "run.started");
+  EXPECT_EQ(ev[1].data["attempt"], 1);
+  EXPECT_EQ(ev[2].type, "step.started");
+  EXPECT_EQ(ev[2].data["path"], "a");
+  // One transaction stamps one time on everything it appends.
+  EXPECT_EQ(ev[1].at, ev[2].at);
+  EXPECT_EQ(r.attempts, 1);
+}
+
 TEST(Engine, TriggerRulesAndSkipPropagation) {
   Harness h;
   RunRecord r = h.RunYaml(R"(

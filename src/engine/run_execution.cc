@@ -137,6 +137,22 @@ RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
     records_.emplace(std::move(path), std::move(r));
   }
   phase_ = run_.phase;
+  lease_pending_ = config_.lease_request.has_value();
+}
+
+Lease RunExecution::lease() const {
+  absl::MutexLock l(&lease_mu_);
+  return lease_;
+}
+
+absl::Status RunExecution::lease_error() const {
+  absl::MutexLock l(&lease_mu_);
+  return lease_error_;
+}
+
+bool RunExecution::lease_needs_records() const {
+  absl::MutexLock l(&lease_mu_);
+  return lease_needs_records_;
 }
 
 absl::Status RunExecution::Write(RunWrite write, bool defer) {
@@ -162,8 +178,45 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
   }
   write.run_id = run_.id;
   write.party = Party::kExecutor;
-  write.lease_token = lease_.token;
-  absl::Status s = config_.store->Commit(write);
+  bool take_lease;
+  {
+    absl::MutexLock l(&lease_mu_);
+    take_lease = lease_pending_;
+    write.lease_token = lease_.token;
+  }
+  absl::Status s;
+  if (take_lease) {
+    // A first execution: this write takes the lease too.
+    const ExecutionConfig::LeaseRequest& req = *config_.lease_request;
+    auto first = config_.store->AcquireFirstLease(run_.id, req.owner, req.ttl, req.events, write);
+    if (!first.ok()) {
+      absl::MutexLock l(&lease_mu_);
+      lease_pending_ = false;
+      lease_error_ = first.status();
+      lease_lost_ = true;
+      root_.RequestStop(StopReason::kLeaseLost);
+      return absl::AbortedError(
+          absl::StrCat("run ", run_.id, " could not be leased: ", first.status().message()));
+    }
+    {
+      absl::MutexLock l(&lease_mu_);
+      lease_pending_ = false;
+      lease_ = first->lease;
+      lease_needs_records_ = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
+                             first->lease.attempt != 1;
+    }
+    if (req.on_leased) req.on_leased(first->lease);
+    if (lease_needs_records()) {
+      // Leased, but someone ran the run in between: stop writing; the
+      // caller goes on with this lease and the recorded steps.
+      lease_lost_ = true;
+      root_.RequestStop(StopReason::kLeaseLost);
+      return absl::AbortedError("the run was leased before: read its records first");
+    }
+    s = first->first_write;
+  } else {
+    s = config_.store->Commit(write);
+  }
   if (s.code() == absl::StatusCode::kCancelled) {
     // A cancel was requested before this step could start. Keep the records
     // that rode on this write for the cancelled status that follows.

@@ -22,6 +22,8 @@
 #include "absl/status/statusor.h"
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,6 +58,17 @@ struct ExecutionConfig {
   // How this pass over the graph began (fresh, resume, rerun, revision):
   // stamped on step.started so the events say which path ran a step.
   std::string entry = "fresh";
+  // Set for a run's first execution, created before its lease: the run's
+  // first write takes the lease in the same transaction
+  // (Store::AcquireFirstLease), so a fresh run's lease and first step start
+  // cost one commit. No step runs before that write succeeds.
+  struct LeaseRequest {
+    std::string owner;
+    absl::Duration ttl;
+    std::vector<Event> events;                      // run.started
+    std::function<void(const Lease&)> on_leased;   // may be empty
+  };
+  std::optional<LeaseRequest> lease_request;
 };
 
 // How the execution ended.
@@ -76,7 +89,16 @@ class RunExecution {
 
   Disposition Run();
 
-  const Lease& lease() const { return lease_; }
+  // The lease (token empty while a first execution has not taken it yet).
+  Lease lease() const ABSL_LOCKS_EXCLUDED(lease_mu_);
+  // For a first execution (config.lease_request): why the lease could not be
+  // taken (the run's first write was refused as a whole), else OK.
+  absl::Status lease_error() const ABSL_LOCKS_EXCLUDED(lease_mu_);
+  // For a first execution: true when the lease was taken but it was not the
+  // run's first (another executor leased it in between), so nothing was
+  // written with it and the caller must go on with lease() as for a resumed
+  // run (read the recorded steps, new RunExecution).
+  bool lease_needs_records() const ABSL_LOCKS_EXCLUDED(lease_mu_);
   const std::string& run_id() const { return run_.id; }
   StopSource& root() { return root_; }
   // The status written when Run() returned kFinished.
@@ -124,7 +146,11 @@ class RunExecution {
   // Constant after construction.
   const ExecutionConfig config_;
   const RunRecord run_;
-  const Lease lease_;
+  mutable absl::Mutex lease_mu_;
+  Lease lease_ ABSL_GUARDED_BY(lease_mu_);
+  bool lease_pending_ ABSL_GUARDED_BY(lease_mu_) = false;
+  absl::Status lease_error_ ABSL_GUARDED_BY(lease_mu_);
+  bool lease_needs_records_ ABSL_GUARDED_BY(lease_mu_) = false;
   const std::shared_ptr<const Workflow> workflow_;
   // Recorded results of this revision, by path (read-only after construction).
   std::map<std::string, StepRecord> records_;

@@ -254,6 +254,91 @@ TEST_P(StoreConformanceTest, AcquireLeaseRefusesPausedTerminalAndUnknown) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_P(StoreConformanceTest, AcquireFirstLeaseAppliesTheFirstWriteWithTheLease) {
+  std::string id = Create();
+  RunWrite first;
+  first.refuse_if_cancel_requested = true;
+  first.phase = "research";
+  first.events = {Ev("step.started", {{"path", "a"}})};
+  absl::StatusOr<Store::FirstLease> fl =
+      store_->AcquireFirstLease(id, "worker-a", absl::Seconds(30), {Ev("run.started")}, first);
+  ASSERT_OK(fl);
+  EXPECT_OK(fl->first_write);
+  EXPECT_EQ(fl->lease.attempt, 1);
+  EXPECT_EQ(fl->lease.owner, "worker-a");
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->status, RunStatus::kRunning);
+  EXPECT_EQ(r->lease_token, fl->lease.token);
+  EXPECT_EQ(r->phase, "research");
+  EXPECT_EQ(r->last_event_seq, 3);
+  absl::StatusOr<std::vector<Event>> ev = store_->ListEvents(id, 1, 10);
+  ASSERT_OK(ev);
+  ASSERT_THAT(*ev, SizeIs(2));
+  EXPECT_EQ((*ev)[0].type, "run.started");
+  EXPECT_EQ((*ev)[0].data["attempt"], 1);
+  EXPECT_EQ((*ev)[1].type, "step.started");
+  EXPECT_EQ((*ev)[1].data["path"], "a");
+  // The lease is an ordinary lease: the holder writes on with its token.
+  RunWrite done = ExecutorWrite(fl->lease);
+  done.new_status = RunStatus::kCompleted;
+  ASSERT_OK(store_->Commit(done));
+  EXPECT_EQ(StatusOf(id), RunStatus::kCompleted);
+}
+
+TEST_P(StoreConformanceTest, AcquireFirstLeaseOnALaterLeaseWritesOnlyTheLease) {
+  std::string id = Create();
+  Lease expired = Acquire(id);
+  clock_.Advance(absl::Seconds(30));
+  RunWrite first;
+  first.events = {Ev("step.started")};
+  absl::StatusOr<Store::FirstLease> fl =
+      store_->AcquireFirstLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}, first);
+  ASSERT_OK(fl);
+  EXPECT_EQ(fl->lease.attempt, 2);
+  EXPECT_NE(fl->lease.token, expired.token);
+  EXPECT_THAT(fl->first_write, StatusIs(absl::StatusCode::kFailedPrecondition));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->lease_token, fl->lease.token);
+  EXPECT_EQ(r->last_event_seq, 3);  // created, started, started: no step.started
+}
+
+TEST_P(StoreConformanceTest, AcquireFirstLeaseRefusedFirstWriteKeepsTheLease) {
+  std::string id = Create();
+  RunWrite cancel;
+  cancel.run_id = id;
+  cancel.party = Party::kCancel;
+  cancel.cancel_requested = true;
+  ASSERT_OK(store_->Commit(cancel));
+  RunWrite first;
+  first.refuse_if_cancel_requested = true;
+  first.events = {Ev("step.started")};
+  absl::StatusOr<Store::FirstLease> fl =
+      store_->AcquireFirstLease(id, "worker-a", absl::Seconds(30), {Ev("run.started")}, first);
+  ASSERT_OK(fl);
+  EXPECT_THAT(fl->first_write, StatusIs(absl::StatusCode::kCancelled));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->status, RunStatus::kRunning);
+  EXPECT_EQ(r->lease_token, fl->lease.token);
+  EXPECT_EQ(r->last_event_seq, 2);  // run.created, run.started
+}
+
+TEST_P(StoreConformanceTest, AcquireFirstLeaseOnALiveLeaseWritesNothing) {
+  std::string id = Create();
+  Lease held = Acquire(id);
+  RunWrite first;
+  first.events = {Ev("step.started")};
+  EXPECT_THAT(
+      store_->AcquireFirstLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}, first),
+      StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<RunRecord> r = store_->GetRun(id);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->lease_token, held.token);
+  EXPECT_EQ(r->last_event_seq, 2);
+}
+
 TEST_P(StoreConformanceTest, RenewLease) {
   std::string id = Create();
   Lease l = Acquire(id, absl::Seconds(10));

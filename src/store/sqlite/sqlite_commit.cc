@@ -192,57 +192,182 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
   return absl::OkStatus();
 }
 
+// A RunWrite's JSON, serialized on the caller's thread.
+struct EncodedWrite {
+  std::vector<EncodedEvent> events;
+  std::vector<std::string> step_outputs;
+  std::optional<std::string> context;
+};
+
+absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write) {
+  EncodedWrite out;
+  RUNLOOM_ASSIGN_OR_RETURN(out.events, EncodeEvents(write.run_id, write.events));
+  RUNLOOM_ASSIGN_OR_RETURN(out.step_outputs, EncodeSteps(write.run_id, write.steps));
+  if (write.context.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        out.context, DumpJson(*write.context, absl::StrCat("context of run ", write.run_id)));
+  }
+  return out;
+}
+
+// Applies `write` to a run whose fence is `f` (read in this transaction).
+absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
+                          const EncodedWrite& encoded, const Fence& f, bool& produced) {
+  const std::string& id = write.run_id;
+  RUNLOOM_RETURN_IF_ERROR(CheckFence(write, f));
+
+  const RunStatus to = write.new_status.value_or(f.status);
+  const bool moves = write.new_status.has_value();
+  const bool release =
+      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
+  int64_t finished = kKeep;
+  if (moves) finished = IsTerminal(to) ? kSet : kClear;
+
+  RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps, encoded.step_outputs));
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                           AppendEvents(db, id, f.last_event_seq, encoded.events, now));
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(moves ? kCommitUpdate : kProgressUpdate));
+    st.BindText(1, id);
+    if (moves) st.BindText(2, StatusName(to));
+    st.BindOptionalText(3, write.outcome);
+    st.BindOptionalText(4, write.error);
+    st.BindOptionalText(5, write.phase);
+    if (write.revision.has_value()) {
+      st.BindInt(6, *write.revision);
+    } else {
+      st.BindNull(6);
+    }
+    st.BindOptionalText(7, write.entry);
+    st.BindOptionalText(8, encoded.context);
+    if (write.cancel_requested.has_value()) {
+      st.BindInt(9, *write.cancel_requested ? 1 : 0);
+    } else {
+      st.BindNull(9);
+    }
+    st.BindInt(10, write.reset_attempts ? 1 : 0);
+    if (moves) {
+      st.BindInt(11, release ? 1 : 0);
+      st.BindInt(12, finished);
+    }
+    st.BindInt(13, last);
+    st.BindTime(14, now);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  if (moves && to == RunStatus::kQueued) {
+    RUNLOOM_ASSIGN_OR_RETURN(produced, EnsureQueueMessage(db, id, now));
+  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
+    // A run that cannot be leased needs no message; an in-flight one's ack
+    // becomes a no-op.
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kDeleteMessage));
+    st.BindText(1, id);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
+                            absl::Duration ttl, const std::vector<Event>& events) {
+  if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
+  RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
+  return EncodeEvents(run_id, events).status();  // checks them
+}
+
+// Takes the lease inside the current transaction. `*f` is the run's fence
+// afterwards.
+absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run_id,
+                                 const std::string& owner, absl::Duration ttl,
+                                 const std::vector<Event>& events, absl::Time now, Fence* f) {
+  RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
+  if (FindTransition(f->status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " is ", StatusName(f->status),
+                     "; only a queued run or a running run whose lease expired can be leased"));
+  }
+  if (f->status == RunStatus::kRunning && f->lease_expires_at.has_value() &&
+      *f->lease_expires_at > now) {
+    return absl::AbortedError(absl::StrCat("run ", run_id, " is leased by '", f->lease_owner,
+                                           "' until ", absl::FormatTime(*f->lease_expires_at)));
+  }
+  const int attempt = f->attempts + 1;
+  // The events carry the attempt, known only now.
+  std::vector<EncodedEvent> encoded;
+  encoded.reserve(events.size());
+  for (const Event& e : events) {
+    nlohmann::json data = e.data.is_null() ? nlohmann::json::object() : e.data;
+    data["attempt"] = attempt;
+    data["lease_owner"] = owner;
+    RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
+    encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last, AppendEvents(db, run_id, f->last_event_seq, encoded, now));
+  const std::string token = h.NewLeaseToken();
+  const absl::Time expires = LeaseDeadline(now, ttl);
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kAcquire));
+  st.BindText(1, run_id);
+  st.BindText(2, owner);
+  st.BindText(3, token);
+  st.BindTime(4, expires);
+  st.BindInt(5, last);
+  st.BindTime(6, now);
+  RUNLOOM_RETURN_IF_ERROR(st.Run());
+  // The lease now stands for the run's message: a crashed holder is
+  // recovered through lease expiry (the sweeper), so the consumer need
+  // not ack it (Lease::queue_message_removed).
+  RUNLOOM_ASSIGN_OR_RETURN(Statement del, db.Prepare(kDeleteMessage));
+  del.BindText(1, run_id);
+  RUNLOOM_RETURN_IF_ERROR(del.Run());
+  f->status = RunStatus::kRunning;
+  f->lease_token = token;
+  f->lease_owner = owner;
+  f->lease_expires_at = expires;
+  f->attempts = attempt;
+  f->last_event_seq = last;
+  return Lease{run_id, owner, token, attempt, expires, /*queue_message_removed=*/true};
+}
+
 }  // namespace
 
 absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const std::string& owner,
                                                 absl::Duration ttl, std::vector<Event> events) {
-  if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
-  RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
-  RUNLOOM_RETURN_IF_ERROR(EncodeEvents(run_id, events).status());  // checks them
+  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
   Lease out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
-    RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
-    if (FindTransition(f.status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("run ", run_id, " is ", StatusName(f.status),
-                       "; only a queued run or a running run whose lease expired can be leased"));
-    }
+    Fence f;
+    RUNLOOM_ASSIGN_OR_RETURN(out, LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, h_->Now(), &f));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<Store::FirstLease> SqliteStore::AcquireFirstLease(const std::string& run_id,
+                                                                 const std::string& owner,
+                                                                 absl::Duration ttl,
+                                                                 std::vector<Event> events,
+                                                                 const RunWrite& first) {
+  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
+  RunWrite w = first;
+  w.run_id = run_id;
+  w.party = Party::kExecutor;
+  RUNLOOM_ASSIGN_OR_RETURN(EncodedWrite encoded, EncodeWrite(w));
+  FirstLease out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     const absl::Time now = h_->Now();
-    if (f.status == RunStatus::kRunning && f.lease_expires_at.has_value() &&
-        *f.lease_expires_at > now) {
-      return absl::AbortedError(absl::StrCat("run ", run_id, " is leased by '", f.lease_owner,
-                                             "' until ", absl::FormatTime(*f.lease_expires_at)));
+    Fence f;
+    RUNLOOM_ASSIGN_OR_RETURN(out.lease, LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, now, &f));
+    if (out.lease.attempt != 1) {
+      out.first_write = absl::FailedPreconditionError(
+          "not the run's first lease: its recorded steps must be read first");
+      return absl::OkStatus();
     }
-    const int attempt = f.attempts + 1;
-    // The events carry the attempt, known only now.
-    std::vector<EncodedEvent> encoded;
-    encoded.reserve(events.size());
-    for (const Event& e : events) {
-      nlohmann::json data = e.data.is_null() ? nlohmann::json::object() : e.data;
-      data["attempt"] = attempt;
-      data["lease_owner"] = owner;
-      RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
-      encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
+    w.lease_token = out.lease.token;
+    const sqlite3_int64 changes_before = sqlite3_total_changes64(txn.db.raw());
+    out.first_write = CommitFenced(txn.db, now, w, encoded, f, txn.produced_message);
+    // A write refused on its checks changed nothing: the lease stands alone.
+    // One that failed after changing rows fails the whole transaction.
+    if (!out.first_write.ok() && sqlite3_total_changes64(txn.db.raw()) != changes_before) {
+      return out.first_write;
     }
-    RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
-                             AppendEvents(txn.db, run_id, f.last_event_seq, encoded, now));
-    const std::string token = h_->NewLeaseToken();
-    const absl::Time expires = LeaseDeadline(now, ttl);
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kAcquire));
-    st.BindText(1, run_id);
-    st.BindText(2, owner);
-    st.BindText(3, token);
-    st.BindTime(4, expires);
-    st.BindInt(5, last);
-    st.BindTime(6, now);
-    RUNLOOM_RETURN_IF_ERROR(st.Run());
-    // The lease now stands for the run's message: a crashed holder is
-    // recovered through lease expiry (the sweeper), so the consumer need
-    // not ack it (Lease::queue_message_removed).
-    RUNLOOM_ASSIGN_OR_RETURN(Statement del, txn.db.Prepare(kDeleteMessage));
-    del.BindText(1, run_id);
-    RUNLOOM_RETURN_IF_ERROR(del.Run());
-    out = Lease{run_id, owner, token, attempt, expires, /*queue_message_removed=*/true};
     return absl::OkStatus();
   }));
   return out;
@@ -282,84 +407,15 @@ absl::StatusOr<RunRecord> SqliteStore::RenewLease(const std::string& run_id,
   return out;
 }
 
-struct SqliteStore::EncodedWrite {
-  std::vector<EncodedEvent> events;
-  std::vector<std::string> step_outputs;
-  std::optional<std::string> context;
-};
-
 absl::Status SqliteStore::Commit(const RunWrite& write) {
   if (write.run_id.empty()) return absl::InvalidArgumentError("RunWrite::run_id is empty");
   // Everything that can be checked or serialized without the database is
   // done here, on the caller's thread, not by the single writer.
-  EncodedWrite encoded;
-  RUNLOOM_ASSIGN_OR_RETURN(encoded.events, EncodeEvents(write.run_id, write.events));
-  RUNLOOM_ASSIGN_OR_RETURN(encoded.step_outputs, EncodeSteps(write.run_id, write.steps));
-  if (write.context.has_value()) {
-    RUNLOOM_ASSIGN_OR_RETURN(
-        encoded.context, DumpJson(*write.context, absl::StrCat("context of run ", write.run_id)));
-  }
+  RUNLOOM_ASSIGN_OR_RETURN(EncodedWrite encoded, EncodeWrite(write));
   return h_->Write([&](WriteTxn& txn) -> absl::Status {
-    return CommitInTxn(txn.db, write, encoded, txn.produced_message);
+    RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, write.run_id));
+    return CommitFenced(txn.db, h_->Now(), write, encoded, f, txn.produced_message);
   });
-}
-
-absl::Status SqliteStore::CommitInTxn(Db& db, const RunWrite& write, const EncodedWrite& encoded,
-                                      bool& produced) {
-  const std::string& id = write.run_id;
-  RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(db, id));
-  RUNLOOM_RETURN_IF_ERROR(CheckFence(write, f));
-
-  const RunStatus to = write.new_status.value_or(f.status);
-  const bool moves = write.new_status.has_value();
-  const bool release =
-      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
-  int64_t finished = kKeep;
-  if (moves) finished = IsTerminal(to) ? kSet : kClear;
-
-  const std::optional<std::string>& context = encoded.context;
-  const absl::Time now = h_->Now();
-  RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps, encoded.step_outputs));
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
-                           AppendEvents(db, id, f.last_event_seq, encoded.events, now));
-  {
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(moves ? kCommitUpdate : kProgressUpdate));
-    st.BindText(1, id);
-    if (moves) st.BindText(2, StatusName(to));
-    st.BindOptionalText(3, write.outcome);
-    st.BindOptionalText(4, write.error);
-    st.BindOptionalText(5, write.phase);
-    if (write.revision.has_value()) {
-      st.BindInt(6, *write.revision);
-    } else {
-      st.BindNull(6);
-    }
-    st.BindOptionalText(7, write.entry);
-    st.BindOptionalText(8, context);
-    if (write.cancel_requested.has_value()) {
-      st.BindInt(9, *write.cancel_requested ? 1 : 0);
-    } else {
-      st.BindNull(9);
-    }
-    st.BindInt(10, write.reset_attempts ? 1 : 0);
-    if (moves) {
-      st.BindInt(11, release ? 1 : 0);
-      st.BindInt(12, finished);
-    }
-    st.BindInt(13, last);
-    st.BindTime(14, now);
-    RUNLOOM_RETURN_IF_ERROR(st.Run());
-  }
-  if (moves && to == RunStatus::kQueued) {
-    RUNLOOM_ASSIGN_OR_RETURN(produced, EnsureQueueMessage(db, id, now));
-  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
-    // A run that cannot be leased needs no message; an in-flight one's ack
-    // becomes a no-op.
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kDeleteMessage));
-    st.BindText(1, id);
-    RUNLOOM_RETURN_IF_ERROR(st.Run());
-  }
-  return absl::OkStatus();
 }
 
 absl::Status SqliteStore::Enqueue(const std::string& run_id, std::vector<Event> events) {

@@ -33,6 +33,11 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
                                      absl::Duration ttl, std::vector<Event> events) override;
+  // One transaction: the lease, then `first`.
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
+                                               const std::string& owner, absl::Duration ttl,
+                                               std::vector<Event> events,
+                                               const RunWrite& first) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override;
   absl::Status Commit(const RunWrite& write) override;
@@ -49,10 +54,6 @@ class SqliteStore final : public Store {
   Clock* clock() override { return h_->clock(); }
 
  private:
-  struct EncodedWrite;  // a RunWrite with its JSON serialized (sqlite_commit.cc)
-  absl::Status CommitInTxn(Db& db, const RunWrite& write, const EncodedWrite& encoded,
-                           bool& produced);
-
   const std::shared_ptr<SqliteHandle> h_;
 };
 
