@@ -372,14 +372,14 @@ class Engine::Impl {
     active_.erase(exec->run_id());
   }
 
-  absl::StatusOr<RunRecord> Finished(const RunExecution& exec, RunRecord run, bool want_record) {
+  absl::StatusOr<RunRecord> Finished(const RunExecution& exec, RunRecord& run, bool want_record) {
     if (exec.final_status() != RunStatus::kPaused) {
       absl::MutexLock l(&mu_);
       secrets_.erase(run.id);
     }
     if (!want_record) {
       run.status = exec.final_status();
-      return run;  // the executor loop ignores it: skip the read
+      return std::move(run);  // the executor loop ignores it: skip the read
     }
     return store()->GetRun(run.id);
   }

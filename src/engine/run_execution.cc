@@ -170,11 +170,12 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
   }
   RunWrite pending = std::move(pending_);
   pending_ = RunWrite{};
-  if (!pending.steps.empty() || !pending.events.empty()) {
+  const bool merged = !pending.steps.empty() || !pending.events.empty();
+  if (merged) {
     for (StepRecord& r : write.steps) pending.steps.push_back(std::move(r));
     for (Event& e : write.events) pending.events.push_back(std::move(e));
-    write.steps = pending.steps;
-    write.events = pending.events;
+    write.steps = std::move(pending.steps);
+    write.events = std::move(pending.events);
   }
   write.run_id = run_.id;
   write.party = Party::kExecutor;
@@ -220,12 +221,12 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
   if (s.code() == absl::StatusCode::kCancelled) {
     // A cancel was requested before this step could start. Keep the records
     // that rode on this write for the cancelled status that follows.
-    pending_.steps = std::move(pending.steps);
-    std::vector<Event> keep;
-    for (Event& e : pending.events) {
-      if (e.type != "step.started") keep.push_back(std::move(e));
+    if (merged) {
+      pending_.steps = std::move(write.steps);
+      for (Event& e : write.events) {
+        if (e.type != "step.started") pending_.events.push_back(std::move(e));
+      }
     }
-    pending_.events = std::move(keep);
     root_.RequestStop(StopReason::kCancel);
     return absl::CancelledError("cancel requested");
   }

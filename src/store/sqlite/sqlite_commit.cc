@@ -270,7 +270,13 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
                             absl::Duration ttl, const std::vector<Event>& events) {
   if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
   RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
-  return EncodeEvents(run_id, events).status();  // checks them
+  for (const Event& e : events) {
+    if (e.type.empty() || (!e.run_id.empty() && e.run_id != run_id) ||
+        (!e.data.is_null() && !e.data.is_object())) {
+      return EncodeEvents(run_id, {e}).status();  // says what is wrong
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Takes the lease inside the current transaction. `*f` is the run's fence
