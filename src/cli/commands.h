@@ -68,8 +68,11 @@ int WorkflowsCommand(const CommonFlags& common, bool json);
 
 struct BenchFlags {
   int runs = 50000;
-  int executors = 16;
-  int producers = 2;
+  // A service's shape: many executor threads (steps mostly wait on models and
+  // tools) and several clients creating runs at once. More writers in flight
+  // make bigger group commits.
+  int executors = 64;
+  int producers = 8;
   std::string sync = "normal";
   std::string db;  // "" = a fresh temp file
   bool json = false;

@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace runloom {
@@ -441,6 +443,11 @@ class Engine::Impl {
   }
 
   void ExecutorLoop() {
+    if (options_.batch_scheduling) {
+      // Best effort: a system that refuses it only loses some throughput.
+      sched_param param{};
+      (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+    }
     while (true) {
       QueueMessage m;
       {

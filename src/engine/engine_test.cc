@@ -502,6 +502,26 @@ TEST(Engine, PoolExecutesManyRunsExactlyOnceEach) {
   EXPECT_EQ(h.kind->count.load(), 50);
 }
 
+TEST(Engine, ExecutorThreadsRunUnderBatchSchedulingUnlessTurnedOff) {
+  for (bool batch : {true, false}) {
+    EngineOptions opts;
+    opts.executors = 1;
+    opts.idle_poll = absl::Milliseconds(5);
+    opts.batch_scheduling = batch;
+    Harness h(opts);
+    auto wf = LoadWorkflowYaml("name: policy\nsteps:\n  - {id: a, kind: count}\n", "p.yaml");
+    ASSERT_OK(wf);
+    auto r = h.engine->StartRun({.workflow = *wf});
+    ASSERT_OK(r);
+    h.engine->Start();
+    auto done = h.engine->AwaitRun(r->run.id, RealClock()->Now() + absl::Seconds(30));
+    h.engine->Stop();
+    ASSERT_OK(done);
+    EXPECT_EQ(h.Steps(r->run.id)["a"].output["sched_policy"], batch ? SCHED_BATCH : SCHED_OTHER)
+        << "batch_scheduling=" << batch;
+  }
+}
+
 TEST(Engine, StopReleasesHeldRunsToTheQueue) {
   EngineOptions opts;
   opts.executors = 1;

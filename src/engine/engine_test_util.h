@@ -13,6 +13,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <sched.h>
 #include <string>
 #include <unistd.h>
 
@@ -41,7 +42,9 @@ class CountingKind final : public StepKind {
       }
     }
     StepOutput out;
-    out.output = {{"n", n}, {"echo", config.value("echo", nlohmann::json(nullptr))}};
+    out.output = {{"n", n},
+                  {"echo", config.value("echo", nlohmann::json(nullptr))},
+                  {"sched_policy", sched_getscheduler(0)}};  // the executing thread's
     return out;
   }
   std::atomic<int> count{0};

@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <dirent.h>
 #include <fstream>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string>
@@ -83,6 +85,24 @@ TEST_F(ExecStepTest, StringCommandRunsThroughShellWithEmptyObjectInputByDefault)
   absl::StatusOr<StepOutput> out = Run({{"command", "read line; echo \"{\\\"in\\\": $line}\""}});
   ASSERT_OK(out);
   EXPECT_EQ(out->output, json({{"in", json::object()}}));
+}
+
+TEST_F(ExecStepTest, ChildRunsUnderTheNormalPolicyFromABatchThread) {
+  // Executor threads may run under SCHED_BATCH (EngineOptions); the step's
+  // process must not inherit it.
+  absl::StatusOr<StepOutput> out;
+  int thread_policy = -1;
+  std::thread t([&] {
+    sched_param param{};
+    ASSERT_EQ(pthread_setschedparam(pthread_self(), SCHED_BATCH, &param), 0);
+    thread_policy = sched_getscheduler(0);
+    out = Run({{"command",
+                {"python3", "-c", "import os; print('{\"policy\": %d}' % os.sched_getscheduler(0))"}}});
+  });
+  t.join();
+  EXPECT_EQ(thread_policy, SCHED_BATCH);
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output, json({{"policy", SCHED_OTHER}}));
 }
 
 TEST_F(ExecStepTest, EmptyStdoutIsEmptyObject) {

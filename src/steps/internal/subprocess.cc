@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -363,9 +364,14 @@ absl::StatusOr<pid_t> Spawn(const SubprocessSpec& spec, const Fd& in, const Fd& 
   if (!spec.cwd.empty()) {
     posix_spawn_file_actions_addchdir_np(&s.actions, spec.cwd.c_str());
   }
-  posix_spawnattr_setflags(&s.attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&s.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSCHEDULER);
   posix_spawnattr_setpgroup(&s.attr, 0);
+  // The normal policy, whatever the spawning executor thread runs under
+  // (EngineOptions::batch_scheduling).
+  posix_spawnattr_setschedpolicy(&s.attr, SCHED_OTHER);
+  sched_param normal{};
+  posix_spawnattr_setschedparam(&s.attr, &normal);
   sigset_t empty;
   sigemptyset(&empty);
   posix_spawnattr_setsigmask(&s.attr, &empty);
