@@ -17,10 +17,11 @@ namespace {
 constexpr char kFence[] =
     "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
     "cancel_requested FROM runs WHERE id = ?1";
+// ?7: the phase a first step start moves to (NULL keeps it).
 constexpr char kAcquire[] =
     "UPDATE runs SET status = 'running', lease_owner = ?2, lease_token = ?3, "
     "lease_expires_at = ?4, attempts = attempts + 1, last_event_seq = ?5, updated_at = ?6, "
-    "finished_at = NULL WHERE id = ?1";
+    "finished_at = NULL, phase = COALESCE(?7, phase) WHERE id = ?1";
 constexpr char kRenew[] = "UPDATE runs SET lease_expires_at = ?2 WHERE id = ?1";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = ?2 WHERE id = ?1";
 constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";  // by run
@@ -279,11 +280,30 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
   return absl::OkStatus();
 }
 
+// True when `w` only appends events and maybe moves the phase (a step
+// start): the lease's own statements can carry it.
+bool RidesOnLease(const RunWrite& w) {
+  return !w.new_status.has_value() && w.steps.empty() && !w.outcome.has_value() &&
+         !w.error.has_value() && !w.revision.has_value() && !w.entry.has_value() &&
+         !w.context.has_value() && !w.cancel_requested.has_value() && !w.reset_attempts &&
+         !w.expected_last_event_seq.has_value();
+}
+
+// A first write offered to LeaseInTxn, and what became of it.
+struct Rider {
+  RunWrite* write = nullptr;  // its lease_token is set to the new token
+  const EncodedWrite* encoded = nullptr;
+  bool folded = false;  // out: written with the lease's statements (or refused: status)
+  absl::Status status;  // out, when folded: OK, or the refusal (nothing of it written)
+};
+
 // Takes the lease inside the current transaction. `*f` is the run's fence
-// afterwards.
+// afterwards. With a rider that RidesOnLease on the run's first lease, its
+// events and phase go into the lease's INSERT and UPDATE.
 absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run_id,
                                  const std::string& owner, absl::Duration ttl,
-                                 const std::vector<Event>& events, absl::Time now, Fence* f) {
+                                 const std::vector<Event>& events, absl::Time now, Fence* f,
+                                 Rider* rider = nullptr) {
   RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
   if (FindTransition(f->status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
     return absl::FailedPreconditionError(
@@ -306,9 +326,25 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
     RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
     encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
   }
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t last, AppendEvents(db, run_id, f->last_event_seq, encoded, now));
   const std::string token = h.NewLeaseToken();
   const absl::Time expires = LeaseDeadline(now, ttl);
+  const std::optional<std::string>* phase = nullptr;
+  if (rider != nullptr && attempt == 1 && RidesOnLease(*rider->write)) {
+    // The rider's checks against the run as the lease leaves it.
+    Fence after = *f;
+    after.status = RunStatus::kRunning;
+    after.lease_token = token;
+    after.lease_owner = owner;
+    after.attempts = attempt;
+    rider->write->lease_token = token;
+    rider->folded = true;
+    rider->status = CheckFence(*rider->write, after);
+    if (rider->status.ok()) {
+      for (const EncodedEvent& e : rider->encoded->events) encoded.push_back(e);
+      phase = &rider->write->phase;
+    }
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last, AppendEvents(db, run_id, f->last_event_seq, encoded, now));
   RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kAcquire));
   st.BindText(1, run_id);
   st.BindText(2, owner);
@@ -316,6 +352,11 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
   st.BindTime(4, expires);
   st.BindInt(5, last);
   st.BindTime(6, now);
+  if (phase != nullptr) {
+    st.BindOptionalText(7, *phase);
+  } else {
+    st.BindNull(7);
+  }
   RUNLOOM_RETURN_IF_ERROR(st.Run());
   // The lease now stands for the run's message: a crashed holder is
   // recovered through lease expiry (the sweeper), so the consumer need
@@ -360,7 +401,13 @@ absl::StatusOr<Store::FirstLease> SqliteStore::AcquireFirstLease(const std::stri
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     const absl::Time now = h_->Now();
     Fence f;
-    RUNLOOM_ASSIGN_OR_RETURN(out.lease, LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, now, &f));
+    Rider rider{&w, &encoded};
+    RUNLOOM_ASSIGN_OR_RETURN(out.lease,
+                             LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, now, &f, &rider));
+    if (rider.folded) {
+      out.first_write = rider.status;
+      return absl::OkStatus();
+    }
     if (out.lease.attempt != 1) {
       out.first_write = absl::FailedPreconditionError(
           "not the run's first lease: its recorded steps must be read first");
