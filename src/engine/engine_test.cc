@@ -4,6 +4,7 @@
 
 #include "engine/engine_test_util.h"
 #include "engine/run_execution.h"
+#include "testing/forwarding_store.h"
 #include "testing/status_matchers.h"
 
 #include "gtest/gtest.h"
@@ -331,6 +332,64 @@ steps:
     if (e.type == "run.started" && e.data["entry"] == "resume") saw_resume = true;
   }
   EXPECT_TRUE(saw_resume);
+}
+
+// A first execution sets up before its lease. If another executor leased
+// the run in between (and recorded a step before its lease expired), the
+// lease rider writes only the lease and the execution goes on as a resume.
+class LeasedInBetween final : public testing::ForwardingStore {
+ public:
+  LeasedInBetween(std::unique_ptr<Store> inner, SimulatedClock* clock)
+      : ForwardingStore(std::move(inner)), clock_(clock) {}
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
+                                               const std::string& owner, absl::Duration ttl,
+                                               std::vector<Event> events,
+                                               const RunWrite& first) override {
+    if (!raced_.exchange(true)) {
+      auto other = inner().AcquireLease(run_id, "other-executor", absl::Seconds(1), {});
+      EXPECT_OK(other);
+      RunWrite w;
+      w.run_id = run_id;
+      w.party = Party::kExecutor;
+      w.lease_token = other.ok() ? other->token : "";
+      StepRecord a;
+      a.path = a.step_id = "a";
+      a.kind = "count";
+      a.output = {{"n", 0}, {"by", "other-executor"}};
+      a.started_at = a.finished_at = clock_->Now();
+      w.steps = {a};
+      EXPECT_OK(inner().Commit(w));
+      clock_->Advance(absl::Seconds(2));  // the other executor's lease expires
+    }
+    return inner().AcquireFirstLease(run_id, owner, ttl, std::move(events), first);
+  }
+
+ private:
+  SimulatedClock* const clock_;
+  std::atomic<bool> raced_{false};
+};
+
+TEST(Engine, FirstExecutionLeasedInBetweenGoesOnAsAResume) {
+  SimulatedClock clock;
+  EngineOptions opts;
+  opts.enable_sweeper = false;
+  Harness h(opts, &clock, [&](std::unique_ptr<Store> inner) {
+    return std::make_unique<LeasedInBetween>(std::move(inner), &clock);
+  });
+  RunRecord r = h.RunYaml(R"(
+name: raced
+steps:
+  - {id: a, kind: count}
+  - {id: b, kind: count}
+)");
+  EXPECT_EQ(r.status, RunStatus::kCompleted);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(h.kind->count.load(), 1);  // only b: a was recorded by the other executor
+  auto steps = h.Steps(r.id);
+  EXPECT_EQ(steps["a"].output["by"], "other-executor");
+  for (const Event& e : h.Events(r.id)) {
+    EXPECT_FALSE(e.type == "step.started" && e.data.value("path", "") == "a") << e.data.dump();
+  }
 }
 
 // Acceptance (issue 2, point 3): a stale executor — its lease expired and

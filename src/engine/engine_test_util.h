@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sched.h>
 #include <string>
@@ -53,7 +54,11 @@ class CountingKind final : public StepKind {
 };
 
 struct Harness {
-  explicit Harness(EngineOptions opts = {}, Clock* clock = nullptr) {
+  // `wrap_store`, when set, wraps the SQLite store the engine gets (tests
+  // inject races with a testing::ForwardingStore).
+  using StoreWrapper = std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)>;
+  explicit Harness(EngineOptions opts = {}, Clock* clock = nullptr,
+                   const StoreWrapper& wrap_store = nullptr) {
     kind = std::make_shared<CountingKind>();
     auto registry = StepRegistry::WithBuiltins();
     registry->Register("count", kind);
@@ -63,6 +68,7 @@ struct Harness {
     path = TempDb();
     auto backend = OpenSqlite(path, so);
     EXPECT_OK(backend);
+    if (backend.ok() && wrap_store) backend->store = wrap_store(std::move(backend->store));
     auto e = Engine::Open(std::move(opts), *std::move(backend));
     EXPECT_OK(e);
     engine = *std::move(e);
