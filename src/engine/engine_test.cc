@@ -4,7 +4,6 @@
 
 #include "engine/engine_test_util.h"
 #include "engine/run_execution.h"
-#include "testing/forwarding_store.h"
 #include "testing/status_matchers.h"
 
 #include "gtest/gtest.h"
@@ -337,10 +336,10 @@ steps:
 // A first execution sets up before its lease. If another executor leased
 // the run in between (and recorded a step before its lease expired), the
 // lease rider writes only the lease and the execution goes on as a resume.
-class LeasedInBetween final : public testing::ForwardingStore {
+class LeasedInBetween final : public StoreWrapper {
  public:
   LeasedInBetween(std::unique_ptr<Store> inner, SimulatedClock* clock)
-      : ForwardingStore(std::move(inner)), clock_(clock) {}
+      : StoreWrapper(std::move(inner)), clock_(clock) {}
   absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
                                                const std::string& owner, absl::Duration ttl,
                                                std::vector<Event> events,

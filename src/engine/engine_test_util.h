@@ -55,10 +55,10 @@ class CountingKind final : public StepKind {
 
 struct Harness {
   // `wrap_store`, when set, wraps the SQLite store the engine gets (tests
-  // inject races with a testing::ForwardingStore).
-  using StoreWrapper = std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)>;
+  // inject races with a StoreWrapper).
+  using WrapStore = std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)>;
   explicit Harness(EngineOptions opts = {}, Clock* clock = nullptr,
-                   const StoreWrapper& wrap_store = nullptr) {
+                   const WrapStore& wrap_store = nullptr) {
     kind = std::make_shared<CountingKind>();
     auto registry = StepRegistry::WithBuiltins();
     registry->Register("count", kind);

@@ -1,7 +1,6 @@
 // The backends the conformance suites run against in this build.
 #include "conformance_fixture.h"
 
-#include "testing/forwarding_store.h"
 
 #include <filesystem>
 
@@ -15,9 +14,9 @@ absl::StatusOr<Backend> FromEmbedded(absl::StatusOr<EmbeddedBackend> e) {
 
 // Runs the Store interface's default AcquireFirstLease (lease, then commit,
 // in two transactions) over a real backend, so it meets the same suite.
-class DefaultFirstLease final : public ::runloom::testing::ForwardingStore {
+class DefaultFirstLease final : public StoreWrapper {
  public:
-  using ForwardingStore::ForwardingStore;
+  using StoreWrapper::StoreWrapper;
   absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
                                                const std::string& owner, absl::Duration ttl,
                                                std::vector<Event> events,
