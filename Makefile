@@ -62,7 +62,7 @@ bench: cli
 test: bootstrap-test
 	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-asan
-	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), then $(ASAN_DIR) (ASan+UBSan, unit|conformance)"
+	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), then $(ASAN_DIR) (ASan+UBSan, unit|conformance|chaos)"
 	@grep -hE '$(CTEST_SUMMARY)' $(BUILD_DIR)/ctest.log $(ASAN_DIR)/ctest.log
 
 # --no-tests=error: a run that finds no test fails instead of passing silently.
@@ -75,7 +75,7 @@ test-asan:
 	cmake -S . -B $(ASAN_DIR) $(ASAN_FLAGS)
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" \
-	  ctest --test-dir $(ASAN_DIR) -L 'unit|conformance' --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(ASAN_DIR)/ctest.log
+	  ctest --test-dir $(ASAN_DIR) -L 'unit|conformance|chaos' --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(ASAN_DIR)/ctest.log
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR)
