@@ -1,8 +1,9 @@
 // Store faults swept over N: the N-th store write of a run fails, either
 // before it reaches the database (nothing written) or after it committed (the
 // caller sees an error for a write that happened: an indeterminate commit).
-// The engine gives the run up, the lease expires, the sweeper re-queues it
-// and an executor resumes it. Every time the same invariants hold:
+// A third sweep keeps every write from the N-th on failing until the store
+// heals. The engine gives the run up, the lease expires, the sweeper
+// re-queues it and an executor resumes it. Every time the same invariants hold:
 //   - the run ends completed, with exactly one succeeded record and one
 //     step.succeeded event per step;
 //   - a step runs again only when its record was lost with the fault (at most
@@ -25,12 +26,26 @@
 namespace runloom {
 namespace {
 
-enum class Fault { kBeforeWrite, kAfterWrite };
+enum class Fault {
+  kBeforeWrite,  // the N-th write fails without reaching the database
+  kAfterWrite,   // the N-th write commits, then reports an error
+  kFromHereOn,   // every write from the N-th on fails (no effect) until Heal()
+};
 
-std::string FaultName(Fault f) { return f == Fault::kBeforeWrite ? "before" : "after"; }
+std::string FaultName(Fault f) {
+  switch (f) {
+    case Fault::kBeforeWrite:
+      return "before";
+    case Fault::kAfterWrite:
+      return "after";
+    case Fault::kFromHereOn:
+      return "from-here-on";
+  }
+  return "?";
+}
 
 // Fails the `fail_at`-th lease or fenced write (1-based; 0 = never) with
-// kUnavailable, and counts the calls.
+// kUnavailable, as `fault` says, and counts the calls.
 class FaultyStore final : public StoreWrapper {
  public:
   FaultyStore(std::unique_ptr<Store> target, int fail_at, Fault fault)
@@ -60,11 +75,16 @@ class FaultyStore final : public StoreWrapper {
 
   int calls() const { return calls_.load(); }
   bool fired() const { return fired_.load(); }
+  void Heal() { healed_ = true; }
 
  private:
   template <typename F>
   auto Maybe(F&& call) -> decltype(call()) {
-    if (++calls_ != fail_at_) return call();
+    const int n = ++calls_;
+    const bool fail = fault_ == Fault::kFromHereOn
+                          ? fail_at_ > 0 && n >= fail_at_ && !healed_.load()
+                          : n == fail_at_;
+    if (!fail) return call();
     fired_ = true;
     if (fault_ == Fault::kAfterWrite) (void)call();
     return absl::UnavailableError("injected store fault");
@@ -74,6 +94,7 @@ class FaultyStore final : public StoreWrapper {
   const Fault fault_;
   std::atomic<int> calls_{0};
   std::atomic<bool> fired_{false};
+  std::atomic<bool> healed_{false};
 };
 
 constexpr char kWorkflow[] = R"(
@@ -115,6 +136,7 @@ Outcome RunWithFault(int fail_at, Fault fault) {
   RunRecord run;
   for (int round = 0; round < 6; ++round) {
     (void)h.engine->ExecuteRun(id);  // may fail: the fault stops the execution
+    faulty->Heal();                  // a lasting fault ends with the first execution
     auto read = h.engine->store()->GetRun(id);
     EXPECT_OK(read);
     run = *read;
@@ -154,7 +176,7 @@ TEST(Chaos, EveryStoreWriteOfARunFailingOnceStillCompletesItExactlyOnce) {
   const Outcome clean = RunWithFault(0, Fault::kBeforeWrite);
   ASSERT_FALSE(clean.fired);
   ASSERT_GE(clean.store_calls, kSteps + 1) << "lease + step starts + terminal write";
-  for (Fault fault : {Fault::kBeforeWrite, Fault::kAfterWrite}) {
+  for (Fault fault : {Fault::kBeforeWrite, Fault::kAfterWrite, Fault::kFromHereOn}) {
     for (int n = 1; n <= clean.store_calls; ++n) {
       const Outcome o = RunWithFault(n, fault);
       EXPECT_TRUE(o.fired) << "write #" << n << " was never made";
