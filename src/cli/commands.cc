@@ -90,6 +90,23 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// A flag that must be a positive duration ("30s", "2m").
+absl::StatusOr<absl::Duration> PositiveDurationFlag(const char* flag, const std::string& value) {
+  auto d = ParseDuration(value);
+  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", d.status().message()));
+  if (*d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " must be positive"));
+  }
+  return d;
+}
+
+absl::Status CheckSyncFlag(const CommonFlags& c) {
+  if (c.sync != "normal" && c.sync != "full") {
+    return absl::InvalidArgumentError("--sync must be normal or full");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EmbeddedBackend> OpenDb(const CommonFlags& c) {
   SqliteOptions o;
   o.synchronous = c.sync;
@@ -311,12 +328,9 @@ int RunCommand(const RunFlags& f) {
   if (auto frozen = FreezeInputs(*wf, *given); !frozen.ok()) {
     return BadInput(absl::StrCat(f.file, ": ", frozen.status().message()));
   }
-  auto ttl = ParseDuration(f.lease_ttl);
-  if (!ttl.ok()) return BadInput(absl::StrCat("--lease-ttl: ", ttl.status().message()));
-  if (*ttl <= absl::ZeroDuration()) return BadInput("--lease-ttl must be positive");
-  if (f.common.sync != "normal" && f.common.sync != "full") {
-    return BadInput("--sync must be normal or full");
-  }
+  auto ttl = PositiveDurationFlag("--lease-ttl", f.lease_ttl);
+  if (!ttl.ok()) return BadInput(std::string(ttl.status().message()));
+  if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
 
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
@@ -492,16 +506,13 @@ int ResetCommand(const CommonFlags& c, bool yes) {
 }
 
 int WorkerCommand(const WorkerFlags& f) {
-  auto ttl = ParseDuration(f.lease_ttl);
-  if (!ttl.ok() || *ttl <= absl::ZeroDuration())
-    return BadInput("--lease-ttl: give a positive duration");
+  auto ttl = PositiveDurationFlag("--lease-ttl", f.lease_ttl);
+  if (!ttl.ok()) return BadInput(std::string(ttl.status().message()));
   auto grace = ParseDuration(f.queued_grace);
   if (!grace.ok()) return BadInput(absl::StrCat("--queued-grace: ", grace.status().message()));
   if (f.executors < 1) return BadInput("--executors must be at least 1");
   if (f.max_attempts < 1) return BadInput("--max-attempts must be at least 1");
-  if (f.common.sync != "normal" && f.common.sync != "full") {
-    return BadInput("--sync must be normal or full");
-  }
+  if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return Failure(std::string(backend.status().message()));

@@ -199,15 +199,17 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
       return absl::AbortedError(
           absl::StrCat("run ", run_.id, " could not be leased: ", first.status().message()));
     }
+    const bool needs_records = first->first_write.code() ==
+                                   absl::StatusCode::kFailedPrecondition &&
+                               first->lease.attempt != 1;
     {
       absl::MutexLock l(&lease_mu_);
       lease_pending_ = false;
       lease_ = first->lease;
-      lease_needs_records_ = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
-                             first->lease.attempt != 1;
+      lease_needs_records_ = needs_records;
     }
     if (req.on_leased) req.on_leased(first->lease);
-    if (lease_needs_records()) {
+    if (needs_records) {
       // Leased, but someone ran the run in between: stop writing; the
       // caller goes on with this lease and the recorded steps.
       lease_lost_ = true;

@@ -271,13 +271,7 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
                             absl::Duration ttl, const std::vector<Event>& events) {
   if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
   RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
-  for (const Event& e : events) {
-    if (e.type.empty() || (!e.run_id.empty() && e.run_id != run_id) ||
-        (!e.data.is_null() && !e.data.is_object())) {
-      return EncodeEvents(run_id, {e}).status();  // says what is wrong
-    }
-  }
-  return absl::OkStatus();
+  return CheckEvents(run_id, events);
 }
 
 // True when `w` only appends events and maybe moves the phase (a step

@@ -102,10 +102,7 @@ absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id) {
   return RunFromRow(st);
 }
 
-absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
-                                                       const std::vector<Event>& events) {
-  std::vector<EncodedEvent> out;
-  out.reserve(events.size());
+absl::Status CheckEvents(const std::string& run_id, const std::vector<Event>& events) {
   for (const Event& e : events) {
     if (e.type.empty()) {
       return absl::InvalidArgumentError(
@@ -119,6 +116,16 @@ absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id
       return absl::InvalidArgumentError(
           absl::StrCat("event ", e.type, " for run ", run_id, " has non-object data"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
+                                                       const std::vector<Event>& events) {
+  RUNLOOM_RETURN_IF_ERROR(CheckEvents(run_id, events));
+  std::vector<EncodedEvent> out;
+  out.reserve(events.size());
+  for (const Event& e : events) {
     EncodedEvent enc{e.type, e.schema_version, ""};
     if (e.data.is_null()) {
       enc.data = "{}";

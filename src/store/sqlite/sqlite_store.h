@@ -65,7 +65,11 @@ struct EncodedEvent {
   std::string data;  // JSON text
 };
 
-// Checks `events` for run `run_id` and serializes their data.
+// kInvalidArgument when an event of `events` has no type, names another run
+// than `run_id`, or has data that is not a JSON object.
+absl::Status CheckEvents(const std::string& run_id, const std::vector<Event>& events);
+
+// CheckEvents, then serializes the events' data.
 // kInvalidArgument: an event without a type, naming another run, or with
 // data that is not a JSON object or not valid UTF-8.
 absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
