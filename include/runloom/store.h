@@ -151,8 +151,7 @@ class Store {
     absl::Status first_write;
   };
   virtual absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                                       const std::string& owner,
-                                                       absl::Duration ttl,
+                                                       const std::string& owner, absl::Duration ttl,
                                                        std::vector<Event> events,
                                                        const RunWrite& first);
   // Extends a live lease. Returns the run as it is now (the caller reads
@@ -216,9 +215,8 @@ class StoreWrapper : public Store {
                                      absl::Duration ttl, std::vector<Event> events) override {
     return inner_->AcquireLease(run_id, owner, ttl, std::move(events));
   }
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                               const std::string& owner, absl::Duration ttl,
-                                               std::vector<Event> events,
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
+                                               absl::Duration ttl, std::vector<Event> events,
                                                const RunWrite& first) override {
     return inner_->AcquireFirstLease(run_id, owner, ttl, std::move(events), first);
   }

@@ -19,9 +19,9 @@
 #include <deque>
 #include <filesystem>
 #include <map>
-#include <thread>
 #include <pthread.h>
 #include <sched.h>
+#include <thread>
 #include <unistd.h>
 
 namespace runloom {
@@ -240,8 +240,7 @@ class Engine::Impl {
       // pause or a crash is always checked against the catalog as it is now.
       absl::MutexLock l(&mu_);
       auto it = workflows_.find(pinned);
-      if (it != workflows_.end() &&
-          (first_execution || run.created_at >= it->second.verified_at)) {
+      if (it != workflows_.end() && (first_execution || run.created_at >= it->second.verified_at)) {
         return it->second.workflow;
       }
     }
@@ -316,8 +315,8 @@ class Engine::Impl {
       // A first execution: no step can have been recorded, and the lease
       // rides on the run's first write (RunExecution takes it).
       ExecutionConfig first = config;
-      first.lease_request = ExecutionConfig::LeaseRequest{options_.owner, options_.lease_ttl,
-                                                          started, on_leased};
+      first.lease_request =
+          ExecutionConfig::LeaseRequest{options_.owner, options_.lease_ttl, started, on_leased};
       RunRecord pending = run;
       pending.status = RunStatus::kRunning;
       pending.attempts = 1;
@@ -362,8 +361,7 @@ class Engine::Impl {
 
   // Runs `body` with `exec` registered as active (the lease keeper renews
   // it; Stop() drains it) and counts its disposition.
-  void Track(const std::shared_ptr<RunExecution>& exec,
-             const std::function<Disposition()>& body) {
+  void Track(const std::shared_ptr<RunExecution>& exec, const std::function<Disposition()>& body) {
     {
       absl::MutexLock l(&mu_);
       active_[exec->run_id()] = exec;
@@ -499,8 +497,7 @@ class Engine::Impl {
       if (r->cancel_requested) e.root().RequestStop(StopReason::kCancel);
       return;
     }
-    if (r.status().code() == absl::StatusCode::kUnavailable &&
-        clock()->Now() < lease.expires_at) {
+    if (r.status().code() == absl::StatusCode::kUnavailable && clock()->Now() < lease.expires_at) {
       return;  // try again next beat
     }
     // A failed renewal stops the executor at once.

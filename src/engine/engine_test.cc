@@ -340,9 +340,8 @@ class LeasedInBetween final : public StoreWrapper {
  public:
   LeasedInBetween(std::unique_ptr<Store> inner, SimulatedClock* clock)
       : StoreWrapper(std::move(inner)), clock_(clock) {}
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                               const std::string& owner, absl::Duration ttl,
-                                               std::vector<Event> events,
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
+                                               absl::Duration ttl, std::vector<Event> events,
                                                const RunWrite& first) override {
     if (!raced_.exchange(true)) {
       auto other = inner().AcquireLease(run_id, "other-executor", absl::Seconds(1), {});

@@ -199,8 +199,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
       return absl::AbortedError(
           absl::StrCat("run ", run_.id, " could not be leased: ", first.status().message()));
     }
-    const bool needs_records = first->first_write.code() ==
-                                   absl::StatusCode::kFailedPrecondition &&
+    const bool needs_records = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
                                first->lease.attempt != 1;
     {
       absl::MutexLock l(&lease_mu_);

@@ -23,9 +23,9 @@
 
 #include <atomic>
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,8 +65,8 @@ struct ExecutionConfig {
   struct LeaseRequest {
     std::string owner;
     absl::Duration ttl;
-    std::vector<Event> events;                      // run.started
-    std::function<void(const Lease&)> on_leased;   // may be empty
+    std::vector<Event> events;                    // run.started
+    std::function<void(const Lease&)> on_leased;  // may be empty
   };
   std::optional<LeaseRequest> lease_request;
 };

@@ -96,8 +96,9 @@ TEST_F(ExecStepTest, ChildRunsUnderTheNormalPolicyFromABatchThread) {
     sched_param param{};
     ASSERT_EQ(pthread_setschedparam(pthread_self(), SCHED_BATCH, &param), 0);
     thread_policy = sched_getscheduler(0);
-    out = Run({{"command",
-                {"python3", "-c", "import os; print('{\"policy\": %d}' % os.sched_getscheduler(0))"}}});
+    out = Run(
+        {{"command",
+          {"python3", "-c", "import os; print('{\"policy\": %d}' % os.sched_getscheduler(0))"}}});
   });
   t.join();
   EXPECT_EQ(thread_policy, SCHED_BATCH);

@@ -55,9 +55,8 @@ class FaultyStore final : public StoreWrapper {
                                      absl::Duration ttl, std::vector<Event> events) override {
     return Maybe([&] { return inner().AcquireLease(run_id, owner, ttl, std::move(events)); });
   }
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                               const std::string& owner, absl::Duration ttl,
-                                               std::vector<Event> events,
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
+                                               absl::Duration ttl, std::vector<Event> events,
                                                const RunWrite& first) override {
     return Maybe(
         [&] { return inner().AcquireFirstLease(run_id, owner, ttl, std::move(events), first); });

@@ -1,7 +1,6 @@
 // The backends the conformance suites run against in this build.
 #include "conformance_fixture.h"
 
-
 #include <filesystem>
 
 namespace runloom::conformance {
@@ -17,9 +16,8 @@ absl::StatusOr<Backend> FromEmbedded(absl::StatusOr<EmbeddedBackend> e) {
 class DefaultFirstLease final : public StoreWrapper {
  public:
   using StoreWrapper::StoreWrapper;
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                               const std::string& owner, absl::Duration ttl,
-                                               std::vector<Event> events,
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
+                                               absl::Duration ttl, std::vector<Event> events,
                                                const RunWrite& first) override {
     return Store::AcquireFirstLease(run_id, owner, ttl, std::move(events), first);
   }
@@ -45,7 +43,8 @@ std::vector<BackendFactory> AllBackendFactories() {
                        SqliteOptions o;
                        o.clock = clock;
                        absl::StatusOr<Backend> b = FromEmbedded(OpenSqlite(":memory:", o));
-                       if (b.ok()) b->store = std::make_unique<DefaultFirstLease>(std::move(b->store));
+                       if (b.ok())
+                         b->store = std::make_unique<DefaultFirstLease>(std::move(b->store));
                        return b;
                      }});
   return out;

@@ -267,8 +267,8 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
   return absl::OkStatus();
 }
 
-absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
-                            absl::Duration ttl, const std::vector<Event>& events) {
+absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,
+                            const std::vector<Event>& events) {
   if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
   RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
   return CheckEvents(run_id, events);
@@ -375,7 +375,8 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const
   Lease out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     Fence f;
-    RUNLOOM_ASSIGN_OR_RETURN(out, LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, h_->Now(), &f));
+    RUNLOOM_ASSIGN_OR_RETURN(out,
+                             LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, h_->Now(), &f));
     return absl::OkStatus();
   }));
   return out;

@@ -34,9 +34,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
                                      absl::Duration ttl, std::vector<Event> events) override;
   // One transaction: the lease, then `first`.
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                               const std::string& owner, absl::Duration ttl,
-                                               std::vector<Event> events,
+  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
+                                               absl::Duration ttl, std::vector<Event> events,
                                                const RunWrite& first) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override;
