@@ -22,6 +22,7 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/event_bus.h"
 #include "runloom/run.h"
 #include "runloom/transport.h"
 
@@ -256,6 +257,8 @@ struct SqliteOptions {
   // How long a writer waits for another process's write lock.
   absl::Duration busy_timeout = absl::Seconds(10);
   Clock* clock = nullptr;  // nullptr = RealClock()
+  EventBus* event_bus = nullptr;
+  bool watch_other_processes = true;  // bus: not owned, see event_bus.h; true: other processes' too
 };
 
 // The embedded backend: a store and the queue-table transport over one file.

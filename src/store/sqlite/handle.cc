@@ -105,12 +105,25 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   WriteQueue::Hooks hooks;
   hooks.on_produced = [raw] { raw->NotifyProduced(); };
   if (!memory) hooks.after_group = [raw] { raw->MaybeCheckpoint(); };
+  if (options.event_bus != nullptr) {
+    h->publisher_ = std::make_unique<CommitPublisher>(options.event_bus);
+    h->publisher_->Attach(*h->writer_);
+    hooks.after_transaction = [raw](bool committed) {
+      raw->publisher_->AfterTransaction(committed, *raw->writer_, raw->writer_mu_,
+                                        raw->watcher_.get());
+    };
+    if (!memory && options.watch_other_processes) {
+      RUNLOOM_ASSIGN_OR_RETURN(h->watcher_,
+                               ChangeWatcher::Start(path, options.busy_timeout, options.event_bus));
+    }
+  }
   h->writes_ = std::make_unique<WriteQueue>(h->writer_.get(), &h->writer_mu_, std::move(hooks));
   return h;
 }
 
 SqliteHandle::~SqliteHandle() {
   if (writer_ != nullptr) sqlite3_wal_hook(writer_->raw(), nullptr, nullptr);
+  if (writer_ != nullptr && publisher_ != nullptr) publisher_->Detach(*writer_);
 }
 
 int SqliteHandle::OnWalCommit(void* self, sqlite3*, const char*, int frames) {

@@ -11,6 +11,7 @@
 #include "runloom/clock.h"
 #include "runloom/store.h"
 
+#include "store/sqlite/change_watcher.h"
 #include "store/sqlite/db.h"
 #include "store/sqlite/write_queue.h"
 
@@ -47,7 +48,10 @@ class SqliteHandle {
   const std::string& path() const { return path_; }
 
   // Runs `op` in a group-committed write transaction (see WriteQueue).
-  absl::Status Write(WriteOp op) { return writes_->Write(op); }
+  absl::Status Write(WriteOp op) {
+    if (publisher_ == nullptr) return writes_->Write(op);
+    return writes_->Write([&](WriteTxn& txn) { return publisher_->RunOp(op, txn); });
+  }
 
   // Runs `fn(Db&)` on a reader connection and returns its result (an
   // absl::Status or absl::StatusOr, which also carries a failure to open a
@@ -105,6 +109,11 @@ class SqliteHandle {
   int open_readers_ ABSL_GUARDED_BY(readers_mu_) = 0;
   std::unique_ptr<Db> checkpointer_;  // null for ":memory:"
   std::unique_ptr<WriteQueue> writes_;
+  // With SqliteOptions::event_bus: publishes this handle's commits (null
+  // otherwise), and other connections' (null also for ":memory:" or when
+  // watch_other_processes is off).
+  std::unique_ptr<CommitPublisher> publisher_;
+  std::unique_ptr<ChangeWatcher> watcher_;
 
   // Frames in the WAL after the last commit (set by the writer's WAL hook).
   std::atomic<int> wal_frames_{0};

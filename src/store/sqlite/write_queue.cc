@@ -92,13 +92,16 @@ void WriteQueue::RunNextGroupLocked() {
   mu_.Unlock();
 
   bool produced = false;
+  bool committed = false;  // every failure of the group as a whole fails all its ops
   if (!poison.ok()) {
     FailGroup(group, poison);
   } else {
     poison = RunGroup(group);
     for (Writer* g : group) produced = produced || (g->produced && g->status.ok());
+    for (Writer* g : group) committed = committed || g->status.ok();
   }
   if (produced && hooks_.on_produced) hooks_.on_produced();
+  if (hooks_.after_transaction) hooks_.after_transaction(committed);
 
   mu_.Lock();
   if (!poison.ok() && poisoned_.ok()) poisoned_ = poison;

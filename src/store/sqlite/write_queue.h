@@ -56,6 +56,9 @@ class WriteQueue {
     // After the leader handed the queue to the next leader (so it does not
     // delay other writers): e.g. a WAL checkpoint.
     std::function<void()> after_group;
+    // After each group's transaction, outside the database mutex; `committed`
+    // is true when it committed with some op kept (the change publisher).
+    std::function<void(bool committed)> after_transaction;
   };
 
   // `db` is used only while holding `*db_mu` (which readers sharing the same
