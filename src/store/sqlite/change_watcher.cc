@@ -137,27 +137,25 @@ ChangeWatcher::~ChangeWatcher() {
   if (stop_fd_ >= 0) close(stop_fd_);
 }
 
-bool ChangeWatcher::Wait(absl::Duration timeout) {
+ChangeWatcher::Woken ChangeWatcher::Wait(absl::Duration timeout) {
   pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
   const nfds_t n = inotify_fd_ >= 0 ? 2 : 1;
   const int rc = poll(fds, n, PollMillis(timeout));
-  if (rc < 0) return true;  // EINTR: check and wait again
-  if ((fds[0].revents & POLLIN) != 0) return false;
-  if (n == 2 && (fds[1].revents & POLLIN) != 0) {
-    alignas(inotify_event) char buf[kInotifyBuffer];
-    while (read(inotify_fd_, buf, sizeof(buf)) > 0) {
-    }
+  if (rc <= 0) return Woken::kTimeout;  // or EINTR: check and wait again
+  if ((fds[0].revents & POLLIN) != 0) return Woken::kStop;
+  alignas(inotify_event) char buf[kInotifyBuffer];
+  while (read(inotify_fd_, buf, sizeof(buf)) > 0) {
   }
-  return true;
+  return Woken::kNotified;
 }
 
 void ChangeWatcher::Loop() {
+  int follow_up = kFollowUps;  // follow-ups done since the last inotify wake-up
   while (true) {
     // Without subscribers only the stop signal is waited for: pending
     // inotify events stay queued (coalesced by the kernel) until someone
     // subscribes, so an idle watcher costs nothing per commit.
-    const bool active = bus_->HasSubscribers();
-    if (!active) {
+    if (!bus_->HasSubscribers()) {
       pollfd stop = {stop_fd_, POLLIN, 0};
       if (poll(&stop, 1, PollMillis(kIdleInterval)) > 0) return;
       continue;
@@ -167,7 +165,17 @@ void ChangeWatcher::Loop() {
       absl::MutexLock l(&known_mu_);
       last_error_ = std::move(s);
     }
-    if (!Wait(kFallbackInterval)) return;
+    absl::Duration timeout = kFallbackInterval;
+    if (follow_up < kFollowUps) timeout = kFirstFollowUp * (1 << follow_up++);
+    switch (Wait(timeout)) {
+      case Woken::kStop:
+        return;
+      case Woken::kNotified:
+        follow_up = 0;
+        break;
+      case Woken::kTimeout:
+        break;
+    }
   }
 }
 

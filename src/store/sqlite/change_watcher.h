@@ -81,6 +81,12 @@ class ChangeWatcher {
   // (the first foreign change after a first subscription waits this long at
   // most; later ones are immediate).
   static constexpr absl::Duration kIdleInterval = absl::Milliseconds(100);
+  // inotify reports the write of a commit's WAL frames, which comes just
+  // before the commit is visible (the wal-index header in shared memory,
+  // which inotify does not see). So after a wake-up the watcher checks again
+  // after kFirstFollowUp, doubling kFollowUps times (1 + 2 + ... + 32 ms).
+  static constexpr absl::Duration kFirstFollowUp = absl::Milliseconds(1);
+  static constexpr int kFollowUps = 6;
   // How far behind the newest updated_at the all-runs scan reaches back
   // (other processes' clocks, and commits that took their time).
   static constexpr absl::Duration kAllRunsSlack = absl::Seconds(2);
@@ -114,8 +120,9 @@ class ChangeWatcher {
     int64_t updated_at = 0;  // micros; 0 = not read by the all-runs scan
   };
   void Loop();
-  // Waits for inotify, the stop signal or `timeout`. False when stopping.
-  bool Wait(absl::Duration timeout);
+  enum class Woken { kStop, kNotified, kTimeout };
+  // Waits for inotify, the stop signal or `timeout`.
+  Woken Wait(absl::Duration timeout);
   absl::Status Check() ABSL_LOCKS_EXCLUDED(known_mu_);
   absl::StatusOr<std::vector<RunChange>> ReadChanges(const EventBus::Interest& interest)
       ABSL_LOCKS_EXCLUDED(known_mu_);
