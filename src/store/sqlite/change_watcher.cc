@@ -95,9 +95,9 @@ void CommitPublisher::AfterTransaction(bool committed, Db& writer, absl::Mutex& 
 // ---- ChangeWatcher ----
 
 absl::StatusOr<std::unique_ptr<ChangeWatcher>> ChangeWatcher::Start(const std::string& path,
-                                                                    absl::Duration busy_timeout,
-                                                                    EventBus* bus) {
-  RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(path, busy_timeout));
+                                                                    EventBus* bus,
+                                                                    const Options& options) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(path, options.busy_timeout));
   RUNLOOM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = 1"));
   auto w = std::make_unique<ChangeWatcher>(std::move(db), bus);
   w->stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -107,7 +107,8 @@ absl::StatusOr<std::unique_ptr<ChangeWatcher>> ChangeWatcher::Start(const std::s
   }
   // inotify is an optimisation: without it (no such files yet, or watches
   // exhausted) the fallback interval still finds every change.
-  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  w->fallback_interval_ = options.fallback_interval;
+  int fd = options.use_inotify ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
   if (fd >= 0) {
     int watches = 0;
     for (const std::string& file : {path + "-wal", path}) {
@@ -165,7 +166,7 @@ void ChangeWatcher::Loop() {
       absl::MutexLock l(&known_mu_);
       last_error_ = std::move(s);
     }
-    absl::Duration timeout = kFallbackInterval;
+    absl::Duration timeout = fallback_interval_;
     if (follow_up < kFollowUps) timeout = kFirstFollowUp * (1 << follow_up++);
     switch (Wait(timeout)) {
       case Woken::kStop:

@@ -91,11 +91,17 @@ class ChangeWatcher {
   // (other processes' clocks, and commits that took their time).
   static constexpr absl::Duration kAllRunsSlack = absl::Seconds(2);
 
+  struct Options {
+    absl::Duration busy_timeout = absl::Seconds(10);
+    absl::Duration fallback_interval = kFallbackInterval;
+    bool use_inotify = true;  // false: the fallback interval only (tests)
+  };
+
   // Opens a connection of its own to `path` and starts the thread.
   // kUnavailable when the connection or the thread cannot be set up.
   static absl::StatusOr<std::unique_ptr<ChangeWatcher>> Start(const std::string& path,
-                                                              absl::Duration busy_timeout,
-                                                              EventBus* bus);
+                                                              EventBus* bus,
+                                                              const Options& options);
   // Use Start().
   ChangeWatcher(std::unique_ptr<Db> db, EventBus* bus) : db_(std::move(db)), bus_(bus) {}
   ChangeWatcher(const ChangeWatcher&) = delete;
@@ -134,6 +140,7 @@ class ChangeWatcher {
   int64_t all_runs_watermark_ = 0;  // newest updated_at the all-runs scan saw
 
   // Constant after Start.
+  absl::Duration fallback_interval_ = kFallbackInterval;
   int inotify_fd_ = -1;  // -1: not available, fallback interval only
   int stop_fd_ = -1;     // an eventfd written by the destructor
   std::thread thread_;

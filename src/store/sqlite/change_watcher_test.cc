@@ -383,7 +383,7 @@ TEST_F(ChangeWatcherTest, CloseStopsTheWatcher) {
 TEST_F(ChangeWatcherTest, WatcherChecksOnlyWithSubscribers) {
   EmbeddedBackend b = Open(nullptr);
   absl::StatusOr<std::unique_ptr<store_internal::ChangeWatcher>> w =
-      store_internal::ChangeWatcher::Start(path_, absl::Seconds(5), bus_.get());
+      store_internal::ChangeWatcher::Start(path_, bus_.get(), {});
   ASSERT_OK(w);
   EXPECT_TRUE((*w)->TEST_inotify());
   const std::string id = Create(*b.store);
@@ -395,6 +395,23 @@ TEST_F(ChangeWatcherTest, WatcherChecksOnlyWithSubscribers) {
   EXPECT_TRUE(inbox.WaitFor(id, RunStatus::kCancelled, kPatience).has_value());
   EXPECT_GT((*w)->TEST_checks(), 0u);
   EXPECT_OK((*w)->TEST_last_error());
+}
+
+// Without inotify the fallback interval alone finds another handle's commit.
+TEST_F(ChangeWatcherTest, FallbackWithoutInotify) {
+  EmbeddedBackend b = Open(nullptr);
+  store_internal::ChangeWatcher::Options o;
+  o.use_inotify = false;
+  o.fallback_interval = absl::Milliseconds(50);
+  absl::StatusOr<std::unique_ptr<store_internal::ChangeWatcher>> w =
+      store_internal::ChangeWatcher::Start(path_, bus_.get(), o);
+  ASSERT_OK(w);
+  EXPECT_FALSE((*w)->TEST_inotify());
+  const std::string id = Create(*b.store);
+  Inbox inbox;
+  auto sub = bus_->Subscribe(id, [&](const RunChange& c) { inbox.Put(c); });
+  ASSERT_OK(b.store->Commit(Cancel(id)));
+  EXPECT_TRUE(inbox.WaitFor(id, RunStatus::kCancelled, kPatience).has_value());
 }
 
 }  // namespace

@@ -113,8 +113,9 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
                                         raw->watcher_.get());
     };
     if (!memory && options.watch_other_processes) {
-      RUNLOOM_ASSIGN_OR_RETURN(h->watcher_,
-                               ChangeWatcher::Start(path, options.busy_timeout, options.event_bus));
+      ChangeWatcher::Options wo;
+      wo.busy_timeout = options.busy_timeout;
+      RUNLOOM_ASSIGN_OR_RETURN(h->watcher_, ChangeWatcher::Start(path, options.event_bus, wo));
     }
   }
   h->writes_ = std::make_unique<WriteQueue>(h->writer_.get(), &h->writer_mu_, std::move(hooks));
