@@ -14,7 +14,7 @@ set -euo pipefail
 
 readonly BUILD_PACKAGES=(
   build-essential cmake pkg-config g++ make
-  libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libssl-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev
   python3  # examples/ingest/*.py and other exec steps

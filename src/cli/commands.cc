@@ -3,7 +3,6 @@
 #include "runloom/engine.h"
 #include "runloom/store.h"
 
-#include "cli/codec.h"
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "events/events.h"
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "wire/wire.h"
 
 #include <atomic>
 #include <cstdio>
@@ -304,7 +304,7 @@ int ExitFor(const RunRecord& run) {
 
 void PrintFinal(const RunRecord& run, bool json) {
   if (json) {
-    std::cout << RunToJson(run).dump() << "\n";
+    std::cout << wire::RunToJson(run).dump() << "\n";
     return;
   }
   std::cout << "run " << run.id << " " << std::string(ToString(run.status));
@@ -560,9 +560,9 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
   auto steps = backend->store->ListSteps(run_id, std::nullopt);
   if (!steps.ok()) return Failure(std::string(steps.status().message()));
   if (json) {
-    nlohmann::json j = RunToJson(*run);
+    nlohmann::json j = wire::RunToJson(*run);
     j["steps"] = nlohmann::json::array();
-    for (const StepRecord& s : *steps) j["steps"].push_back(StepToJson(s));
+    for (const StepRecord& s : *steps) j["steps"].push_back(wire::StepToJson(s));
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -605,7 +605,7 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
     for (const Event& e : *evs) {
       after = e.seq;
       if (json) {
-        std::cout << EventToJson(e).dump() << "\n";
+        std::cout << wire::EventToJson(e).dump() << "\n";
       } else {
         std::cout << absl::StrFormat("%4d  %s  %-20s %s\n", e.seq, FormatEventTime(e.at), e.type,
                                      e.data.dump());
@@ -632,7 +632,7 @@ int WorkflowsCommand(const CommonFlags& c, bool json) {
   if (!list.ok()) return Failure(std::string(list.status().message()));
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const WorkflowVersion& v : *list) arr.push_back(WorkflowVersionToJson(v, false));
+    for (const WorkflowVersion& v : *list) arr.push_back(wire::WorkflowVersionToJson(v, false));
     std::cout << arr.dump(2) << "\n";
     return 0;
   }

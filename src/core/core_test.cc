@@ -3,6 +3,8 @@
 #include "core/digest.h"
 #include "core/duration.h"
 #include "core/ids.h"
+#include "core/log.h"
+#include "testing/capturing_logger.h"
 
 #include "absl/random/random.h"
 #include "gtest/gtest.h"
@@ -11,6 +13,38 @@
 
 namespace runloom {
 namespace {
+
+// A logger that keeps warnings and errors and remembers the last line.
+class WarningsOnly final : public Logger {
+ public:
+  void Log(LogLevel, std::string_view message) override { last = std::string(message); }
+  LogLevel min_level() const override { return LogLevel::kWarning; }
+  std::string last;
+};
+
+TEST(Log, FormatsOnlyLinesTheLoggerKeeps) {
+  WarningsOnly logger;
+  Log(&logger, LogLevel::kWarning, "ack of ", 42, " failed");
+  EXPECT_EQ(logger.last, "ack of 42 failed");
+  Log(&logger, LogLevel::kInfo, "skipped");
+  EXPECT_EQ(logger.last, "ack of 42 failed");
+}
+
+TEST(Log, CapturingLoggerCountsByLevelAndText) {
+  testing::CapturingLogger log;
+  Log(&log, LogLevel::kInfo, "lease renewed");
+  Log(&log, LogLevel::kError, "lease renewal failed: unavailable");
+  EXPECT_EQ(log.Count(LogLevel::kWarning, "lease"), 1);
+  EXPECT_EQ(log.Count(LogLevel::kDebug, "lease"), 2);
+  EXPECT_EQ(ToString(LogLevel::kWarning), "warning");
+}
+
+TEST(Log, DefaultAndNullLoggersAreUsable) {
+  ASSERT_NE(DefaultLogger(), nullptr);
+  EXPECT_EQ(DefaultLogger(), DefaultLogger());
+  NullLogger()->Log(LogLevel::kError, "dropped");
+  EXPECT_EQ(NullLogger()->min_level(), LogLevel::kError);
+}
 
 TEST(Digest, Sha256KnownVector) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

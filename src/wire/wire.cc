@@ -1,8 +1,8 @@
-#include "cli/codec.h"
+#include "wire/wire.h"
 
 #include "events/events.h"
 
-namespace runloom::cli {
+namespace runloom::wire {
 namespace {
 nlohmann::json TimeOrNull(const std::optional<absl::Time>& t) {
   return t ? nlohmann::json(FormatEventTime(*t)) : nlohmann::json(nullptr);
@@ -60,4 +60,4 @@ nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definit
   return j;
 }
 
-}  // namespace runloom::cli
+}  // namespace runloom::wire

@@ -1,0 +1,46 @@
+// CapturingLogger: a Logger that keeps every line, for tests that check an
+// error was logged instead of dropped.
+#pragma once
+
+#include "runloom/env.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+#include <string>
+#include <vector>
+
+namespace runloom::testing {
+
+class CapturingLogger final : public Logger {
+ public:
+  struct Line {
+    LogLevel level;
+    std::string message;
+  };
+  void Log(LogLevel level, std::string_view message) override {
+    absl::MutexLock l(&mu_);
+    lines_.push_back({level, std::string(message)});
+  }
+  LogLevel min_level() const override { return LogLevel::kDebug; }
+
+  std::vector<Line> lines() const {
+    absl::MutexLock l(&mu_);
+    return lines_;
+  }
+  // How many lines at `level` or above contain `needle`.
+  int Count(LogLevel level, std::string_view needle) const {
+    absl::MutexLock l(&mu_);
+    int n = 0;
+    for (const Line& line : lines_) {
+      n += line.level >= level && line.message.find(needle) != std::string::npos ? 1 : 0;
+    }
+    return n;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<Line> lines_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::testing

@@ -1,0 +1,26 @@
+// The wire form: one JSON shape for runs, steps, events and workflow
+// versions, shared by the CLI's `--json` output and the HTTP API, so a script
+// that reads one reads the other. Times are ISO-8601 UTC strings; absent
+// optional times are null. Field names are part of the user-visible contract:
+// add fields, never rename or remove one.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "runloom/run.h"
+
+#include "events/events.h"
+
+#include "nlohmann/json.hpp"
+
+namespace runloom::wire {
+
+nlohmann::json RunToJson(const RunRecord& run);
+nlohmann::json StepToJson(const StepRecord& step);
+// `with_definition`: include the canonical definition under "definition".
+nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definition);
+// The event envelope of docs/formats/events.md (what schemas/events/
+// validate), defined beside the event types in events/events.h.
+using ::runloom::EventToJson;
+
+}  // namespace runloom::wire

@@ -1,0 +1,86 @@
+// The wire form's field names are a contract with scripts and the HTTP API:
+// these tests fail when a field is renamed or removed.
+#include "wire/wire.h"
+
+#include "events/events.h"
+
+#include "gtest/gtest.h"
+
+#include <set>
+#include <string>
+
+namespace runloom::wire {
+namespace {
+
+std::set<std::string> Keys(const nlohmann::json& j) {
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  return keys;
+}
+
+TEST(Wire, RunHasEveryDocumentedField) {
+  RunRecord r;
+  r.id = "r1";
+  r.status = RunStatus::kPaused;
+  r.created_at = absl::FromUnixSeconds(1'800'000'000);
+  nlohmann::json j = RunToJson(r);
+  const std::set<std::string> want = {"id",
+                                      "workflow",
+                                      "workflow_version",
+                                      "workflow_digest",
+                                      "status",
+                                      "inputs",
+                                      "inputs_digest",
+                                      "idempotency_key",
+                                      "phase",
+                                      "revision",
+                                      "entry",
+                                      "context",
+                                      "lease_owner",
+                                      "lease_expires_at",
+                                      "attempts",
+                                      "max_attempts",
+                                      "cancel_requested",
+                                      "outcome",
+                                      "error",
+                                      "last_event_seq",
+                                      "created_at",
+                                      "updated_at",
+                                      "finished_at"};
+  for (const std::string& k : want) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["status"], "paused");
+  EXPECT_TRUE(j["created_at"].is_string());
+  EXPECT_TRUE(j["finished_at"].is_null());
+  EXPECT_TRUE(j["lease_expires_at"].is_null());
+}
+
+TEST(Wire, StepAndWorkflowFields) {
+  StepRecord s;
+  s.path = "refine[2]/write";
+  s.state = StepState::kFailed;
+  nlohmann::json j = StepToJson(s);
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"path", "step_id", "kind", "phase", "revision",
+                                            "attempt", "state", "output", "error", "error_class",
+                                            "stderr_tail", "started_at", "finished_at"}));
+  EXPECT_EQ(j["state"], "failed");
+  WorkflowVersion v;
+  v.name = "blog";
+  v.version = 3;
+  v.canonical = {{"name", "blog"}};
+  EXPECT_FALSE(WorkflowVersionToJson(v, false).contains("definition"));
+  EXPECT_EQ(WorkflowVersionToJson(v, true)["definition"]["name"], "blog");
+}
+
+TEST(Wire, EventIsTheDocumentedEnvelope) {
+  Event e = RunCreatedEvent("r1", {.workflow = "blog", .workflow_version = 1});
+  e.seq = 1;
+  nlohmann::json j = EventToJson(e);
+  EXPECT_EQ(j["type"], "run.created");
+  EXPECT_EQ(j["run_id"], "r1");
+  EXPECT_EQ(j["seq"], 1);
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"run_id", "seq", "type", "schema_version", "at", "data"}));
+}
+
+}  // namespace
+}  // namespace runloom::wire
