@@ -59,12 +59,12 @@ TEST(SimulatedClock, SleeperWakesOnlyWhenAdvanced) {
 
 TEST(SimulatedClock, AwaitWithDeadlineReturnsAtSimulatedDeadline) {
   SimulatedClock clock;
-  absl::Mutex mu;
+  runloom::Mutex mu;
   bool flag = false;
   absl::Time deadline = clock.Now() + absl::Seconds(2);
   std::thread t([&] { clock.Advance(absl::Seconds(3)); });
   {
-    absl::MutexLock l(&mu);
+    runloom::MutexLock l(&mu);
     EXPECT_FALSE(clock.AwaitWithDeadline(&mu, absl::Condition(&flag), deadline));
   }
   t.join();

@@ -4,16 +4,16 @@
 
 namespace runloom::engine_internal {
 
-StopSource::StopSource() : parent_(nullptr), mu_(std::make_shared<absl::Mutex>()) {}
+StopSource::StopSource() : parent_(nullptr), mu_(std::make_shared<runloom::Mutex>()) {}
 
 StopSource::StopSource(StopSource* parent) : parent_(parent), mu_(parent->mu_) {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   parent_->children_.push_back(this);
 }
 
 StopSource::~StopSource() {
   if (parent_ == nullptr) return;
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   auto& siblings = parent_->children_;
   siblings.erase(std::remove(siblings.begin(), siblings.end(), this), siblings.end());
 }
@@ -34,7 +34,7 @@ void StopSource::CollectLocked(std::vector<std::function<void()>>* out) {
 void StopSource::RequestStop(StopReason reason) {
   std::vector<std::function<void()>> fns;
   {
-    absl::MutexLock l(mu_.get());
+    runloom::MutexLock l(mu_.get());
     if (reason_ == StopReason::kNone) reason_ = reason;
     CollectLocked(&fns);
   }
@@ -42,12 +42,12 @@ void StopSource::RequestStop(StopReason reason) {
 }
 
 bool StopSource::stopped() const {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   return StoppedLocked();
 }
 
 StopReason StopSource::reason() const {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   for (const StopSource* s = this; s != nullptr; s = s->parent_) {
     if (s->reason_ != StopReason::kNone) return s->reason_;
   }
@@ -56,7 +56,7 @@ StopReason StopSource::reason() const {
 
 int StopSource::AddCallback(std::function<void()> fn) {
   {
-    absl::MutexLock l(mu_.get());
+    runloom::MutexLock l(mu_.get());
     if (!StoppedLocked()) {
       int id = next_id_++;
       callbacks_.emplace(id, std::move(fn));
@@ -68,12 +68,12 @@ int StopSource::AddCallback(std::function<void()> fn) {
 }
 
 void StopSource::RemoveCallback(int id) {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   callbacks_.erase(id);
 }
 
 bool StopSource::WaitUntil(Clock* clock, absl::Time deadline) {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return StoppedLocked(); };
   return clock->AwaitWithDeadline(mu_.get(), absl::Condition(&stopped), deadline);
 }

@@ -22,26 +22,26 @@ constexpr int kMaxJoinYields = 4;
 constexpr int kMaxRounds = 8;
 }  // namespace
 
-WriteQueue::WriteQueue(Db* db, absl::Mutex* db_mu, Hooks hooks)
+WriteQueue::WriteQueue(Db* db, runloom::Mutex* db_mu, Hooks hooks)
     : db_(db), db_mu_(db_mu), hooks_(std::move(hooks)) {}
 
 absl::Status WriteQueue::poisoned() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return poisoned_;
 }
 
 size_t WriteQueue::TEST_QueueLength() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return writers_.size();
 }
 
 uint64_t WriteQueue::TEST_groups() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return groups_;
 }
 
 uint64_t WriteQueue::TEST_ops() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return ops_;
 }
 
@@ -124,7 +124,7 @@ absl::Status WriteQueue::Step(const char* sql) {
 }
 
 absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
-  absl::MutexLock db_lock(db_mu_);
+  runloom::MutexLock db_lock(db_mu_);
   // Fast path: no savepoints. A failing op almost always fails on its checks
   // (a stale token, a moved status) before it writes anything, and then
   // there is nothing to undo. Only when a failed op did change rows is the
