@@ -1,6 +1,7 @@
 #include "engine/run_execution.h"
 
 #include "core/check.h"
+#include "core/crash_point.h"
 #include "core/digest.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
@@ -238,6 +239,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
     root_.RequestStop(StopReason::kLeaseLost);
     return absl::AbortedError(absl::StrCat("lease lost on run ", run_.id, ": ", s.message()));
   }
+  if (s.ok() && !write.steps.empty()) RUNLOOM_CRASH_POINT(CrashPoint::kAfterStepCommit);
   return s;
 }
 

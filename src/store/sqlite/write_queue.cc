@@ -1,5 +1,6 @@
 #include "store/sqlite/write_queue.h"
 
+#include "core/crash_point.h"
 #include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -196,8 +197,12 @@ absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool sa
       return absl::OkStatus();  // a lone op: its own error is its result
     }
   }
+  RUNLOOM_CRASH_POINT(CrashPoint::kBeforeStoreCommit);
   absl::Status commit = Step(kCommit);
-  if (commit.ok()) return absl::OkStatus();
+  if (commit.ok()) {
+    RUNLOOM_CRASH_POINT(CrashPoint::kAfterStoreCommit);
+    return absl::OkStatus();
+  }
   const int rc = sqlite3_extended_errcode(db_->raw());
   if ((rc & 0xff) == SQLITE_BUSY && !db_->autocommit()) {
     // SQLITE_BUSY on COMMIT leaves the transaction open: nothing was written.
