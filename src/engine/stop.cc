@@ -18,8 +18,12 @@ StopSource::~StopSource() {
   siblings.erase(std::remove(siblings.begin(), siblings.end(), this), siblings.end());
 }
 
+// Every node of a tree shares the root's mutex (mu_ is copied from the
+// parent), which the thread-safety analysis cannot know: AssertHeld tells it
+// that holding *mu_ is holding the other nodes' *mu_.
 bool StopSource::StoppedLocked() const {
   for (const StopSource* s = this; s != nullptr; s = s->parent_) {
+    s->mu_->AssertHeld();
     if (s->reason_ != StopReason::kNone) return true;
   }
   return false;
@@ -28,7 +32,10 @@ bool StopSource::StoppedLocked() const {
 void StopSource::CollectLocked(std::vector<std::function<void()>>* out) {
   for (auto& [id, fn] : callbacks_) out->push_back(fn);
   callbacks_.clear();
-  for (StopSource* c : children_) c->CollectLocked(out);
+  for (StopSource* c : children_) {
+    c->mu_->AssertHeld();  // the same mutex (see StoppedLocked)
+    c->CollectLocked(out);
+  }
 }
 
 void StopSource::RequestStop(StopReason reason) {
@@ -49,6 +56,7 @@ bool StopSource::stopped() const {
 StopReason StopSource::reason() const {
   runloom::MutexLock l(mu_.get());
   for (const StopSource* s = this; s != nullptr; s = s->parent_) {
+    s->mu_->AssertHeld();  // the same mutex (see StoppedLocked)
     if (s->reason_ != StopReason::kNone) return s->reason_;
   }
   return StopReason::kNone;
