@@ -1,12 +1,19 @@
 # runloom: set-up, build, demo, tests and benchmark. See README.md.
 #
 #   make demo    install missing packages, build Release into build/, run the demo
-#   make test    install missing packages (with test-only ones), build and run
-#                every test in build/, then the unit and conformance tests
-#                under ASan+UBSan in build-asan/
+#   make test    install missing packages (with test-only ones), then:
+#                test-release        build/ (Release): build, run every test
+#                test-headers        build/: each public header compiled alone
+#                test-thread-safety  clang -Wthread-safety -Werror over build/'s
+#                                    translation units (syntax only)
+#                test-asan           build-asan/ (ASan+UBSan, RUNLOOM_TESTING):
+#                                    unit, conformance and chaos tests
+#                test-tsan           build-tsan/ (TSan, RUNLOOM_TESTING): the
+#                                    engine, decision, write-queue and chaos tests
+#                and prints each step's time.
 #   make bench   build Release and print the benchmark as JSON
 #   make build   build everything in build/ (Release)
-#   make clean   remove build/ and build-asan/
+#   make clean   remove build/, build-asan/ and build-tsan/
 #
 # Every recipe line runs in bash with -euo pipefail: any failure stops make
 # with a non-zero exit.
@@ -18,6 +25,7 @@ SHELL := /bin/bash
 JOBS ?= 2
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
 CLI_TARGET ?= runloom
 RUNLOOM := ./$(BUILD_DIR)/runloom
 
@@ -28,9 +36,12 @@ DEMO ?= examples/blog.yaml
 # from one to another never rebuilds everything.
 RELEASE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DRUNLOOM_WERROR=ON
 ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Asan -DRUNLOOM_WERROR=ON -DRUNLOOM_TESTING=ON
+TSAN_FLAGS := -DCMAKE_BUILD_TYPE=Tsan -DRUNLOOM_WERROR=ON -DRUNLOOM_TESTING=ON
+# Each step of `make test`, in order; each builds its configuration once.
+TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo bench test test-release test-asan clean
+.PHONY: bootstrap bootstrap-test configure build cli demo bench test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -60,10 +71,16 @@ bench: cli
 	$(RUNLOOM) bench --json
 
 test: bootstrap-test
-	$(MAKE) --no-print-directory test-release
-	$(MAKE) --no-print-directory test-asan
-	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), then $(ASAN_DIR) (ASan+UBSan, unit|conformance|chaos)"
-	@grep -hE '$(CTEST_SUMMARY)' $(BUILD_DIR)/ctest.log $(ASAN_DIR)/ctest.log
+	rm -f $(BUILD_DIR)/test-steps.log
+	for step in $(TEST_STEPS); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$step; \
+	  echo "$$step: $$(( $$(date +%s) - start )) s" >> $(BUILD_DIR)/test-steps.log; \
+	done
+	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), $(ASAN_DIR) (ASan+UBSan, unit|conformance|chaos), $(TSAN_DIR) (TSan, label tsan)"
+	@grep -hE '$(CTEST_SUMMARY)' $(BUILD_DIR)/ctest.log $(ASAN_DIR)/ctest.log $(TSAN_DIR)/ctest.log
+	@echo "== time per step"
+	@cat $(BUILD_DIR)/test-steps.log
 
 # --no-tests=error: a run that finds no test fails instead of passing silently.
 test-release:
@@ -71,11 +88,32 @@ test-release:
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(BUILD_DIR)/ctest.log
 
+# Every public header compiles alone (cmake/CheckHeaders.cmake lists them).
+test-headers:
+	cmake -S . -B $(BUILD_DIR) $(RELEASE_FLAGS)
+	cmake --build $(BUILD_DIR) --target checkheaders -j$(JOBS)
+
+# Clang's thread-safety analysis, -Werror, over every translation unit of
+# build/ (its compile_commands.json), syntax only: no clang build directory.
+test-thread-safety:
+	cmake -S . -B $(BUILD_DIR) $(RELEASE_FLAGS)
+	python3 scripts/thread_safety.py $(BUILD_DIR) $(JOBS)
+
 test-asan:
 	cmake -S . -B $(ASAN_DIR) $(ASAN_FLAGS)
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" \
 	  ctest --test-dir $(ASAN_DIR) -L 'unit|conformance|chaos' --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(ASAN_DIR)/ctest.log
 
+# Only the test binaries the TSan job runs (RUNLOOM_TSAN_TESTS in
+# cmake/RunloomHelpers.cmake, ctest label `tsan`). runloom::Mutex is the
+# TSan-visible stand-in there (include/runloom/mutex.h); tests/tsan.supp holds
+# the suppressions, each for third-party internals only.
+test-tsan:
+	cmake -S . -B $(TSAN_DIR) $(TSAN_FLAGS)
+	cmake --build $(TSAN_DIR) --target tsan_tests -j$(JOBS)
+	TSAN_OPTIONS="$${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1} suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(TSAN_DIR)/ctest.log
+
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)

@@ -5,17 +5,25 @@ function(runloom_cc_library)
   set(_t runloom_${RL_NAME})
   if(RL_SRCS)
     add_library(${_t} STATIC ${RL_SRCS} ${RL_HDRS})
+    # Only include/ is public (STYLE.md §1). Every runloom target and test
+    # sees src/ privately, so modules still include each other by "module/x.h".
     target_include_directories(${_t} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
-    # Internal modules include each other by "module/x.h"; src is visible to dependents of src targets.
-    target_include_directories(${_t} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>)
     target_link_libraries(${_t} PUBLIC ${RL_DEPS})
   else()
     add_library(${_t} INTERFACE)
-    target_include_directories(${_t} INTERFACE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+    target_include_directories(${_t} INTERFACE ${PROJECT_SOURCE_DIR}/include)
     target_link_libraries(${_t} INTERFACE ${RL_DEPS})
   endif()
   add_library(runloom::${RL_NAME} ALIAS ${_t})
 endfunction()
+
+# The test binaries the ThreadSanitizer job builds and runs (`make test-tsan`:
+# the `tsan_tests` target; in a Tsan build their tests carry the ctest label
+# `tsan`). Add a test here by name.
+set(RUNLOOM_TSAN_TESTS engine_test decisions_test chaos_test store_write_queue_test)
+if(RUNLOOM_BUILD_TESTS)
+  add_custom_target(tsan_tests)
+endif()
 
 # runloom_cc_test(NAME n SRCS ... DEPS ... LABELS ...)
 # One GoogleTest binary registered with ctest via gtest_discover_tests so the
@@ -34,6 +42,13 @@ function(runloom_cc_test)
   target_compile_definitions(${_t} PRIVATE
     RUNLOOM_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
     RUNLOOM_BINARY_DEFAULT="${PROJECT_BINARY_DIR}/runloom")
+  if(_t IN_LIST RUNLOOM_TSAN_TESTS)
+    add_dependencies(tsan_tests ${_t})
+    # One label only: gtest_discover_tests (CMake 3.25) splits a list of labels.
+    if(CMAKE_BUILD_TYPE STREQUAL "Tsan")
+      set(RL_LABELS tsan)
+    endif()
+  endif()
   if(NOT RL_TIMEOUT)
     set(RL_TIMEOUT 120)
   endif()

@@ -4,7 +4,7 @@
 # everything is present it changes nothing and runs no `apt-get update`.
 #
 # Usage: scripts/bootstrap.sh [--test] [--check]
-#   --test    also install what only the tests need (nodejs, npm)
+#   --test    also install what only the tests need (nodejs, npm, clang)
 #   --check   install nothing; list what is missing and exit 1 if anything is
 #
 # Non-interactive: no prompts, works with no stdin. Runs apt-get directly as
@@ -19,7 +19,10 @@ readonly BUILD_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3  # examples/ingest/*.py and other exec steps
 )
-readonly TEST_PACKAGES=(nodejs npm)
+# clang (clang-14): `make test-thread-safety` runs clang++ -fsyntax-only
+# -Wthread-safety. The ASan and TSan builds use GCC, whose sanitizer runtimes
+# (libasan8, libtsan2) come with g++ (libgcc-12-dev); no clang runtime needed.
+readonly TEST_PACKAGES=(nodejs npm clang)
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

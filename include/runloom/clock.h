@@ -5,14 +5,21 @@
 // moves only when the test calls Advance() or SetTime(), so lease expiry and
 // retry backoff are tested without sleeping.
 //
+// AwaitWithDeadline takes a runloom::Mutex (runloom/mutex.h): in normal builds
+// that is runloom::Mutex itself, so an embedder's runloom::Mutex works unchanged; in
+// ThreadSanitizer builds it is the TSan-visible stand-in. The Clock seam has to
+// name the same mutex type the engine locks, hence the alias and not
+// runloom::Mutex here.
+//
 // Thread-safety: all methods of both implementations are thread-safe.
 #pragma once
 
+#include "runloom/mutex.h"
+
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-#include <memory>
+#include <cstdint>
 
 namespace runloom {
 
@@ -34,9 +41,9 @@ class Clock {
   // return. Whoever makes `cond` true must do so while holding `mu`.
   //
   // Example:
-  //   absl::MutexLock l(&mu_);
+  //   runloom::MutexLock l(&mu_);
   //   clock->AwaitWithDeadline(&mu_, absl::Condition(&stop_), deadline);
-  virtual bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline)
+  virtual bool AwaitWithDeadline(Mutex* mu, const absl::Condition& cond, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) = 0;
 };
 
@@ -54,7 +61,7 @@ class SimulatedClock final : public Clock {
   absl::Time Now() override;
   void SleepFor(absl::Duration d) override;
   void SleepUntil(absl::Time t) override;
-  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline) override
+  bool AwaitWithDeadline(Mutex* mu, const absl::Condition& cond, absl::Time deadline) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Moves time forward by `d` and wakes sleepers whose deadline passed.
@@ -62,7 +69,7 @@ class SimulatedClock final : public Clock {
   void SetTime(absl::Time t);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   // Bumped on every time change so waiters on other mutexes can poll cheaply.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -17,14 +17,14 @@
 // one subscription never run concurrently with each other.
 //
 // Example (wait until run `id` leaves `running`):
-//   absl::Mutex mu;
+//   runloom::Mutex mu;
 //   bool changed = false;
 //   std::unique_ptr<Subscription> sub = bus->Subscribe(id, [&](const RunChange&) {
-//     absl::MutexLock l(&mu);
+//     runloom::MutexLock l(&mu);
 //     changed = true;
 //   });
 //   while (store->GetRun(id)->status == RunStatus::kRunning) {  // read after subscribing
-//     absl::MutexLock l(&mu);
+//     runloom::MutexLock l(&mu);
 //     clock->AwaitWithDeadline(&mu, absl::Condition(&changed), clock->Now() + absl::Seconds(1));
 //     changed = false;  // a missed wake-up costs at most the deadline
 //   }

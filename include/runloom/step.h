@@ -17,9 +17,9 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -84,7 +84,7 @@ class StepRegistry {
   static std::unique_ptr<StepRegistry> WithBuiltins();
 
  private:
-  mutable absl::Mutex mu_;
+  mutable runloom::Mutex mu_;
   std::map<std::string, std::shared_ptr<StepKind>> kinds_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -15,8 +15,8 @@ class RealClockImpl final : public Clock {
     absl::Duration d = t - absl::Now();
     if (d > absl::ZeroDuration()) absl::SleepFor(d);
   }
-  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  bool AwaitWithDeadline(runloom::Mutex* mu, const absl::Condition& cond,
+                         absl::Time deadline) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return mu->AwaitWithDeadline(cond, deadline);
   }
 };

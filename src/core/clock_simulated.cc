@@ -11,19 +11,19 @@ constexpr absl::Duration kSimulatedPoll = absl::Milliseconds(1);
 SimulatedClock::SimulatedClock(absl::Time start) : now_(start) {}
 
 absl::Time SimulatedClock::Now() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return now_;
 }
 
 void SimulatedClock::SleepFor(absl::Duration d) { SleepUntil(Now() + d); }
 
 void SimulatedClock::SleepUntil(absl::Time t) {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   auto reached = [this, t]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return now_ >= t; };
   mu_.Await(absl::Condition(&reached));
 }
 
-bool SimulatedClock::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
+bool SimulatedClock::AwaitWithDeadline(runloom::Mutex* mu, const absl::Condition& cond,
                                        absl::Time deadline) {
   while (true) {
     if (cond.Eval()) return true;
@@ -34,13 +34,13 @@ bool SimulatedClock::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& c
 }
 
 void SimulatedClock::Advance(absl::Duration d) {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   now_ += d;
   ++generation_;
 }
 
 void SimulatedClock::SetTime(absl::Time t) {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   now_ = t;
   ++generation_;
 }

@@ -1,5 +1,6 @@
 #include "runloom/clock.h"
 
+#include "core/crash_point.h"
 #include "core/digest.h"
 #include "core/duration.h"
 #include "core/ids.h"
@@ -9,7 +10,11 @@
 #include "absl/random/random.h"
 #include "gtest/gtest.h"
 
+#include <csignal>
+#include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace runloom {
 namespace {
@@ -93,15 +98,55 @@ TEST(SimulatedClock, SleeperWakesOnlyWhenAdvanced) {
 
 TEST(SimulatedClock, AwaitWithDeadlineReturnsAtSimulatedDeadline) {
   SimulatedClock clock;
-  absl::Mutex mu;
+  runloom::Mutex mu;
   bool flag = false;
   absl::Time deadline = clock.Now() + absl::Seconds(2);
   std::thread t([&] { clock.Advance(absl::Seconds(3)); });
   {
-    absl::MutexLock l(&mu);
+    runloom::MutexLock l(&mu);
     EXPECT_FALSE(clock.AwaitWithDeadline(&mu, absl::Condition(&flag), deadline));
   }
   t.join();
+}
+
+TEST(CrashPoint, NamesRoundTrip) {
+  EXPECT_FALSE(AllCrashPoints().empty());
+  for (CrashPoint p : AllCrashPoints()) EXPECT_EQ(ParseCrashPoint(ToString(p)), p);
+  EXPECT_EQ(ParseCrashPoint("no_such_point"), std::nullopt);
+}
+
+// A point not named by RUNLOOM_CRASH_AT, or a hit before the named one, does
+// nothing.
+TEST(CrashPoint, OnlyTheNamedHitKills) {
+  setenv("RUNLOOM_CRASH_AT", "after_store_commit:2", 1);
+  EXPECT_EXIT(
+      {
+        RUNLOOM_CRASH_POINT(CrashPoint::kBeforeStoreCommit);
+        RUNLOOM_CRASH_POINT(CrashPoint::kAfterStoreCommit);  // hit 1: lives
+        RUNLOOM_CRASH_POINT(CrashPoint::kAfterStoreCommit);  // hit 2: dies here
+        std::exit(0);
+      },
+#ifdef RUNLOOM_TESTING
+      ::testing::KilledBySignal(SIGKILL), "crash point after_store_commit hit 2");
+#else
+      // Without RUNLOOM_TESTING crash points compile to nothing.
+      ::testing::ExitedWithCode(0), "");
+#endif
+  unsetenv("RUNLOOM_CRASH_AT");
+}
+
+TEST(SyncPoint, CallsTheInstalledCallbackInTestBuilds) {
+  std::vector<std::string> seen;
+  SetSyncPointCallback([&seen](std::string_view name) { seen.emplace_back(name); });
+  RUNLOOM_SYNC_POINT("core_test.one");
+  RUNLOOM_SYNC_POINT("core_test.two");
+  SetSyncPointCallback(nullptr);
+  RUNLOOM_SYNC_POINT("core_test.after_removal");
+#ifdef RUNLOOM_TESTING
+  EXPECT_EQ(seen, (std::vector<std::string>{"core_test.one", "core_test.two"}));
+#else
+  EXPECT_TRUE(seen.empty());
+#endif
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The engine: admission, the executor pool, the lease keeper and the sweeper.
 #include "runloom/engine.h"
 
+#include "runloom/mutex.h"
+
 #include "core/digest.h"
 #include "core/ids.h"
 #include "core/status_macros.h"
@@ -12,7 +14,6 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 
 #include <algorithm>
 #include <atomic>
@@ -163,7 +164,7 @@ class Engine::Impl {
       // executors still verify the pinned definition (LoadPinned).
       const std::string key = absl::StrCat(req.workflow_name, "@", req.workflow_version);
       if (req.workflow_version > 0) {
-        absl::MutexLock l(&mu_);
+        runloom::MutexLock l(&mu_);
         auto it = admission_.find(key);
         if (it != admission_.end()) {
           version = it->second.first;
@@ -178,7 +179,7 @@ class Engine::Impl {
         if (req.workflow_version > 0) {
           WorkflowVersion meta = version;
           meta.canonical = nullptr;  // not needed for admission
-          absl::MutexLock l(&mu_);
+          runloom::MutexLock l(&mu_);
           admission_[key] = {std::move(meta), wf};
         }
       }
@@ -186,7 +187,7 @@ class Engine::Impl {
     RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json frozen, FreezeInputs(*wf, req.inputs));
     NewRun run;
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       run.id = NewRunId(clock()->Now(), bitgen_);
     }
     run.workflow_name = version.name;
@@ -220,7 +221,7 @@ class Engine::Impl {
       if (in.secret && req.inputs.contains(in.name)) secrets[in.name] = req.inputs[in.name];
     }
     if (created.created && !secrets.empty()) {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       secrets_[created.run.id] = std::move(secrets);
     }
     return created;
@@ -238,7 +239,7 @@ class Engine::Impl {
       // first execution and for runs created after it was verified, so a
       // run of a hot workflow costs no catalog read. A run resumed after a
       // pause or a crash is always checked against the catalog as it is now.
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       auto it = workflows_.find(pinned);
       if (it != workflows_.end() && (first_execution || run.created_at >= it->second.verified_at)) {
         return it->second.workflow;
@@ -259,7 +260,7 @@ class Engine::Impl {
     }
     const std::string& key = pinned;
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       auto it = workflows_.find(key);
       if (it != workflows_.end() && it->second.canonical == v->canonical) {
         it->second.verified_at = std::max(it->second.verified_at, verified_at);
@@ -273,7 +274,7 @@ class Engine::Impl {
           " changed under its pinned digest ", run.workflow_digest, "; the run fails closed"));
     }
     auto shared = std::make_shared<const Workflow>(*std::move(wf));
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     workflows_[key] = CachedWorkflow{v->canonical, shared, verified_at};
     return shared;
   }
@@ -301,7 +302,7 @@ class Engine::Impl {
     config.working_dir = run.context.value("working_dir", "");
     config.entry = std::string(ToString(entry));
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       auto it = secrets_.find(run_id);
       if (it != secrets_.end()) config.secrets = it->second;
     }
@@ -363,18 +364,18 @@ class Engine::Impl {
   // it; Stop() drains it) and counts its disposition.
   void Track(const std::shared_ptr<RunExecution>& exec, const std::function<Disposition()>& body) {
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       active_[exec->run_id()] = exec;
       if (draining_) exec->Drain();
     }
     Count(body());
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     active_.erase(exec->run_id());
   }
 
   absl::StatusOr<RunRecord> Finished(const RunExecution& exec, RunRecord& run, bool want_record) {
     if (exec.final_status() != RunStatus::kPaused) {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       secrets_.erase(run.id);
     }
     if (!want_record) {
@@ -415,7 +416,7 @@ class Engine::Impl {
     while (true) {
       int want;
       {
-        absl::MutexLock l(&mu_);
+        runloom::MutexLock l(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return stop_dispatch_ || idle_executors_ > static_cast<int>(work_.size());
         };
@@ -428,13 +429,13 @@ class Engine::Impl {
         transport()->WaitForMessages(clock()->Now() + options_.idle_poll);
         continue;
       }
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       for (QueueMessage& m : *msgs) work_.push_back(std::move(m));
     }
     // Give back what no executor started, so another worker gets it now.
     std::deque<QueueMessage> left;
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       left.swap(work_);
     }
     for (const QueueMessage& m : left) (void)transport()->Release(m);
@@ -449,7 +450,7 @@ class Engine::Impl {
     while (true) {
       QueueMessage m;
       {
-        absl::MutexLock l(&mu_);
+        runloom::MutexLock l(&mu_);
         ++idle_executors_;
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return stop_dispatch_ || !work_.empty();
@@ -476,7 +477,7 @@ class Engine::Impl {
   }
 
   void LeaseKeeperLoop() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     while (!keeper_stop_) {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return keeper_stop_; };
       clock()->AwaitWithDeadline(&mu_, absl::Condition(&stop), clock()->Now() + options_.heartbeat);
@@ -545,7 +546,7 @@ class Engine::Impl {
   }
 
   void SweeperLoop() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     while (!keeper_stop_) {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return keeper_stop_; };
       clock()->AwaitWithDeadline(&mu_, absl::Condition(&stop),
@@ -558,7 +559,7 @@ class Engine::Impl {
   }
 
   void StartBackground() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     if (keeper_started_) return;
     keeper_started_ = true;
     keeper_stop_ = false;
@@ -568,7 +569,7 @@ class Engine::Impl {
 
   void Start() {
     StartBackground();
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     if (!executors_.empty()) return;
     stop_dispatch_ = false;
     for (int i = 0; i < options_.executors; ++i) {
@@ -580,7 +581,7 @@ class Engine::Impl {
   void Stop() {
     transport()->Interrupt();
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       stop_dispatch_ = true;  // no new claims, no new runs started
       draining_ = true;
       for (auto& [id, e] : active_) e->Drain();
@@ -591,13 +592,13 @@ class Engine::Impl {
     }
     std::vector<std::thread> threads;
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       threads.swap(executors_);
     }
     for (std::thread& t : threads) t.join();
     threads.clear();
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       keeper_stop_ = true;
       threads.swap(background_);
       keeper_started_ = false;
@@ -620,7 +621,7 @@ class Engine::Impl {
   }
 
   int ActiveRuns() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     return static_cast<int>(active_.size());
   }
 
@@ -631,7 +632,7 @@ class Engine::Impl {
     std::atomic<int64_t> runs_finished{0}, runs_paused{0}, runs_released{0}, leases_lost{0};
   } stats_;
 
-  absl::Mutex mu_;
+  runloom::Mutex mu_;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   struct CachedWorkflow {
     nlohmann::json canonical;

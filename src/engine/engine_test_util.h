@@ -4,10 +4,10 @@
 #pragma once
 
 #include "runloom/engine.h"
+#include "runloom/mutex.h"
 
 #include "testing/status_matchers.h"
 
-#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
 #include <atomic>
@@ -49,8 +49,8 @@ class CountingKind final : public StepKind {
     return out;
   }
   std::atomic<int> count{0};
-  absl::Notification entered;
-  absl::Notification release;
+  runloom::Notification entered;
+  runloom::Notification release;
 };
 
 struct Harness {

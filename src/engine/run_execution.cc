@@ -1,6 +1,7 @@
 #include "engine/run_execution.h"
 
 #include "core/check.h"
+#include "core/crash_point.h"
 #include "core/digest.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
@@ -141,22 +142,22 @@ RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
 }
 
 Lease RunExecution::lease() const {
-  absl::MutexLock l(&lease_mu_);
+  runloom::MutexLock l(&lease_mu_);
   return lease_;
 }
 
 absl::Status RunExecution::lease_error() const {
-  absl::MutexLock l(&lease_mu_);
+  runloom::MutexLock l(&lease_mu_);
   return lease_error_;
 }
 
 bool RunExecution::lease_needs_records() const {
-  absl::MutexLock l(&lease_mu_);
+  runloom::MutexLock l(&lease_mu_);
   return lease_needs_records_;
 }
 
 absl::Status RunExecution::Write(RunWrite write, bool defer) {
-  absl::MutexLock l(&write_mu_);
+  runloom::MutexLock l(&write_mu_);
   if (lease_lost_) return absl::AbortedError("lease lost");
   if (defer) {
     // A finished step's record rides on the next write (the next step's
@@ -181,7 +182,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
   write.party = Party::kExecutor;
   bool take_lease;
   {
-    absl::MutexLock l(&lease_mu_);
+    runloom::MutexLock l(&lease_mu_);
     take_lease = lease_pending_;
     write.lease_token = lease_.token;
   }
@@ -191,7 +192,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
     const ExecutionConfig::LeaseRequest& req = *config_.lease_request;
     auto first = config_.store->AcquireFirstLease(run_.id, req.owner, req.ttl, req.events, write);
     if (!first.ok()) {
-      absl::MutexLock l(&lease_mu_);
+      runloom::MutexLock l(&lease_mu_);
       lease_pending_ = false;
       lease_error_ = first.status();
       lease_lost_ = true;
@@ -202,7 +203,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
     const bool needs_records = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
                                first->lease.attempt != 1;
     {
-      absl::MutexLock l(&lease_mu_);
+      runloom::MutexLock l(&lease_mu_);
       lease_pending_ = false;
       lease_ = first->lease;
       lease_needs_records_ = needs_records;
@@ -238,6 +239,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
     root_.RequestStop(StopReason::kLeaseLost);
     return absl::AbortedError(absl::StrCat("lease lost on run ", run_.id, ": ", s.message()));
   }
+  if (s.ok() && !write.steps.empty()) RUNLOOM_CRASH_POINT(CrashPoint::kAfterStepCommit);
   return s;
 }
 
@@ -486,7 +488,7 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
                                                     .entry = ParseRunEntry(config_.entry)}));
       bool new_phase;
       {
-        absl::MutexLock l(&write_mu_);
+        runloom::MutexLock l(&write_mu_);
         new_phase = !step.phase.empty() && step.phase != phase_;
         if (new_phase) phase_ = step.phase;
       }
@@ -681,7 +683,7 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
     bool done = false;
   };
   std::vector<BranchRun> runs(n);
-  absl::Mutex mu;  // guards BranchRun::done
+  runloom::Mutex mu;  // guards BranchRun::done
   int remaining = static_cast<int>(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
@@ -694,7 +696,7 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
       const Branch& br = step.branches[b];
       auto r = RunSequence(br.steps, absl::StrCat(path, "[", br.name, "]"), runs[b].scope,
                            *runs[b].stop);
-      absl::MutexLock l(&mu);
+      runloom::MutexLock l(&mu);
       runs[b].result = std::move(r);
       runs[b].done = true;
       --remaining;
@@ -702,7 +704,7 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
   }
   {
     const absl::Time deadline = step.deadline ? started + *step.deadline : absl::InfiniteFuture();
-    absl::MutexLock l(&mu);
+    runloom::MutexLock l(&mu);
     auto all_done = [&remaining]() { return remaining == 0; };
     config_.clock->AwaitWithDeadline(&mu, absl::Condition(&all_done), deadline);
     for (size_t b = 0; b < n; ++b) {

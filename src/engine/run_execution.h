@@ -146,7 +146,7 @@ class RunExecution {
   // Constant after construction.
   const ExecutionConfig config_;
   const RunRecord run_;
-  mutable absl::Mutex lease_mu_;
+  mutable runloom::Mutex lease_mu_;
   Lease lease_ ABSL_GUARDED_BY(lease_mu_);
   bool lease_pending_ ABSL_GUARDED_BY(lease_mu_) = false;
   absl::Status lease_error_ ABSL_GUARDED_BY(lease_mu_);
@@ -156,7 +156,7 @@ class RunExecution {
   std::map<std::string, StepRecord> records_;
 
   StopSource root_;
-  absl::Mutex write_mu_;  // orders this run's writes (parallel branches)
+  runloom::Mutex write_mu_;  // orders this run's writes (parallel branches)
   std::string phase_ ABSL_GUARDED_BY(write_mu_);
   bool lease_lost_ ABSL_GUARDED_BY(write_mu_) = false;
   RunWrite pending_ ABSL_GUARDED_BY(write_mu_);  // deferred records and events

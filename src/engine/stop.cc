@@ -4,22 +4,26 @@
 
 namespace runloom::engine_internal {
 
-StopSource::StopSource() : parent_(nullptr), mu_(std::make_shared<absl::Mutex>()) {}
+StopSource::StopSource() : parent_(nullptr), mu_(std::make_shared<runloom::Mutex>()) {}
 
 StopSource::StopSource(StopSource* parent) : parent_(parent), mu_(parent->mu_) {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   parent_->children_.push_back(this);
 }
 
 StopSource::~StopSource() {
   if (parent_ == nullptr) return;
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   auto& siblings = parent_->children_;
   siblings.erase(std::remove(siblings.begin(), siblings.end(), this), siblings.end());
 }
 
+// Every node of a tree shares the root's mutex (mu_ is copied from the
+// parent), which the thread-safety analysis cannot know: AssertHeld tells it
+// that holding *mu_ is holding the other nodes' *mu_.
 bool StopSource::StoppedLocked() const {
   for (const StopSource* s = this; s != nullptr; s = s->parent_) {
+    s->mu_->AssertHeld();
     if (s->reason_ != StopReason::kNone) return true;
   }
   return false;
@@ -28,13 +32,16 @@ bool StopSource::StoppedLocked() const {
 void StopSource::CollectLocked(std::vector<std::function<void()>>* out) {
   for (auto& [id, fn] : callbacks_) out->push_back(fn);
   callbacks_.clear();
-  for (StopSource* c : children_) c->CollectLocked(out);
+  for (StopSource* c : children_) {
+    c->mu_->AssertHeld();  // the same mutex (see StoppedLocked)
+    c->CollectLocked(out);
+  }
 }
 
 void StopSource::RequestStop(StopReason reason) {
   std::vector<std::function<void()>> fns;
   {
-    absl::MutexLock l(mu_.get());
+    runloom::MutexLock l(mu_.get());
     if (reason_ == StopReason::kNone) reason_ = reason;
     CollectLocked(&fns);
   }
@@ -42,13 +49,14 @@ void StopSource::RequestStop(StopReason reason) {
 }
 
 bool StopSource::stopped() const {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   return StoppedLocked();
 }
 
 StopReason StopSource::reason() const {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   for (const StopSource* s = this; s != nullptr; s = s->parent_) {
+    s->mu_->AssertHeld();  // the same mutex (see StoppedLocked)
     if (s->reason_ != StopReason::kNone) return s->reason_;
   }
   return StopReason::kNone;
@@ -56,7 +64,7 @@ StopReason StopSource::reason() const {
 
 int StopSource::AddCallback(std::function<void()> fn) {
   {
-    absl::MutexLock l(mu_.get());
+    runloom::MutexLock l(mu_.get());
     if (!StoppedLocked()) {
       int id = next_id_++;
       callbacks_.emplace(id, std::move(fn));
@@ -68,12 +76,12 @@ int StopSource::AddCallback(std::function<void()> fn) {
 }
 
 void StopSource::RemoveCallback(int id) {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   callbacks_.erase(id);
 }
 
 bool StopSource::WaitUntil(Clock* clock, absl::Time deadline) {
-  absl::MutexLock l(mu_.get());
+  runloom::MutexLock l(mu_.get());
   auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return StoppedLocked(); };
   return clock->AwaitWithDeadline(mu_.get(), absl::Condition(&stopped), deadline);
 }

@@ -11,9 +11,9 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 #include <functional>
@@ -56,7 +56,7 @@ class StopSource {
 
   // Constant after construction.
   StopSource* const parent_;
-  std::shared_ptr<absl::Mutex> mu_;  // the root's
+  std::shared_ptr<runloom::Mutex> mu_;  // the root's
 
   StopReason reason_ ABSL_GUARDED_BY(*mu_) = StopReason::kNone;
   std::vector<StopSource*> children_ ABSL_GUARDED_BY(*mu_);

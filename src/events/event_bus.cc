@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "runloom/mutex.h"
 
 #include <algorithm>
 #include <atomic>
@@ -25,7 +25,7 @@ struct Subscriber {
       : run_id(std::move(id)), on_change(std::move(fn)) {}
   const std::string run_id;  // "" = all runs
   const std::function<void(const RunChange&)> on_change;
-  absl::Mutex call_mu;
+  runloom::Mutex call_mu;
   bool active ABSL_GUARDED_BY(call_mu) = true;
 };
 
@@ -59,7 +59,7 @@ class InProcessEventBus final : public EventBus {
       }
     }
     for (auto& [sub, change] : calls) {
-      absl::MutexLock l(&sub->call_mu);
+      runloom::MutexLock l(&sub->call_mu);
       if (sub->active) sub->on_change(*change);
     }
   }
@@ -88,7 +88,7 @@ class InProcessEventBus final : public EventBus {
       ABSL_LOCKS_EXCLUDED(mu_) {
     auto sub = std::make_shared<Subscriber>(run_id, std::move(on_change));
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       if (run_id.empty()) {
         all_.push_back(sub);
       } else {
@@ -102,7 +102,7 @@ class InProcessEventBus final : public EventBus {
 
   void Unsubscribe(const std::shared_ptr<Subscriber>& sub) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       if (sub->run_id.empty()) {
         Erase(all_, sub);
       } else {
@@ -117,7 +117,7 @@ class InProcessEventBus final : public EventBus {
     // A publisher may still hold `sub` from before the erase: it checks
     // `active` under call_mu, so taking call_mu here waits for a running
     // callback and stops later ones.
-    absl::MutexLock l(&sub->call_mu);
+    runloom::MutexLock l(&sub->call_mu);
     sub->active = false;
   }
 
@@ -129,7 +129,7 @@ class InProcessEventBus final : public EventBus {
 
   // Subscriptions alive now (their count is read without mu_ by Publish).
   std::atomic<int64_t> subscribers_{0};
-  mutable absl::Mutex mu_;
+  mutable runloom::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<std::shared_ptr<Subscriber>>> by_run_
       ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Subscriber>> all_ ABSL_GUARDED_BY(mu_);

@@ -2,8 +2,8 @@
 
 #include "runloom/clock.h"
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "runloom/mutex.h"
+#include "runloom/mutex.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -89,7 +89,7 @@ TEST(EventBusTest, PublishWithoutSubscribersIsANoOp) {
 // the callback's captures may die right after.
 TEST(EventBusTest, UnsubscribeWaitsForARunningCallback) {
   std::unique_ptr<EventBus> bus = NewInProcessEventBus();
-  absl::Notification entered, release;
+  runloom::Notification entered, release;
   std::atomic<bool> returned{false};
   auto sub = bus->Subscribe("a", [&](const RunChange&) {
     entered.Notify();

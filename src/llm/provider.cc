@@ -13,13 +13,13 @@ void LlmProviderRegistry::Register(const std::string& prefix,
                                    std::shared_ptr<LlmProvider> provider) {
   RUNLOOM_CHECK(!prefix.empty()) << "an LLM provider needs a model prefix";
   RUNLOOM_CHECK(provider != nullptr) << "null LLM provider for '" << prefix << "'";
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   providers_[prefix] = std::move(provider);
 }
 
 absl::StatusOr<std::shared_ptr<LlmProvider>> LlmProviderRegistry::Resolve(
     const std::string& model) const {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   const std::shared_ptr<LlmProvider>* best = nullptr;
   size_t best_len = 0;
   for (const auto& [prefix, provider] : providers_) {

@@ -9,12 +9,12 @@
 // and implementations must be thread-safe. LlmProviderRegistry is thread-safe.
 #pragma once
 
+#include "runloom/mutex.h"
 #include "runloom/step.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 #include <cstdint>
@@ -83,7 +83,7 @@ class LlmProviderRegistry {
   static std::shared_ptr<LlmProviderRegistry> WithFake();
 
  private:
-  mutable absl::Mutex mu_;
+  mutable runloom::Mutex mu_;
   std::map<std::string, std::shared_ptr<LlmProvider>> providers_ ABSL_GUARDED_BY(mu_);
 };
 

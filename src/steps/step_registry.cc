@@ -11,12 +11,12 @@ void StepRegistry::Register(const std::string& name, std::shared_ptr<StepKind> k
       << "step kind '" << name << "' is reserved by the engine";
   RUNLOOM_CHECK(!name.empty()) << "a step kind needs a name";
   RUNLOOM_CHECK(kind != nullptr) << "null StepKind registered as '" << name << "'";
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   kinds_[name] = std::move(kind);
 }
 
 std::shared_ptr<StepKind> StepRegistry::Find(const std::string& name) const {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   auto it = kinds_.find(name);
   return it == kinds_.end() ? nullptr : it->second;
 }

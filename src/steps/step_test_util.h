@@ -3,11 +3,11 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 #include "runloom/step.h"
 #include "runloom/workflow.h"
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -34,12 +34,12 @@ class TestStepContext final : public StepContext {
   absl::Time deadline() const override { return deadline_; }
 
   bool Stopping() override {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     return stopping_;
   }
 
   bool SleepUntil(absl::Time until) override {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     sleeping_until_ = until;
     const bool stopped = clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), until);
     sleeping_until_.reset();
@@ -47,7 +47,7 @@ class TestStepContext final : public StepContext {
   }
 
   void OnStop(std::function<void()> fn) override {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     on_stop_ = std::move(fn);
     if (on_stop_) {
       ++on_stop_registrations_;
@@ -60,7 +60,7 @@ class TestStepContext final : public StepContext {
   void Stop() {
     std::function<void()> fn;
     {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       stopping_ = true;
       fn = on_stop_;
     }
@@ -71,7 +71,7 @@ class TestStepContext final : public StepContext {
 
   // Blocks until the step is inside SleepUntil; returns the time it sleeps to.
   absl::Time AwaitSleeping() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     auto sleeping = [this]()
                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return sleeping_until_.has_value(); };
     mu_.Await(absl::Condition(&sleeping));
@@ -80,14 +80,14 @@ class TestStepContext final : public StepContext {
 
   // Blocks until a stop callback has been registered (exec: the child runs).
   void AwaitOnStopRegistered() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     auto registered = [this]()
                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return on_stop_registrations_ > 0; };
     mu_.Await(absl::Condition(&registered));
   }
 
   bool has_on_stop() {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     return static_cast<bool>(on_stop_);
   }
 
@@ -100,7 +100,7 @@ class TestStepContext final : public StepContext {
   int attempt_ = 1;
   absl::Time deadline_ = absl::InfiniteFuture();
 
-  absl::Mutex mu_;
+  runloom::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_stop_ ABSL_GUARDED_BY(mu_);
   int on_stop_registrations_ ABSL_GUARDED_BY(mu_) = 0;

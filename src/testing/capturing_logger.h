@@ -5,7 +5,7 @@
 #include "runloom/env.h"
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "runloom/mutex.h"
 
 #include <string>
 #include <vector>
@@ -19,18 +19,18 @@ class CapturingLogger final : public Logger {
     std::string message;
   };
   void Log(LogLevel level, std::string_view message) override {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     lines_.push_back({level, std::string(message)});
   }
   LogLevel min_level() const override { return LogLevel::kDebug; }
 
   std::vector<Line> lines() const {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     return lines_;
   }
   // How many lines at `level` or above contain `needle`.
   int Count(LogLevel level, std::string_view needle) const {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     int n = 0;
     for (const Line& line : lines_) {
       n += line.level >= level && line.message.find(needle) != std::string::npos ? 1 : 0;
@@ -39,7 +39,7 @@ class CapturingLogger final : public Logger {
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable runloom::Mutex mu_;
   std::vector<Line> lines_ ABSL_GUARDED_BY(mu_);
 };
 

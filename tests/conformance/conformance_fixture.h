@@ -11,6 +11,7 @@
 #include "runloom/transport.h"
 
 #include "core/ids.h"
+#include "store/event_check.h"
 #include "testing/status_matchers.h"
 
 #include "absl/random/random.h"
@@ -52,6 +53,8 @@ std::vector<BackendFactory> AllBackendFactories();
 class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
  protected:
   void SetUp() override {
+    // Synthetic events: this suite tests the store, not the event format.
+    store_internal::TEST_SetEventCheckOnWrite(false);
     static std::atomic<int> counter{0};
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = absl::StrCat("runloom_conf_", getpid(), "_", counter++, "_", info->name());

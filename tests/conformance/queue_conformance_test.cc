@@ -1,6 +1,7 @@
 // Transport conformance (claim, visibility, redelivery, ack, dead letters,
 // waiting) and concurrency of the store, for every backend.
-#include "absl/synchronization/notification.h"
+#include "runloom/mutex.h"
+
 #include "conformance_fixture.h"
 
 #include <algorithm>
@@ -24,7 +25,7 @@ constexpr absl::Duration kWatchdog = absl::Seconds(10);
 class QueueConformanceTest : public ConformanceTest {
  protected:
   // Advances the simulated clock in small steps until `done` or the watchdog.
-  bool AdvanceUntil(absl::Notification& done, absl::Duration step) {
+  bool AdvanceUntil(runloom::Notification& done, absl::Duration step) {
     for (int i = 0; i < 2000; ++i) {
       if (done.WaitForNotificationWithTimeout(absl::Milliseconds(2))) return true;
       clock_.Advance(step);
@@ -199,7 +200,7 @@ TEST_P(QueueConformanceTest, ConcurrentWritersAllCommit) {
 
 TEST_P(QueueConformanceTest, WaitReturnsAtOnceForLocalMessages) {
   Create();
-  absl::Notification done;
+  runloom::Notification done;
   std::thread waiter([&] {
     transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
     done.Notify();
@@ -210,7 +211,7 @@ TEST_P(QueueConformanceTest, WaitReturnsAtOnceForLocalMessages) {
 }
 
 TEST_P(QueueConformanceTest, WaitWakesOnAMessageProducedLater) {
-  absl::Notification waiting_done;
+  runloom::Notification waiting_done;
   ASSERT_THAT(ClaimAll(), IsEmpty());
   transport_->WaitForMessages(clock_.Now());  // consume any earlier signal
   std::thread waiter([&] {
@@ -227,7 +228,7 @@ TEST_P(QueueConformanceTest, WaitWakesOnAMessageProducedLater) {
 
 TEST_P(QueueConformanceTest, WaitEndsAtTheDeadline) {
   transport_->WaitForMessages(clock_.Now());  // consume any earlier signal
-  absl::Notification done;
+  runloom::Notification done;
   std::thread waiter([&] {
     transport_->WaitForMessages(clock_.Now() + absl::Seconds(1));
     done.Notify();
@@ -239,7 +240,7 @@ TEST_P(QueueConformanceTest, WaitEndsAtTheDeadline) {
 
 TEST_P(QueueConformanceTest, InterruptWakesWaiters) {
   transport_->WaitForMessages(clock_.Now());
-  absl::Notification done;
+  runloom::Notification done;
   std::thread waiter([&] {
     transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
     done.Notify();
@@ -255,7 +256,7 @@ TEST_P(QueueConformanceTest, WaitPollsForMessagesOfOtherProcesses) {
   absl::StatusOr<Backend> other = Open();
   ASSERT_OK(other);
   transport_->WaitForMessages(clock_.Now());
-  absl::Notification done;
+  runloom::Notification done;
   std::thread waiter([&] {
     transport_->WaitForMessages(clock_.Now() + absl::Hours(1));
     done.Notify();

@@ -1,10 +1,11 @@
 #include "steps/internal/subprocess.h"
 
+#include "runloom/mutex.h"
+
 #include "core/status_macros.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 
 #include <algorithm>
 #include <array>
@@ -134,7 +135,7 @@ class GroupKiller {
   GroupKiller& operator=(const GroupKiller&) = delete;
 
   void Kill() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     if (!reaped_) {
       kill(-pid_, SIGKILL);
     }
@@ -143,7 +144,7 @@ class GroupKiller {
   // The OnStop path: kills and remembers why, so a child that died of this
   // SIGKILL is reported as stopped, not as killed by a signal.
   void KillForStop() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     if (!reaped_) {
       stopped_ = true;
       kill(-pid_, SIGKILL);
@@ -151,14 +152,14 @@ class GroupKiller {
   }
 
   bool stopped() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     return stopped_;
   }
 
   // REQUIRES: the child has exited or was sent SIGKILL, so this returns soon.
   // nullopt when someone else reaped it (SIGCHLD ignored, or waitpid(-1)).
   std::optional<int> Reap() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     int status = 0;
     pid_t r = 0;
     while ((r = waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
@@ -172,7 +173,7 @@ class GroupKiller {
 
  private:
   const pid_t pid_;  // also the process group id
-  absl::Mutex mu_;
+  runloom::Mutex mu_;
   bool reaped_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -64,7 +64,7 @@ absl::Status CommitPublisher::RunOp(WriteOp op, WriteTxn& txn) {
   return s;
 }
 
-void CommitPublisher::AfterTransaction(bool committed, Db& writer, absl::Mutex& writer_mu,
+void CommitPublisher::AfterTransaction(bool committed, Db& writer, runloom::Mutex& writer_mu,
                                        ChangeWatcher* also) {
   std::vector<int64_t> touched;
   touched.swap(touched_);
@@ -76,7 +76,7 @@ void CommitPublisher::AfterTransaction(bool committed, Db& writer, absl::Mutex& 
   {
     // Read after the commit (the values may already be a later commit's,
     // which a subscriber re-reading the store sees anyway).
-    absl::MutexLock l(&writer_mu);
+    runloom::MutexLock l(&writer_mu);
     for (int64_t rowid : touched) {
       absl::StatusOr<Statement> st = writer.Prepare(kRunByRowid);
       if (!st.ok()) return;  // a wake-up lost; watchers fall back on their deadline
@@ -163,7 +163,7 @@ void ChangeWatcher::Loop() {
     }
     absl::Status s = Check();
     if (!s.ok()) {
-      absl::MutexLock l(&known_mu_);
+      runloom::MutexLock l(&known_mu_);
       last_error_ = std::move(s);
     }
     absl::Duration timeout = fallback_interval_;
@@ -224,7 +224,7 @@ absl::StatusOr<std::vector<RunChange>> ChangeWatcher::ReadChanges(
     }
   }
   std::vector<RunChange> changes;
-  absl::MutexLock l(&known_mu_);
+  runloom::MutexLock l(&known_mu_);
   // Keep only what is still of interest: the subscribed runs and the
   // all-runs window; the rest is read afresh if it becomes of interest.
   absl::flat_hash_map<std::string, Known> next;
@@ -241,7 +241,7 @@ absl::StatusOr<std::vector<RunChange>> ChangeWatcher::ReadChanges(
 }
 
 void ChangeWatcher::NoteLocal(const std::vector<RunChange>& changes) {
-  absl::MutexLock l(&known_mu_);
+  runloom::MutexLock l(&known_mu_);
   for (const RunChange& c : changes) {
     auto it = known_.find(c.run_id);
     if (it == known_.end()) continue;  // not of interest to the watcher
@@ -251,7 +251,7 @@ void ChangeWatcher::NoteLocal(const std::vector<RunChange>& changes) {
 }
 
 absl::Status ChangeWatcher::TEST_last_error() {
-  absl::MutexLock l(&known_mu_);
+  runloom::MutexLock l(&known_mu_);
   return last_error_;
 }
 

@@ -26,7 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "runloom/mutex.h"
 #include "absl/time/time.h"
 
 #include <atomic>
@@ -62,7 +62,7 @@ class CommitPublisher {
   // The WriteQueue's after_transaction hook: when `committed`, reads the
   // noted runs on `writer` (under `writer_mu`) and publishes them; then
   // forgets the notes. `also` (may be null) is told what was published.
-  void AfterTransaction(bool committed, Db& writer, absl::Mutex& writer_mu, ChangeWatcher* also);
+  void AfterTransaction(bool committed, Db& writer, runloom::Mutex& writer_mu, ChangeWatcher* also);
 
  private:
   static void OnUpdate(void* self, int op, const char* db, const char* table, sqlite3_int64 rowid);
@@ -146,7 +146,7 @@ class ChangeWatcher {
   std::thread thread_;
 
   std::atomic<uint64_t> checks_{0};
-  absl::Mutex known_mu_;
+  runloom::Mutex known_mu_;
   // What the watcher (or NoteLocal) last saw of each run it reads.
   absl::flat_hash_map<std::string, Known> known_ ABSL_GUARDED_BY(known_mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(known_mu_);

@@ -11,7 +11,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "runloom/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -45,14 +45,14 @@ constexpr absl::Duration kPatience = absl::Seconds(5);
 class Inbox {
  public:
   void Put(const RunChange& c) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     changes_.push_back(c);
   }
   // Waits (on the real clock) until some change of `run` has `status`;
   // returns the time it woke, or nullopt after `patience`.
   std::optional<absl::Time> WaitFor(const std::string& run, RunStatus status,
                                     absl::Duration patience) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return std::any_of(changes_.begin(), changes_.end(),
                          [&](const RunChange& c) { return c.run_id == run && c.status == status; });
@@ -61,12 +61,12 @@ class Inbox {
     return RealClock()->Now();
   }
   std::vector<RunChange> changes() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     return changes_;
   }
 
  private:
-  absl::Mutex mu_;
+  runloom::Mutex mu_;
   std::vector<RunChange> changes_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -326,14 +326,14 @@ TEST_F(ChangeWatcherTest, UnsubscribeUnderLoad) {
   constexpr int kChurners = 2;
   constexpr int kRounds = 200;
   std::atomic<bool> stop{false};
-  absl::Mutex ids_mu;
+  runloom::Mutex ids_mu;
   std::vector<std::string> ids;
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&] {
       while (!stop.load()) {
         const std::string id = Create(*b.store);
-        absl::MutexLock l(&ids_mu);
+        runloom::MutexLock l(&ids_mu);
         ids.push_back(id);
       }
     });
@@ -346,7 +346,7 @@ TEST_F(ChangeWatcherTest, UnsubscribeUnderLoad) {
       for (int i = 0; i < kRounds; ++i) {
         std::string target;
         if ((i + c) % 2 == 0) {
-          absl::MutexLock l(&ids_mu);
+          runloom::MutexLock l(&ids_mu);
           if (!ids.empty()) target = ids.back();
         }
         auto canary = std::make_unique<int>(1);

@@ -92,7 +92,7 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
     // One reader now, so that a file we cannot read fails the open.
     RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader, OpenReader(path, options.busy_timeout));
     {
-      absl::MutexLock l(&h->readers_mu_);
+      runloom::MutexLock l(&h->readers_mu_);
       h->idle_readers_.push_back(std::move(reader));
       h->open_readers_ = 1;
     }
@@ -156,7 +156,7 @@ std::string SqliteHandle::NewLeaseToken() { return NewToken(gen_); }
 
 absl::StatusOr<std::unique_ptr<Db>> SqliteHandle::AcquireReader() {
   {
-    absl::MutexLock l(&readers_mu_);
+    runloom::MutexLock l(&readers_mu_);
     auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(readers_mu_) {
       return !idle_readers_.empty() || open_readers_ < kMaxReaders;
     };
@@ -170,24 +170,24 @@ absl::StatusOr<std::unique_ptr<Db>> SqliteHandle::AcquireReader() {
   }
   absl::StatusOr<std::unique_ptr<Db>> db = OpenReader(path_, busy_timeout_);
   if (!db.ok()) {
-    absl::MutexLock l(&readers_mu_);
+    runloom::MutexLock l(&readers_mu_);
     --open_readers_;
   }
   return db;
 }
 
 void SqliteHandle::ReleaseReader(std::unique_ptr<Db> db) {
-  absl::MutexLock l(&readers_mu_);
+  runloom::MutexLock l(&readers_mu_);
   idle_readers_.push_back(std::move(db));
 }
 
 void SqliteHandle::NotifyProduced() {
-  absl::MutexLock l(&signal_mu_);
+  runloom::MutexLock l(&signal_mu_);
   ++produced_;
 }
 
 uint64_t SqliteHandle::AwaitProduced(uint64_t seen, uint64_t interrupts_seen, absl::Time deadline) {
-  absl::MutexLock l(&signal_mu_);
+  runloom::MutexLock l(&signal_mu_);
   auto ready = [this, seen, interrupts_seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(signal_mu_) {
     return produced_ != seen || interrupts_ != interrupts_seen;
   };
@@ -196,12 +196,12 @@ uint64_t SqliteHandle::AwaitProduced(uint64_t seen, uint64_t interrupts_seen, ab
 }
 
 void SqliteHandle::Interrupt() {
-  absl::MutexLock l(&signal_mu_);
+  runloom::MutexLock l(&signal_mu_);
   ++interrupts_;
 }
 
 uint64_t SqliteHandle::interrupts() {
-  absl::MutexLock l(&signal_mu_);
+  runloom::MutexLock l(&signal_mu_);
   return interrupts_;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 #include "runloom/store.h"
 
 #include "store/sqlite/change_watcher.h"
@@ -18,7 +19,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 #include <atomic>
@@ -59,7 +59,7 @@ class SqliteHandle {
   template <typename F>
   auto Read(F&& fn) -> decltype(fn(std::declval<Db&>())) {
     if (memory_) {
-      absl::MutexLock l(&writer_mu_);
+      runloom::MutexLock l(&writer_mu_);
       return std::forward<F>(fn)(*writer_);
     }
     absl::StatusOr<std::unique_ptr<Db>> db = AcquireReader();
@@ -102,9 +102,9 @@ class SqliteHandle {
   bool memory_ = false;
   absl::Duration busy_timeout_;
   std::unique_ptr<Db> writer_;
-  absl::Mutex writer_mu_;  // taken by the WriteQueue leader (and ":memory:" reads)
+  runloom::Mutex writer_mu_;  // taken by the WriteQueue leader (and ":memory:" reads)
 
-  absl::Mutex readers_mu_;
+  runloom::Mutex readers_mu_;
   std::vector<std::unique_ptr<Db>> idle_readers_ ABSL_GUARDED_BY(readers_mu_);
   int open_readers_ ABSL_GUARDED_BY(readers_mu_) = 0;
   std::unique_ptr<Db> checkpointer_;  // null for ":memory:"
@@ -117,14 +117,14 @@ class SqliteHandle {
 
   // Frames in the WAL after the last commit (set by the writer's WAL hook).
   std::atomic<int> wal_frames_{0};
-  absl::Mutex checkpoint_mu_;  // one checkpoint at a time; guards checkpointer_
+  runloom::Mutex checkpoint_mu_;  // one checkpoint at a time; guards checkpointer_
   // wal_frames_ when the last checkpoint ran (0 after the WAL restarted).
   int checkpointed_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
 
   // Used only inside write ops, which the WriteQueue runs one at a time.
   absl::BitGen gen_;
 
-  absl::Mutex signal_mu_;
+  runloom::Mutex signal_mu_;
   uint64_t produced_ ABSL_GUARDED_BY(signal_mu_) = 0;
   uint64_t interrupts_ ABSL_GUARDED_BY(signal_mu_) = 0;
 };

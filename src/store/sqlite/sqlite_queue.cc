@@ -62,7 +62,7 @@ class SqliteTransport final : public Transport {
   bool AnyVisible();
 
   const std::shared_ptr<SqliteHandle> h_;
-  absl::Mutex mu_;
+  runloom::Mutex mu_;
   // The handle's produced-message count when the last wait returned.
   uint64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -192,7 +192,7 @@ bool SqliteTransport::AnyVisible() {
 void SqliteTransport::WaitForMessages(absl::Time deadline) {
   uint64_t seen;
   {
-    absl::MutexLock l(&mu_);
+    runloom::MutexLock l(&mu_);
     seen = last_seen_;
   }
   const uint64_t interrupts = h_->interrupts();
@@ -201,7 +201,7 @@ void SqliteTransport::WaitForMessages(absl::Time deadline) {
     const absl::Time poll_at = std::min(deadline, clock->Now() + kPollInterval);
     const uint64_t produced = h_->AwaitProduced(seen, interrupts, poll_at);
     if (produced != seen) {
-      absl::MutexLock l(&mu_);
+      runloom::MutexLock l(&mu_);
       last_seen_ = produced;
       return;
     }

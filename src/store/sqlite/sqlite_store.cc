@@ -1,6 +1,7 @@
 #include "store/sqlite/sqlite_store.h"
 
 #include "core/status_macros.h"
+#include "store/event_check.h"
 #include "store/sqlite/codec.h"
 
 #include "absl/strings/str_cat.h"
@@ -139,6 +140,11 @@ absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id
 
 absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
                                      const std::vector<EncodedEvent>& events, absl::Time now) {
+#ifdef RUNLOOM_TESTING
+  for (const EncodedEvent& e : events) {  // every append passes here (store/event_check.h)
+    RUNLOOM_RETURN_IF_ERROR(CheckEventOnWrite(run_id, e.type, e.schema_version, e.data));
+  }
+#endif
   size_t i = 0;
   // Two rows per statement where possible: most writes append two events
   // (a step's end and the next step's start), and one statement costs less

@@ -1,5 +1,6 @@
 #include "store/sqlite/write_queue.h"
 
+#include "core/crash_point.h"
 #include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -22,26 +23,26 @@ constexpr int kMaxJoinYields = 4;
 constexpr int kMaxRounds = 8;
 }  // namespace
 
-WriteQueue::WriteQueue(Db* db, absl::Mutex* db_mu, Hooks hooks)
+WriteQueue::WriteQueue(Db* db, runloom::Mutex* db_mu, Hooks hooks)
     : db_(db), db_mu_(db_mu), hooks_(std::move(hooks)) {}
 
 absl::Status WriteQueue::poisoned() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return poisoned_;
 }
 
 size_t WriteQueue::TEST_QueueLength() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return writers_.size();
 }
 
 uint64_t WriteQueue::TEST_groups() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return groups_;
 }
 
 uint64_t WriteQueue::TEST_ops() {
-  absl::MutexLock l(&mu_);
+  runloom::MutexLock l(&mu_);
   return ops_;
 }
 
@@ -127,7 +128,7 @@ absl::Status WriteQueue::Step(const char* sql) {
 }
 
 absl::Status WriteQueue::RunGroup(const std::vector<Writer*>& group) {
-  absl::MutexLock db_lock(db_mu_);
+  runloom::MutexLock db_lock(db_mu_);
   // Fast path: no savepoints. A failing op almost always fails on its checks
   // (a stale token, a moved status) before it writes anything, and then
   // there is nothing to undo. Only when a failed op did change rows is the
@@ -199,8 +200,12 @@ absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool sa
       return absl::OkStatus();  // a lone op: its own error is its result
     }
   }
+  RUNLOOM_CRASH_POINT(CrashPoint::kBeforeStoreCommit);
   absl::Status commit = Step(kCommit);
-  if (commit.ok()) return absl::OkStatus();
+  if (commit.ok()) {
+    RUNLOOM_CRASH_POINT(CrashPoint::kAfterStoreCommit);
+    return absl::OkStatus();
+  }
   const int rc = sqlite3_extended_errcode(db_->raw());
   if ((rc & 0xff) == SQLITE_BUSY && !db_->autocommit()) {
     // SQLITE_BUSY on COMMIT leaves the transaction open: nothing was written.

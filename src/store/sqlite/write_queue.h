@@ -17,12 +17,13 @@
 // leader's thread, one at a time, while their callers wait.
 #pragma once
 
+#include "runloom/mutex.h"
+
 #include "store/sqlite/db.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -63,7 +64,7 @@ class WriteQueue {
 
   // `db` is used only while holding `*db_mu` (which readers sharing the same
   // connection also take). Pointers must outlive this.
-  WriteQueue(Db* db, absl::Mutex* db_mu, Hooks hooks);
+  WriteQueue(Db* db, runloom::Mutex* db_mu, Hooks hooks);
   WriteQueue(const WriteQueue&) = delete;
   WriteQueue& operator=(const WriteQueue&) = delete;
 
@@ -89,7 +90,7 @@ class WriteQueue {
     bool ran = false;       // op executed (status is its own result)
     bool produced = false;  // op kept a produced queue message
     bool done = false;      // guarded by WriteQueue::mu_
-    absl::CondVar cv;
+    runloom::CondVar cv;
   };
 
   // Takes the group at the front of writers_, runs it (releasing mu_
@@ -109,10 +110,10 @@ class WriteQueue {
 
   // Constant after construction.
   Db* const db_;
-  absl::Mutex* const db_mu_;
+  runloom::Mutex* const db_mu_;
   const Hooks hooks_;
 
-  absl::Mutex mu_;
+  runloom::Mutex mu_;
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(mu_);
   absl::Status poisoned_ ABSL_GUARDED_BY(mu_);
   bool leader_active_ ABSL_GUARDED_BY(mu_) = false;

@@ -91,7 +91,7 @@ class WriteQueueTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::string path_;
   std::unique_ptr<Db> db_;
-  absl::Mutex db_mu_;
+  runloom::Mutex db_mu_;
   std::unique_ptr<WriteQueue> queue_;
   std::atomic<int> commits_{0};
   std::atomic<int> produced_{0};

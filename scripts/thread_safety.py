@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Clang's thread-safety analysis over every translation unit of a build.
+
+Usage: scripts/thread_safety.py BUILD_DIR [JOBS]
+
+Reads BUILD_DIR/compile_commands.json (written by the GCC Release build, so
+no second configure or build is needed) and runs each command again as
+`clang++ -fsyntax-only -Wthread-safety -Werror`, with RUNLOOM_TESTING defined
+so the test-only code is checked too. Every warning clang raises is an error:
+the thread-safety ones (ABSL_GUARDED_BY & co., STYLE.md §4) and clang's own
+-Wall -Wextra. Prints the diagnostics of each failing file and exits 1 if any
+failed. Nothing is written to the build directory.
+"""
+import concurrent.futures
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+EXTRA = ["-fsyntax-only", "-Wthread-safety", "-Werror", "-DRUNLOOM_TESTING=1"]
+
+
+def clang_command(entry, clang):
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    out = [clang]
+    skip = False
+    for a in args[1:]:
+        if skip:
+            skip = False
+            continue
+        if a == "-o":
+            skip = True
+            continue
+        if a == "-c":
+            continue
+        out.append(a)
+    return out + EXTRA
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    build = sys.argv[1]
+    jobs = int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count() or 1
+    clang = shutil.which("clang++") or shutil.which("clang++-14")
+    if clang is None:
+        sys.exit("thread_safety.py: clang++ not found (Debian: apt-get install clang)")
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        entries = json.load(f)
+    start = time.monotonic()
+
+    def check(entry):
+        cmd = clang_command(entry, clang)
+        r = subprocess.run(cmd, cwd=entry["directory"], capture_output=True, text=True)
+        return entry["file"], r.returncode, r.stderr
+
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for path, rc, err in pool.map(check, entries):
+            if rc != 0:
+                failed.append(path)
+                sys.stderr.write(err)
+    name = os.path.basename(clang)
+    secs = time.monotonic() - start
+    if failed:
+        print(f"thread-safety: {len(failed)} of {len(entries)} files failed {name} "
+              f"-Wthread-safety -Werror ({secs:.0f} s):")
+        for p in failed:
+            print(f"  {os.path.relpath(p)}")
+        return 1
+    print(f"thread-safety: {len(entries)} files pass {name} -Wthread-safety -Werror "
+          f"({secs:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
