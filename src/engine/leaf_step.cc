@@ -101,7 +101,7 @@ absl::StatusOr<StepOutput> RunExecution::ExecuteAttempt(StepKind& kind, const St
 }
 
 // The attempt loop: start, execute, then record success, or retry after the
-// backoff, or record the failure. Over 80 lines: the loop's exits share the
+// backoff, or record the failure. Kept whole (~75 lines): the loop's exits share the
 // attempt's state.
 absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std::string& path,
                                                  Scope& scope, StopSource& stop) {
