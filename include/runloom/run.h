@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace runloom {
@@ -57,6 +58,66 @@ enum class StepState { kSucceeded, kFailed, kSkipped };
 std::string_view ToString(StepState s);
 std::optional<StepState> ParseStepState(std::string_view s);
 
+// Why a step attempt failed, or that a step did not run: the one error-class
+// type. A retry policy's `retry_on` names classes to retry; step.failed
+// reports one (data.error_class); a step record keeps one. The strings of
+// ToString are what is persisted, printed and sent, and never change:
+//   error        the step ran and failed (nonzero exit, a `fail` step, a provider error)
+//   timeout      the step passed its `timeout` (kDeadlineExceeded)
+//   unavailable  a dependency could not be reached (kUnavailable)
+//   rate_limited the provider said slow down (kResourceExhausted)
+//   invalid      bad input or output (kInvalidArgument): never retried
+//   cancelled    the run was cancelled or its lease lost (kCancelled): never
+//                retried, never in a step record
+//   skipped      the step did not run (step records only, never in step.failed)
+// Only the first five may appear in `retry_on`.
+enum class ErrorClass {
+  kError,
+  kTimeout,
+  kUnavailable,
+  kRateLimited,
+  kInvalid,
+  kCancelled,
+  kSkipped,
+};
+
+inline constexpr ErrorClass kAllErrorClasses[] = {
+    ErrorClass::kError,       ErrorClass::kTimeout, ErrorClass::kUnavailable,
+    ErrorClass::kRateLimited, ErrorClass::kInvalid, ErrorClass::kCancelled,
+    ErrorClass::kSkipped,
+};
+
+// "error", "timeout", "unavailable", "rate_limited", "invalid", "cancelled", "skipped".
+constexpr std::string_view ToString(ErrorClass c) {
+  switch (c) {
+    case ErrorClass::kError:
+      return "error";
+    case ErrorClass::kTimeout:
+      return "timeout";
+    case ErrorClass::kUnavailable:
+      return "unavailable";
+    case ErrorClass::kRateLimited:
+      return "rate_limited";
+    case ErrorClass::kInvalid:
+      return "invalid";
+    case ErrorClass::kCancelled:
+      return "cancelled";
+    case ErrorClass::kSkipped:
+      return "skipped";
+  }
+  return "error";
+}
+
+// The inverse of ToString; nullopt for any other string (including "").
+constexpr std::optional<ErrorClass> ParseErrorClass(std::string_view s) {
+  for (ErrorClass c : kAllErrorClasses) {
+    if (ToString(c) == s) {
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
 // The recorded result of a finished step, unique per (run, revision, path).
 // `path` names loop iterations and branches: "refine[2]/write", "fanout[sec]/scan".
 struct StepRecord {
@@ -68,9 +129,11 @@ struct StepRecord {
   std::string phase;
   int attempt = 1;  // attempts used
   StepState state = StepState::kSucceeded;
-  nlohmann::json output;    // null unless succeeded
-  std::string error;        // "" unless failed
-  std::string error_class;  // error | timeout | unavailable | rate_limited | invalid | skipped
+  nlohmann::json output;  // null unless succeeded
+  std::string error;      // "" unless failed
+  // Set when failed (error, timeout, unavailable, rate_limited, invalid) or
+  // skipped (skipped); stored as "" when not set.
+  std::optional<ErrorClass> error_class;
   std::string stderr_tail;  // exec: the last bytes of stderr (at most 4 KiB)
   absl::Time started_at;
   absl::Time finished_at;

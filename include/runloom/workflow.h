@@ -9,6 +9,8 @@
 // through std::shared_ptr<const Workflow>.
 #pragma once
 
+#include "runloom/run.h"
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
@@ -29,20 +31,13 @@ enum class TriggerRule {
   kOneSuccess,               // at least one need succeeded
 };
 
-// Error classes a step failure falls into; a retry policy names the ones it retries.
-//   error       the step ran and failed (nonzero exit, a `fail` step, a provider error)
-//   timeout     the step passed its `timeout`
-//   unavailable a dependency could not be reached (kUnavailable)
-//   rate_limited the provider said slow down (kResourceExhausted)
-//   invalid     bad input or output (kInvalidArgument): never retried
-enum class ErrorClass { kError, kTimeout, kUnavailable, kRateLimited, kInvalid };
-
 struct RetryPolicy {
   int max_attempts = 1;  // 1 = no retry (the default for every step)
   absl::Duration initial_delay = absl::Seconds(1);
   double multiplier = 2.0;
   absl::Duration max_delay = absl::Minutes(5);
-  // Classes that are retried; default: error, timeout, unavailable, rate_limited.
+  // Classes that are retried (ErrorClass, runloom/run.h); default: error,
+  // timeout, unavailable, rate_limited. invalid is accepted and never retried.
   std::vector<ErrorClass> retry_on = {ErrorClass::kError, ErrorClass::kTimeout,
                                       ErrorClass::kUnavailable, ErrorClass::kRateLimited};
 };
@@ -137,6 +132,5 @@ std::string WorkflowDigest(const Workflow& wf);  // "sha256:<hex>"
 absl::StatusOr<Workflow> WorkflowFromCanonical(const nlohmann::json& canonical);
 
 std::string_view ToString(TriggerRule r);
-std::string_view ToString(ErrorClass c);
 
 }  // namespace runloom

@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include "runloom/engine.h"
+#include "runloom/gate.h"
 #include "runloom/store.h"
 
 #include "core/duration.h"
@@ -237,13 +238,12 @@ std::string DefaultReviewer() {
 
 // A paused run on a terminal: show the proposal and ask. Returns the decision
 // to submit, or nullopt to leave the run paused.
-std::optional<DecisionRequest> AskForDecision(const nlohmann::json& gate) {
-  std::cout << "\n── approval needed: " << gate.value("title", "") << " (" << gate.value("path", "")
-            << ")\n"
-            << gate["proposal"].dump(2) << "\n"
-            << "digest " << gate.value("proposal_digest", "") << "\n";
+std::optional<DecisionRequest> AskForDecision(const PendingGate& gate) {
+  std::cout << "\n── approval needed: " << gate.title << " (" << gate.step_path << ")\n"
+            << gate.proposal.dump(2) << "\n"
+            << "digest " << gate.proposal_digest << "\n";
   DecisionRequest d;
-  d.proposal_digest = gate.value("proposal_digest", "");
+  d.proposal_digest = gate.proposal_digest;
   while (true) {
     std::cout << "[a]pprove, [r]eject, re[v]ise, [e]dit from a JSON file, [l]eave paused: "
               << std::flush;
@@ -262,7 +262,7 @@ std::optional<DecisionRequest> AskForDecision(const nlohmann::json& gate) {
       d.decision = "request_revision";
       std::cout << "feedback: " << std::flush;
       std::getline(std::cin, d.feedback);
-      std::cout << "rerun from phase [" << gate.value("revision_phase", "") << "]: " << std::flush;
+      std::cout << "rerun from phase [" << gate.revision_phase << "]: " << std::flush;
       std::getline(std::cin, d.from_phase);
       return d;
     }
@@ -375,12 +375,11 @@ int RunCommand(const RunFlags& f) {
   while (true) {
     result = e->ExecuteRun(run.id);
     if (!result.ok() || result->status != RunStatus::kPaused || signals.signalled()) break;
-    const nlohmann::json gate = result->context.value("pending_gate", nlohmann::json::object());
+    const PendingGate gate = PendingGateOf(*result).value_or(PendingGate{});
     std::optional<DecisionRequest> decision;
     std::string reviewer = DefaultReviewer();
     if (f.auto_approve) {
-      decision = DecisionRequest{.proposal_digest = gate.value("proposal_digest", ""),
-                                 .decision = "approve"};
+      decision = DecisionRequest{.proposal_digest = gate.proposal_digest, .decision = "approve"};
       reviewer = "auto";
     } else if (interactive) {
       done = true;  // keep the prompt clean
@@ -413,13 +412,13 @@ int RunCommand(const RunFlags& f) {
     return kExitInterrupted;
   }
   if (result->status == RunStatus::kPaused && !f.json) {
-    const nlohmann::json gate = result->context.value("pending_gate", nlohmann::json::object());
-    std::cout << "run " << run.id << " paused at " << gate.value("path", "") << " for a decision\n"
+    const PendingGate gate = PendingGateOf(*result).value_or(PendingGate{});
+    std::cout << "run " << run.id << " paused at " << gate.step_path << " for a decision\n"
               << "proposal:\n"
-              << gate.value("proposal", nlohmann::json()).dump(2) << "\n"
-              << "proposal digest: " << gate.value("proposal_digest", "") << "\n"
+              << gate.proposal.dump(2) << "\n"
+              << "proposal digest: " << gate.proposal_digest << "\n"
               << "decide with: runloom decide " << run.id << " --db " << f.common.db << " --digest "
-              << gate.value("proposal_digest", "")
+              << gate.proposal_digest
               << " --approve   (or --reject, --edit FILE, --revise TEXT [--from PHASE])\n"
               << "then continue it with: runloom worker --db " << f.common.db << " --until-idle\n";
     return kExitPaused;

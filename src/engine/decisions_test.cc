@@ -1,5 +1,7 @@
 // Issue 3 at the engine level: approval gates, decisions bound to digests,
 // revisions, cancel, admin reset, and failing closed on a changed version.
+#include "runloom/gate.h"
+
 #include "engine/engine_test_util.h"
 
 #include "gtest/gtest.h"
@@ -57,17 +59,26 @@ bool Alive(pid_t pid) {
 }
 
 std::string Digest(const RunRecord& r) {
-  return r.context["pending_gate"]["proposal_digest"].get<std::string>();
+  absl::StatusOr<PendingGate> gate = PendingGateOf(r);
+  EXPECT_OK(gate);
+  return gate.ok() ? gate->proposal_digest : "";
 }
 
 TEST(Decisions, GatePausesReleasesLeaseAndRecordsProposal) {
   Harness h;
   Started s = StartToPause(h, kGated);
   EXPECT_TRUE(s.paused.lease_token.empty());
-  const nlohmann::json& gate = s.paused.context["pending_gate"];
-  EXPECT_EQ(gate["path"], "review");
-  EXPECT_EQ(gate["proposal"]["text"], "draft 1");
-  EXPECT_EQ(gate["proposal_digest"].get<std::string>().rfind("sha256:", 0), 0u);
+  absl::StatusOr<PendingGate> gate = PendingGateOf(s.paused);
+  ASSERT_OK(gate);
+  EXPECT_EQ(gate->step_path, "review");
+  EXPECT_EQ(gate->step_id, "review");
+  EXPECT_EQ(gate->phase, "review");
+  EXPECT_EQ(gate->proposal["text"], "draft 1");
+  EXPECT_EQ(gate->proposal_digest.rfind("sha256:", 0), 0u);
+  EXPECT_EQ(gate->allowed_decisions,
+            std::vector<std::string>(std::begin(kDecisions), std::end(kDecisions)));
+  EXPECT_EQ(gate->revision_phase, "drafting");
+  EXPECT_EQ(gate->title, "review");
   EXPECT_EQ(h.kind->count.load(), 1);
 }
 

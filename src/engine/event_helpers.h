@@ -11,16 +11,15 @@ namespace runloom::engine_internal::events {
 
 inline Event StepFailed(const std::string& run_id, const std::string& path,
                         const std::string& step_id, int attempt, const std::string& error,
-                        const std::string& error_class, bool will_retry,
+                        ErrorClass error_class, bool will_retry,
                         std::optional<int64_t> retry_in_ms) {
-  return StepFailedEvent(
-      run_id, {.path = path,
-               .step_id = step_id,
-               .attempt = attempt,
-               .error = error,
-               .error_class = ParseStepErrorClass(error_class).value_or(StepErrorClass::kError),
-               .will_retry = will_retry,
-               .retry_in_ms = retry_in_ms});
+  return StepFailedEvent(run_id, {.path = path,
+                                  .step_id = step_id,
+                                  .attempt = attempt,
+                                  .error = error,
+                                  .error_class = error_class,
+                                  .will_retry = will_retry,
+                                  .retry_in_ms = retry_in_ms});
 }
 
 inline Event StepSucceeded(const std::string& run_id, const std::string& path,

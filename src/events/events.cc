@@ -171,51 +171,6 @@ std::optional<RunEntry> ParseRunEntry(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view ToString(StepErrorClass c) {
-  switch (c) {
-    case StepErrorClass::kError:
-      return "error";
-    case StepErrorClass::kTimeout:
-      return "timeout";
-    case StepErrorClass::kUnavailable:
-      return "unavailable";
-    case StepErrorClass::kRateLimited:
-      return "rate_limited";
-    case StepErrorClass::kInvalid:
-      return "invalid";
-    case StepErrorClass::kCancelled:
-      return "cancelled";
-  }
-  return "unknown";
-}
-
-std::optional<StepErrorClass> ParseStepErrorClass(std::string_view s) {
-  for (StepErrorClass c :
-       {StepErrorClass::kError, StepErrorClass::kTimeout, StepErrorClass::kUnavailable,
-        StepErrorClass::kRateLimited, StepErrorClass::kInvalid, StepErrorClass::kCancelled}) {
-    if (ToString(c) == s) {
-      return c;
-    }
-  }
-  return std::nullopt;
-}
-
-StepErrorClass ToStepErrorClass(ErrorClass c) {
-  switch (c) {
-    case ErrorClass::kError:
-      return StepErrorClass::kError;
-    case ErrorClass::kTimeout:
-      return StepErrorClass::kTimeout;
-    case ErrorClass::kUnavailable:
-      return StepErrorClass::kUnavailable;
-    case ErrorClass::kRateLimited:
-      return StepErrorClass::kRateLimited;
-    case ErrorClass::kInvalid:
-      return StepErrorClass::kInvalid;
-  }
-  return StepErrorClass::kError;
-}
-
 Event RunCreatedEvent(const std::string& run_id, const RunCreatedData& d) {
   Event e = NewEvent(run_id, event_types::kRunCreated);
   e.data["workflow"] = d.workflow;

@@ -26,7 +26,7 @@
 //                                      .step_id = "write",
 //                                      .attempt = 1,
 //                                      .error = "exit status 3",
-//                                      .error_class = StepErrorClass::kError,
+//                                      .error_class = ErrorClass::kError,
 //                                      .will_retry = true,
 //                                      .retry_in_ms = 2000});
 //   RUNLOOM_RETURN_IF_ERROR(ValidateEvent(e));
@@ -34,6 +34,7 @@
 // Thread-safety: every function here is thread-safe; nothing holds state.
 #pragma once
 
+#include "runloom/gate.h"
 #include "runloom/run.h"
 #include "runloom/status.h"
 #include "runloom/workflow.h"
@@ -74,13 +75,6 @@ inline constexpr std::string_view kStepReused = "step.reused";
 enum class RunEntry { kFresh, kResume, kRerun, kRevision };
 std::string_view ToString(RunEntry e);  // "fresh", "resume", "rerun", "revision"
 std::optional<RunEntry> ParseRunEntry(std::string_view s);
-
-// The error class of a failed step attempt, as step.failed reports it:
-// ErrorClass (runloom/workflow.h) plus `cancelled` (run cancelled or lease lost).
-enum class StepErrorClass { kError, kTimeout, kUnavailable, kRateLimited, kInvalid, kCancelled };
-std::string_view ToString(StepErrorClass c);  // "error", ..., "rate_limited", ..., "cancelled"
-std::optional<StepErrorClass> ParseStepErrorClass(std::string_view s);
-StepErrorClass ToStepErrorClass(ErrorClass c);
 
 // ---------------------------------------------------------------------------
 // Data of each event type. Every member has a default ("" / 0 / nullopt), so
@@ -126,7 +120,7 @@ struct RunPausedData {
 };
 
 // run.decided: a human decision on a paused run was recorded. `decision` is
-// one of approve, edit, reject, request_revision (kDecisions below);
+// one of approve, edit, reject, request_revision (kDecisions, runloom/gate.h);
 // ValidateEvent rejects any other value.
 struct RunDecidedData {
   std::string step_path{};  // the step the run paused at
@@ -137,9 +131,6 @@ struct RunDecidedData {
   std::string rerun_from{};       // optional: "" = none; else the phase to rerun from
   int64_t revision = 1;           // >= 1: the revision the run continues in
 };
-
-// The values of run.decided's data.decision.
-inline constexpr std::string_view kDecisions[] = {"approve", "edit", "reject", "request_revision"};
 
 // run.resumed: a paused run was let go on.
 struct RunResumedData {
@@ -193,7 +184,8 @@ struct StepFailedData {
   std::string step_id{};
   int attempt = 1;
   std::string error{};
-  StepErrorClass error_class = StepErrorClass::kError;
+  // Any ErrorClass but kSkipped (ValidateEvent rejects "skipped").
+  ErrorClass error_class = ErrorClass::kError;
   bool will_retry = false;
   std::optional<int64_t> retry_in_ms{};  // optional, >= 0: the backoff before the retry
 };

@@ -51,7 +51,7 @@ FieldSpec OptEnum(std::string name, std::vector<std::string> values) {
 }
 
 std::vector<EventSpec> BuildSpecs() {
-  // The enums here must match ToString(RunEntry), ToString(StepErrorClass),
+  // The enums here must match ToString(RunEntry), ToString(ErrorClass) but skipped,
   // the terminal RunStatus values and kDecisions; events_test checks that.
   const std::vector<std::string> kEntries = {"fresh", "resume", "rerun", "revision"};
   const std::vector<std::string> kTerminal = {"completed",      "rejected", "unresolved",

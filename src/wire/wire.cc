@@ -45,7 +45,7 @@ nlohmann::json StepToJson(const StepRecord& s) {
           {"state", std::string(ToString(s.state))},
           {"output", s.output},
           {"error", s.error},
-          {"error_class", s.error_class},
+          {"error_class", s.error_class ? std::string(ToString(*s.error_class)) : ""},
           {"stderr_tail", s.stderr_tail},
           {"started_at", FormatEventTime(s.started_at)},
           {"finished_at", FormatEventTime(s.finished_at)}};

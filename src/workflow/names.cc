@@ -17,6 +17,8 @@ constexpr std::array<std::pair<TriggerRule, const char*>, 4> kTriggerRules = {{
     {TriggerRule::kOneSuccess, "one_success"},
 }};
 
+// The classes `retry_on` accepts (ToString(ErrorClass) in runloom/run.h
+// names them).
 constexpr std::array<std::pair<ErrorClass, const char*>, 5> kErrorClasses = {{
     {ErrorClass::kError, "error"},
     {ErrorClass::kTimeout, "timeout"},
@@ -35,15 +37,6 @@ bool IsLowerOrDigit(char c) {
 std::string_view ToString(TriggerRule r) {
   for (const auto& [rule, name] : kTriggerRules) {
     if (rule == r) {
-      return name;
-    }
-  }
-  return "unknown";
-}
-
-std::string_view ToString(ErrorClass c) {
-  for (const auto& [cls, name] : kErrorClasses) {
-    if (cls == c) {
       return name;
     }
   }

@@ -596,7 +596,7 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
     s.attempt = 2;
     s.state = StepState::kSucceeded;
     s.output = {{"text", path}};
-    s.error_class = "";
+    s.error_class = std::nullopt;
     s.stderr_tail = "tail";
     s.started_at = clock_.Now() + offset;
     s.finished_at = clock_.Now() + offset + absl::Seconds(1);
@@ -615,7 +615,7 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
   failed.state = StepState::kFailed;
   failed.output = nullptr;
   failed.error = "boom";
-  failed.error_class = "timeout";
+  failed.error_class = ErrorClass::kTimeout;
   RunWrite w2 = ExecutorWrite(l);
   w2.steps = {failed, step(2, "a", absl::ZeroDuration())};
   w2.events = {Ev("step.failed")};
@@ -629,7 +629,7 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
   EXPECT_EQ((*all)[2].path, "a");  // replaced; now starts last
   EXPECT_EQ((*all)[2].state, StepState::kFailed);
   EXPECT_EQ((*all)[2].error, "boom");
-  EXPECT_EQ((*all)[2].error_class, "timeout");
+  EXPECT_EQ((*all)[2].error_class, ErrorClass::kTimeout);
   EXPECT_TRUE((*all)[2].output.is_null());
   EXPECT_EQ((*all)[3].revision, 2);
   EXPECT_EQ((*all)[0].run_id, id);

@@ -13,6 +13,10 @@ std::string PartyName(Party p) { return std::string(ToString(p)); }
 
 std::string StepStateName(StepState s) { return std::string(ToString(s)); }
 
+std::string ErrorClassName(const std::optional<ErrorClass>& c) {
+  return c.has_value() ? std::string(ToString(*c)) : std::string();
+}
+
 absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_view what) {
   try {
     return value.dump();
@@ -85,7 +89,15 @@ absl::StatusOr<StepRecord> StepFromRow(const Statement& st) {
       s.output,
       ParseJson(st.ColumnText(8), absl::StrCat("step_records.output of ", s.run_id, "/", s.path)));
   s.error = st.ColumnText(9);
-  s.error_class = st.ColumnText(10);
+  std::string error_class = st.ColumnText(10);
+  if (!error_class.empty()) {
+    s.error_class = ParseErrorClass(error_class);
+    if (!s.error_class.has_value()) {
+      return absl::DataLossError(absl::StrCat("step record ", s.run_id, "/", s.path,
+                                              " has unknown error class '", error_class,
+                                              "' in the database"));
+    }
+  }
   s.stderr_tail = st.ColumnText(11);
   s.started_at = st.ColumnTime(12);
   s.finished_at = st.ColumnTime(13);

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,8 @@ namespace runloom::store_internal {
 std::string StatusName(RunStatus s);
 std::string PartyName(Party p);
 std::string StepStateName(StepState s);
+// A step record's error_class column: ToString(*c), or "" when unset.
+std::string ErrorClassName(const std::optional<ErrorClass>& c);
 
 // JSON <-> TEXT. Dump fails (kInvalidArgument) on invalid UTF-8; Parse fails
 // (kDataLoss) on a corrupt cell. `what` names the cell in the error.

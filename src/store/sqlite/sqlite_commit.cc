@@ -136,7 +136,7 @@ absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<St
     st.BindText(8, StepStateName(s.state));
     st.BindText(9, output);
     st.BindText(10, s.error);
-    st.BindText(11, s.error_class);
+    st.BindText(11, ErrorClassName(s.error_class));
     st.BindText(12, s.stderr_tail);
     st.BindTime(13, s.started_at);
     st.BindTime(14, s.finished_at);

@@ -1,0 +1,118 @@
+#include "engine/admission.h"
+
+#include "core/digest.h"
+#include "core/ids.h"
+#include "core/status_macros.h"
+#include "events/events.h"
+#include "workflow/inputs.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <filesystem>
+
+namespace runloom::engine_internal {
+namespace {
+
+// The directory exec steps run in: the request's, else the workflow file's,
+// made absolute so a worker started from another directory finds the
+// scripts. "" when neither is known.
+std::string WorkingDir(const StartRunRequest& req) {
+  std::string working_dir = req.working_dir;
+  if (working_dir.empty() && req.workflow && !req.workflow->source_path.empty()) {
+    std::string p = req.workflow->source_path;
+    size_t slash = p.rfind('/');
+    working_dir = slash == std::string::npos ? "." : p.substr(0, slash == 0 ? 1 : slash);
+  }
+  if (working_dir.empty()) return working_dir;
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(working_dir, ec);
+  return ec ? working_dir : abs.lexically_normal().string();
+}
+
+}  // namespace
+
+void RunSecrets::Put(const std::string& run_id, nlohmann::json secrets) {
+  runloom::MutexLock l(&mu_);
+  secrets_[run_id] = std::move(secrets);
+}
+
+nlohmann::json RunSecrets::Get(const std::string& run_id) const {
+  runloom::MutexLock l(&mu_);
+  auto it = secrets_.find(run_id);
+  return it != secrets_.end() ? it->second : nlohmann::json::object();
+}
+
+void RunSecrets::Erase(const std::string& run_id) {
+  runloom::MutexLock l(&mu_);
+  secrets_.erase(run_id);
+}
+
+absl::StatusOr<WorkflowVersion> Admission::RegisterWorkflow(const Workflow& wf) {
+  RUNLOOM_RETURN_IF_ERROR(ValidateWorkflow(wf));
+  RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(wf, *registry_));
+  return store_->RegisterWorkflow(wf.name, WorkflowDigest(wf), CanonicalWorkflow(wf));
+}
+
+absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>>
+Admission::ResolveWorkflow(const StartRunRequest& req) {
+  if (req.workflow) {
+    RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion version, RegisterWorkflow(*req.workflow));
+    return std::make_pair(std::move(version), std::make_shared<const Workflow>(*req.workflow));
+  }
+  // A catalog version never changes (a changed definition gets the next
+  // number), so an explicit version read once is reused for admission;
+  // executors still verify the pinned definition (PinnedCatalog).
+  const std::string key = absl::StrCat(req.workflow_name, "@", req.workflow_version);
+  if (req.workflow_version > 0) {
+    runloom::MutexLock l(&mu_);
+    auto it = versions_.find(key);
+    if (it != versions_.end()) return it->second;
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion version,
+                           store_->GetWorkflow(req.workflow_name, req.workflow_version));
+  RUNLOOM_ASSIGN_OR_RETURN(Workflow loaded, WorkflowFromCanonical(version.canonical));
+  auto wf = std::make_shared<const Workflow>(std::move(loaded));
+  if (req.workflow_version > 0) {
+    WorkflowVersion meta = version;
+    meta.canonical = nullptr;  // not needed for admission
+    runloom::MutexLock l(&mu_);
+    versions_[key] = {std::move(meta), wf};
+  }
+  return std::make_pair(std::move(version), std::move(wf));
+}
+
+absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) {
+  RUNLOOM_ASSIGN_OR_RETURN(auto resolved, ResolveWorkflow(req));
+  const WorkflowVersion& version = resolved.first;
+  const Workflow& wf = *resolved.second;
+  RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json frozen, FreezeInputs(wf, req.inputs));
+  NewRun run;
+  {
+    runloom::MutexLock l(&mu_);
+    run.id = NewRunId(clock_->Now(), bitgen_);
+  }
+  run.workflow_name = version.name;
+  run.workflow_version = version.version;
+  run.workflow_digest = version.digest;
+  run.inputs_digest = JsonDigest(frozen);
+  run.inputs = std::move(frozen);
+  run.idempotency_key = req.idempotency_key;
+  run.max_attempts = max_attempts_;
+  std::string working_dir = WorkingDir(req);
+  if (!working_dir.empty()) run.context["working_dir"] = std::move(working_dir);
+  std::vector<Event> ev = {RunCreatedEvent(run.id, {.workflow = version.name,
+                                                    .workflow_version = version.version,
+                                                    .workflow_digest = version.digest,
+                                                    .inputs_digest = run.inputs_digest,
+                                                    .idempotency_key = req.idempotency_key})};
+  RUNLOOM_ASSIGN_OR_RETURN(CreateRunResult created, store_->CreateRun(run, std::move(ev)));
+  // Secret inputs live only in this process's memory, for its own executions.
+  nlohmann::json secrets = nlohmann::json::object();
+  for (const InputDef& in : wf.inputs) {
+    if (in.secret && req.inputs.contains(in.name)) secrets[in.name] = req.inputs[in.name];
+  }
+  if (created.created && !secrets.empty()) secrets_->Put(created.run.id, std::move(secrets));
+  return created;
+}
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,83 @@
+// Admission: the creation seam. Validates and registers a workflow, resolves
+// the version a new run pins (with a cache of explicit catalog versions,
+// which never change), freezes the inputs, and creates the run with its
+// run.created event and its queue message in one store transaction. Secret
+// inputs are never stored: admission keeps them in RunSecrets, in this
+// process's memory, for this process's executions of the run.
+//
+// Thread-safety: Admission and RunSecrets are thread-safe (each has its own
+// mutex; store calls happen outside it).
+#pragma once
+
+#include "runloom/clock.h"
+#include "runloom/engine.h"
+#include "runloom/store.h"
+#include "runloom/workflow.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "runloom/mutex.h"
+#include "nlohmann/json.hpp"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace runloom::engine_internal {
+
+// Secret inputs by run id, for the executions of runs admitted here.
+class RunSecrets {
+ public:
+  RunSecrets() = default;
+  RunSecrets(const RunSecrets&) = delete;
+  RunSecrets& operator=(const RunSecrets&) = delete;
+
+  void Put(const std::string& run_id, nlohmann::json secrets) ABSL_LOCKS_EXCLUDED(mu_);
+  // The run's secrets; an empty object when there are none.
+  nlohmann::json Get(const std::string& run_id) const ABSL_LOCKS_EXCLUDED(mu_);
+  void Erase(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable runloom::Mutex mu_;
+  std::map<std::string, nlohmann::json> secrets_ ABSL_GUARDED_BY(mu_);
+};
+
+class Admission {
+ public:
+  // Every pointer must outlive the admission.
+  Admission(Store* store, Clock* clock, const StepRegistry* registry, int max_attempts,
+            RunSecrets* secrets)
+      : store_(store),
+        clock_(clock),
+        registry_(registry),
+        max_attempts_(max_attempts),
+        secrets_(secrets) {}
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+  // See Engine::RegisterWorkflow and Engine::StartRun.
+  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf);
+  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // The version a new run pins, and its definition.
+  absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> ResolveWorkflow(
+      const StartRunRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  Store* const store_;
+  Clock* const clock_;
+  const StepRegistry* const registry_;
+  const int max_attempts_;
+  RunSecrets* const secrets_;
+
+  runloom::Mutex mu_;
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);  // run ids
+  // name@version -> the version's metadata and definition.
+  std::map<std::string, std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> versions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::engine_internal

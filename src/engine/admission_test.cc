@@ -1,0 +1,65 @@
+// Admission on a real SQLite store: idempotency keys, input checks before
+// any write, unknown step kinds at load.
+#include "runloom/engine.h"
+
+#include "engine/engine_test_util.h"
+#include "engine/run_execution.h"
+#include "testing/status_matchers.h"
+
+#include "gtest/gtest.h"
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+namespace runloom {
+namespace {
+
+using ::runloom::testing::StatusIs;
+
+TEST(Engine, IdempotencyKeyReturnsSameRun) {
+  Harness h;
+  auto wf = LoadWorkflowYaml("name: idem\nsteps:\n  - {id: a, kind: noop}\n", "idem.yaml");
+  ASSERT_OK(wf);
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.idempotency_key = "k1";
+  auto a = h.engine->StartRun(req);
+  auto b = h.engine->StartRun(req);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_TRUE(a->created);
+  EXPECT_FALSE(b->created);
+  EXPECT_EQ(a->run.id, b->run.id);
+}
+
+TEST(Engine, BadInputsAreRefusedBeforeAnyWrite) {
+  Harness h;
+  auto wf = LoadWorkflowYaml(
+      "name: typed\ninputs:\n  n: {type: integer, required: true}\nsteps:\n  - {id: a, kind: "
+      "noop}\n",
+      "typed.yaml");
+  ASSERT_OK(wf);
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.inputs = {{"n", "not a number"}};
+  EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kInvalidArgument));
+  req.inputs = {{"unknown", 1}, {"n", 1}};
+  EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kInvalidArgument));
+  auto runs = h.engine->store()->ListRuns({});
+  ASSERT_OK(runs);
+  EXPECT_TRUE(runs->empty());
+}
+
+TEST(Engine, UnknownStepKindIsALoadError) {
+  auto wf = LoadWorkflowYaml("name: k\nsteps:\n  - {id: a, kind: teleport}\n", "k.yaml");
+  ASSERT_OK(wf);
+  auto registry = StepRegistry::WithBuiltins();
+  absl::Status s = ValidateStepKinds(*wf, *registry);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(s.message().find("k.yaml:3"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("teleport"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace runloom

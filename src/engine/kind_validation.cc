@@ -1,0 +1,59 @@
+// Kind validation (ValidateStepKinds, runloom/engine.h): every leaf step's
+// kind is registered and accepts its config; approval steps are checked by
+// the approval gate's rules; loops and parallel branches are walked.
+#include "runloom/engine.h"
+
+#include "core/status_macros.h"
+#include "engine/approval_gate.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace runloom {
+namespace {
+
+// "file:line: " for messages about a step.
+std::string Where(const Workflow& wf, const StepDef& step) {
+  std::string file = wf.source_path.empty() ? wf.name : wf.source_path;
+  return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
+}
+
+absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& steps,
+                              const StepRegistry& registry, bool in_parallel = false) {
+  for (const StepDef& step : steps) {
+    if (step.kind == "loop") {
+      RUNLOOM_RETURN_IF_ERROR(ValidateStepList(wf, step.body, registry, in_parallel));
+      continue;
+    }
+    if (step.kind == "parallel") {
+      for (const Branch& b : step.branches) {
+        RUNLOOM_RETURN_IF_ERROR(ValidateStepList(wf, b.steps, registry, true));
+      }
+      continue;
+    }
+    if (step.kind == "approval") {
+      RUNLOOM_RETURN_IF_ERROR(engine_internal::ValidateApprovalStep(wf, step, in_parallel));
+      continue;
+    }
+    std::shared_ptr<StepKind> kind = registry.Find(step.kind);
+    if (kind == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(wf, step), "step '", step.id,
+                                                     "' has unknown kind '", step.kind,
+                                                     "'; use one of exec, noop, sleep, fail, llm, "
+                                                     "loop, parallel or a kind registered in C++"));
+    }
+    absl::Status s = kind->Validate(step);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(wf, step), "step '", step.id, "': ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry) {
+  return ValidateStepList(wf, wf.steps, registry);
+}
+
+}  // namespace runloom

@@ -1,0 +1,180 @@
+// Leaf steps: one step of a registered kind (exec, llm, ...), attempted under
+// its timeout and retry policy (retry_policy.h). Each attempt starts with a
+// fenced step.started write (refused once a cancel is requested); the step's
+// final result is recorded with a deferred write (run_writer.h). A stop
+// (cancel, lease lost, shutdown) leaves the step unrecorded, so a later
+// execution runs it again; a parallel branch's deadline fails it as timeout.
+#include "core/status_macros.h"
+#include "engine/event_helpers.h"
+#include "engine/retry_policy.h"
+#include "engine/run_execution.h"
+#include "steps/builtin_steps.h"
+#include "workflow/template.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace runloom::engine_internal {
+namespace {
+
+// The context a step kind sees while it executes.
+class LeafContext final : public StepContext {
+ public:
+  LeafContext(const std::string& run_id, const std::string& path, int attempt,
+              const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop)
+      : run_id_(run_id),
+        path_(path),
+        attempt_(attempt),
+        working_dir_(working_dir),
+        clock_(clock),
+        deadline_(deadline),
+        stop_(stop) {}
+  ~LeafContext() override { OnStop(nullptr); }
+
+  const std::string& run_id() const override { return run_id_; }
+  const std::string& step_path() const override { return path_; }
+  int attempt() const override { return attempt_; }
+  const std::string& working_dir() const override { return working_dir_; }
+  Clock* clock() override { return clock_; }
+  absl::Time deadline() const override { return deadline_; }
+  bool Stopping() override { return stop_.stopped() || clock_->Now() >= deadline_; }
+  bool SleepUntil(absl::Time until) override {
+    absl::Time end = std::min(until, deadline_);
+    bool stopped = stop_.WaitUntil(clock_, end);
+    return !stopped && end == until;
+  }
+  void OnStop(std::function<void()> fn) override {
+    if (callback_id_ >= 0) stop_.RemoveCallback(callback_id_);
+    callback_id_ = -1;
+    if (fn) callback_id_ = stop_.AddCallback(std::move(fn));
+  }
+
+ private:
+  const std::string run_id_;
+  const std::string path_;
+  const int attempt_;
+  const std::string working_dir_;
+  Clock* const clock_;
+  const absl::Time deadline_;
+  StopSource& stop_;
+  int callback_id_ = -1;
+};
+
+constexpr char kBranchDeadline[] = "the parallel branch passed its deadline";
+
+}  // namespace
+
+absl::Status RunExecution::WriteStepStarted(const StepDef& step, const std::string& path,
+                                            int attempt) {
+  RunWrite w;
+  w.events.push_back(StepStartedEvent(run_.id, {.path = path,
+                                                .step_id = step.id,
+                                                .kind = step.kind,
+                                                .attempt = attempt,
+                                                .phase = step.phase,
+                                                .revision = run_.revision,
+                                                .entry = ParseRunEntry(config_.entry)}));
+  bool new_phase;
+  {
+    runloom::MutexLock l(&phase_mu_);
+    new_phase = !step.phase.empty() && step.phase != phase_;
+    if (new_phase) phase_ = step.phase;
+  }
+  if (new_phase) w.phase = step.phase;
+  w.refuse_if_cancel_requested = true;
+  return Write(std::move(w));
+}
+
+absl::StatusOr<StepOutput> RunExecution::ExecuteAttempt(StepKind& kind, const StepDef& step,
+                                                        const std::string& path, int attempt,
+                                                        absl::Time deadline, Scope& scope,
+                                                        StopSource& stop) {
+  absl::StatusOr<StepOutput> out;
+  auto config =
+      ResolveTemplates(step.config, [&](const std::string& ref) { return Resolve(ref, scope); });
+  if (!config.ok()) {
+    out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
+  } else {
+    LeafContext ctx(run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop);
+    out = kind.Execute(ctx, *config);
+  }
+  return out;
+}
+
+// The attempt loop: start, execute, then record success, or retry after the
+// backoff, or record the failure. Kept whole (~75 lines): the loop's exits share the
+// attempt's state.
+absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std::string& path,
+                                                 Scope& scope, StopSource& stop) {
+  std::shared_ptr<StepKind> kind = config_.registry->Find(step.kind);
+  const absl::Time first_start = config_.clock->Now();
+  StepResult result;
+  if (kind == nullptr) {
+    result.state = StepState::kFailed;
+    result.error = absl::StrCat("unknown step kind '", step.kind, "'");
+    result.error_class = ErrorClass::kInvalid;
+    RUNLOOM_RETURN_IF_ERROR(
+        Record(step, path, result, 1, first_start, "",
+               {events::StepFailed(run_.id, path, step.id, 1, result.error, ErrorClass::kInvalid,
+                                   false, std::nullopt)}));
+    return result;
+  }
+  for (int attempt = 1;; ++attempt) {
+    RUNLOOM_RETURN_IF_ERROR(WriteStepStarted(step, path, attempt));
+    const absl::Time started = config_.clock->Now();
+    const absl::Time deadline = step.timeout ? started + *step.timeout : absl::InfiniteFuture();
+    absl::StatusOr<StepOutput> out =
+        ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop);
+    if (stop.stopped()) {
+      if (stop.reason() != StopReason::kDeadline) {
+        // The run is stopping (cancel, lease lost, shutdown): the step's
+        // result is not recorded, so a later execution runs it again.
+        return absl::CancelledError("stop requested");
+      }
+      if (out.ok() || out.status().code() == absl::StatusCode::kCancelled) {
+        out = absl::DeadlineExceededError(kBranchDeadline);
+      }
+    }
+    const absl::Time now = config_.clock->Now();
+    if (out.ok()) {
+      result.state = StepState::kSucceeded;
+      result.output = std::move(out->output);
+      const int64_t ms = absl::ToInt64Milliseconds(now - started);
+      RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, attempt, started,
+                                     std::move(out->stderr_tail),
+                                     {events::StepSucceeded(run_.id, path, step.id, attempt, ms)}));
+      return result;
+    }
+    absl::Status err = out.status();
+    if (err.code() == absl::StatusCode::kCancelled && now >= deadline) {
+      err = absl::DeadlineExceededError(
+          absl::StrCat("timed out after ", absl::FormatDuration(*step.timeout)));
+    }
+    ErrorClass cls = AttemptErrorClass(err);
+    if (ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline)) {
+      absl::Duration delay = Backoff(step.retry, attempt);
+      RunWrite w;
+      w.events = {events::StepFailed(run_.id, path, step.id, attempt, std::string(err.message()),
+                                     cls, true, absl::ToInt64Milliseconds(delay))};
+      RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
+      if (stop.WaitUntil(config_.clock, config_.clock->Now() + delay)) {
+        if (stop.reason() != StopReason::kDeadline) return absl::CancelledError("stop requested");
+      }
+      if (!stop.stopped()) continue;
+      // Branch deadline passed during the backoff.
+      err = absl::DeadlineExceededError(kBranchDeadline);
+      cls = ErrorClass::kTimeout;
+    }
+    result.state = StepState::kFailed;
+    result.error = std::string(err.message());
+    result.error_class = cls;
+    result.output = nullptr;
+    std::string stderr_tail;
+    if (auto tail = err.GetPayload(kStderrTailPayload)) stderr_tail = std::string(*tail);
+    RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, attempt, first_start, std::move(stderr_tail),
+                                   {events::StepFailed(run_.id, path, step.id, attempt,
+                                                       result.error, cls, false, std::nullopt)}));
+    return result;
+  }
+}
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,80 @@
+#include "engine/sweeper.h"
+
+#include "core/status_macros.h"
+#include "engine/event_helpers.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <utility>
+#include <vector>
+
+namespace runloom::engine_internal {
+namespace {
+
+// Candidates looked at per sweep.
+constexpr int kSweepLimit = 1000;
+
+}  // namespace
+
+void Sweeper::Start() {
+  runloom::MutexLock l(&mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Sweeper::Stop() {
+  std::thread t;
+  {
+    runloom::MutexLock l(&mu_);
+    stop_ = true;
+    t = std::move(thread_);
+  }
+  if (t.joinable()) t.join();
+}
+
+void Sweeper::Loop() {
+  runloom::MutexLock l(&mu_);
+  while (!stop_) {
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stop), clock_->Now() + interval_);
+    if (stop_) break;
+    mu_.Unlock();
+    (void)SweepOnce();
+    mu_.Lock();
+  }
+}
+
+absl::StatusOr<int> Sweeper::SweepOnce() {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> cands,
+                           store_->FindRecoverable(queued_grace_, kSweepLimit));
+  int acted = 0;
+  for (const RecoveryCandidate& c : cands) {
+    absl::Status s = Reconciler::Owns(c) ? reconciler_.Reconcile(c) : RecoverExpired(c);
+    if (s.ok()) ++acted;
+  }
+  return acted;
+}
+
+absl::Status Sweeper::RecoverExpired(const RecoveryCandidate& c) {
+  std::string owner = "unknown";
+  auto run = store_->GetRun(c.run_id);
+  if (run.ok() && !run->lease_owner.empty()) owner = run->lease_owner;
+  if (c.attempts >= c.max_attempts) {
+    RunWrite w;
+    w.run_id = c.run_id;
+    w.party = Party::kSweeper;
+    w.expected = {RunStatus::kRunning};
+    w.lease_token = c.lease_token;
+    w.new_status = RunStatus::kFailed;
+    w.outcome = "failed";
+    w.error = absl::StrCat("attempt cap reached: ", c.attempts, " leases expired");
+    w.events = {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner}),
+                events::RunFinished(c.run_id, RunStatus::kFailed, "failed", *w.error)};
+    return store_->Commit(w);
+  }
+  return store_->Enqueue(
+      c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})});
+}
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,64 @@
+// Sweeper: a thread that, every sweep_interval, finds runs to recover
+// (Store::FindRecoverable) and acts on them. A `running` run whose lease
+// expired is enqueued again with run.lease_expired, or failed once it has
+// used its attempt cap; a `queued` run with no live lease and no queue
+// message is the reconciler's (reconciler.h). It never runs a graph and
+// never touches paused or terminal runs.
+//
+// Thread-safety: Start(), Stop() and SweepOnce() may be called from any
+// thread; mu_ guards the stop flag and the thread.
+#pragma once
+
+#include "runloom/clock.h"
+#include "runloom/store.h"
+
+#include "engine/reconciler.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "runloom/mutex.h"
+#include "absl/time/time.h"
+
+#include <thread>
+
+namespace runloom::engine_internal {
+
+class Sweeper {
+ public:
+  // Every pointer must outlive the sweeper.
+  Sweeper(Store* store, Clock* clock, absl::Duration interval, absl::Duration queued_grace)
+      : store_(store),
+        clock_(clock),
+        interval_(interval),
+        queued_grace_(queued_grace),
+        reconciler_(store) {}
+  ~Sweeper() { Stop(); }
+  Sweeper(const Sweeper&) = delete;
+  Sweeper& operator=(const Sweeper&) = delete;
+
+  // Starts the thread (idempotent while running).
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops and joins it; Start() may follow.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // One sweep now. Returns how many runs it acted on.
+  absl::StatusOr<int> SweepOnce();
+
+ private:
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // The rule for a `running` run whose lease expired.
+  absl::Status RecoverExpired(const RecoveryCandidate& c);
+
+  // Constant after construction.
+  Store* const store_;
+  Clock* const clock_;
+  const absl::Duration interval_;
+  const absl::Duration queued_grace_;
+  Reconciler reconciler_;
+
+  runloom::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::engine_internal
