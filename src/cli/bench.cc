@@ -67,9 +67,9 @@ int BenchCommand(const BenchFlags& f) {
     dir = tmpl;
     db = dir + "/bench.db";
   }
-  SqliteOptions so;
-  so.synchronous = f.sync;
-  auto backend = OpenSqlite(db, so);
+  BackendOptions bo;
+  bo.durability = f.sync;
+  auto backend = OpenBackend(db, bo);
   if (!backend.ok()) {
     std::cerr << "runloom: error: " << backend.status() << "\n";
     return 1;

@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "runloom 0.1.0");
 
   auto add_db = [](CLI::App* sub, runloom::cli::CommonFlags& c) {
-    sub->add_option("--db", c.db, "SQLite database file")->capture_default_str();
+    sub->add_option("--db", c.db,
+                    "backend: a SQLite file path, sqlite:///abs/path.db, sqlite://rel/path.db "
+                    "or sqlite::memory:")
+        ->capture_default_str();
   };
 
   runloom::cli::RunFlags run;

@@ -21,6 +21,7 @@
 #include <map>
 #include <pthread.h>
 #include <sched.h>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -127,7 +128,7 @@ absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry)
 
 class Engine::Impl {
  public:
-  Impl(EngineOptions options, EmbeddedBackend backend)
+  Impl(EngineOptions options, Backend backend)
       : options_(std::move(options)), backend_(std::move(backend)) {
     if (options_.clock == nullptr) options_.clock = backend_.store->clock();
     if (options_.owner.empty()) options_.owner = DefaultOwner();
@@ -461,9 +462,9 @@ class Engine::Impl {
         work_.pop_front();
       }
       bool acked = false;
-      auto on_leased = [&](const Lease& lease) {
+      auto on_leased = [&](const Lease&) {
         acked = true;
-        if (!lease.queue_message_removed) (void)transport()->Ack(m);
+        (void)transport()->Ack(m);  // the lease stands for the message now
       };
       auto r = ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
       if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
@@ -512,6 +513,24 @@ class Engine::Impl {
   absl::StatusOr<int> SweepOnce() {
     RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> cands,
                              store()->FindRecoverable(options_.queued_grace, 1000));
+    // Queued runs are re-enqueued only when the transport has neither a
+    // pending message nor a dead letter for them (a dead-lettered run waits
+    // for a redrive).
+    std::set<std::string> quiet;
+    {
+      std::vector<std::string> queued;
+      for (const RecoveryCandidate& c : cands) {
+        if (c.status == RunStatus::kQueued) queued.push_back(c.run_id);
+      }
+      if (!queued.empty()) {
+        auto presence = transport()->FindMessages(queued);
+        if (presence.ok()) {
+          quiet.insert(queued.begin(), queued.end());
+          for (const std::string& id : presence->pending) quiet.erase(id);
+          for (const std::string& id : presence->dead_lettered) quiet.erase(id);
+        }
+      }
+    }
     int acted = 0;
     for (const RecoveryCandidate& c : cands) {
       absl::Status s;
@@ -537,6 +556,7 @@ class Engine::Impl {
             c.run_id,
             {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})});
       } else {
+        if (quiet.count(c.run_id) == 0) continue;  // the transport still has it
         s = store()->Enqueue(c.run_id, {});
       }
       if (s.ok()) ++acted;
@@ -626,7 +646,7 @@ class Engine::Impl {
 
  private:
   EngineOptions options_;  // constant after construction
-  EmbeddedBackend backend_;
+  Backend backend_;
   struct {
     std::atomic<int64_t> runs_finished{0}, runs_paused{0}, runs_released{0}, leases_lost{0};
   } stats_;
@@ -658,8 +678,7 @@ class Engine::Impl {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options,
-                                                     EmbeddedBackend backend) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Backend backend) {
   if (backend.store == nullptr || backend.transport == nullptr) {
     return absl::InvalidArgumentError("Engine::Open needs a store and a transport");
   }

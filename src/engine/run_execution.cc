@@ -189,7 +189,7 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
   if (take_lease) {
     // A first execution: this write takes the lease too.
     const ExecutionConfig::LeaseRequest& req = *config_.lease_request;
-    auto first = config_.store->AcquireFirstLease(run_.id, req.owner, req.ttl, req.events, write);
+    auto first = config_.store->AcquireLease(run_.id, req.owner, req.ttl, req.events, &write);
     if (!first.ok()) {
       absl::MutexLock l(&lease_mu_);
       lease_pending_ = false;
@@ -199,15 +199,15 @@ absl::Status RunExecution::Write(RunWrite write, bool defer) {
       return absl::AbortedError(
           absl::StrCat("run ", run_.id, " could not be leased: ", first.status().message()));
     }
-    const bool needs_records = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
-                               first->lease.attempt != 1;
+    const bool needs_records =
+        first->first_write.code() == absl::StatusCode::kFailedPrecondition && first->attempt != 1;
     {
       absl::MutexLock l(&lease_mu_);
       lease_pending_ = false;
-      lease_ = first->lease;
+      lease_ = *first;
       lease_needs_records_ = needs_records;
     }
-    if (req.on_leased) req.on_leased(first->lease);
+    if (req.on_leased) req.on_leased(*first);
     if (needs_records) {
       // Leased, but someone ran the run in between: stop writing; the
       // caller goes on with this lease and the recorded steps.

@@ -60,7 +60,7 @@ struct ExecutionConfig {
   std::string entry = "fresh";
   // Set for a run's first execution, created before its lease: the run's
   // first write takes the lease in the same transaction
-  // (Store::AcquireFirstLease), so a fresh run's lease and first step start
+  // (Store::AcquireLease's first write), so a fresh run's lease and first step start
   // cost one commit. No step runs before that write succeeds.
   struct LeaseRequest {
     std::string owner;
