@@ -1,4 +1,4 @@
-// `runloom bench`: N runs of a 3-step noop workflow on the embedded store.
+// `runloom bench`: N runs of a 3-step noop workflow on the SQLite backend.
 //
 // Measures the whole path a real run takes: admission (run row + event +
 // queue message in one transaction), claim, lease, three fenced step starts

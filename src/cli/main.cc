@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
 
   runloom::cli::BenchFlags bench;
   CLI::App* bench_cmd =
-      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the embedded store");
+      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
   bench_cmd->add_option("--runs", bench.runs, "number of runs")->capture_default_str();
   bench_cmd->add_option("--executors", bench.executors, "executor threads")->capture_default_str();
   bench_cmd->add_option("--producers", bench.producers, "threads creating runs")
