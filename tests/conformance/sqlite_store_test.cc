@@ -231,5 +231,22 @@ TEST_F(SqliteStoreTest, DeliveryCapMustBePositive) {
   EXPECT_THAT(OpenSqlite(path_, o), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(SqliteStoreTest, ReleaseIsVisibleAtOnceAndNotADelivery) {
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  NewRun n;
+  n.id = "r_rel";
+  n.workflow_name = "wf";
+  ASSERT_OK(b->store->CreateRun(n, {}));
+  absl::StatusOr<std::vector<QueueMessage>> m = b->transport->Claim("c", 1, absl::Seconds(60));
+  ASSERT_OK(m);
+  ASSERT_EQ(m->size(), 1u);
+  ASSERT_OK(b->transport->Release((*m)[0]));
+  absl::StatusOr<std::vector<QueueMessage>> again = b->transport->Claim("c2", 1, absl::Seconds(60));
+  ASSERT_OK(again);
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].deliveries, 1);
+}
+
 }  // namespace
 }  // namespace runloom
