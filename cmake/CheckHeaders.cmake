@@ -5,12 +5,15 @@
 #
 # The list is explicit. A new public header is one more name here:
 set(RUNLOOM_PUBLIC_HEADERS
+  backend.h
   clock.h
   engine.h
   env.h
   event_bus.h
+  gate.h
   mutex.h
   run.h
+  sqlite.h
   status.h
   step.h
   store.h

@@ -11,7 +11,7 @@
 // Thread-safety: all public methods are thread-safe.
 //
 // Example:
-//   RUNLOOM_ASSIGN_OR_RETURN(auto backend, OpenSqlite("runloom.db", {}));
+//   RUNLOOM_ASSIGN_OR_RETURN(Backend backend, OpenBackend("sqlite:///var/lib/runloom.db", {}));
 //   RUNLOOM_ASSIGN_OR_RETURN(auto engine, Engine::Open({}, std::move(backend)));
 //   RUNLOOM_ASSIGN_OR_RETURN(Workflow wf, LoadWorkflowFile("examples/ingest.yaml"));
 //   RUNLOOM_ASSIGN_OR_RETURN(auto started, engine->StartRun({.workflow = wf}));
@@ -20,6 +20,7 @@
 //   absl::InfiniteFuture()));
 #pragma once
 
+#include "runloom/backend.h"
 #include "runloom/clock.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
@@ -120,9 +121,10 @@ struct DecisionRequest {
 
 class Engine {
  public:
-  // Takes ownership of the backend. Does not start any thread.
-  static absl::StatusOr<std::unique_ptr<Engine>> Open(EngineOptions options,
-                                                      EmbeddedBackend backend);
+  // Takes ownership of the backend (its store and transport are required;
+  // its event bus may be null). Does not start any thread.
+  // kInvalidArgument: no store or transport, or a bad option.
+  static absl::StatusOr<std::unique_ptr<Engine>> Open(EngineOptions options, Backend backend);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -6,6 +6,7 @@
 
 #include "runloom/status.h"
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -157,10 +158,13 @@ struct Lease {
   std::string token;
   int attempt = 0;
   absl::Time expires_at;
-  // True when the store removed the run's queue message in the lease's own
-  // transaction (the embedded backend, whose queue shares the database), so
-  // the consumer has nothing left to ack.
-  bool queue_message_removed = false;
+  // What became of the first write offered to Store::AcquireLease: OK when
+  // none was offered or it was applied with the lease; kFailedPrecondition
+  // when this was not the run's first lease (nothing of it written); else the
+  // refusal of Store::Commit (e.g. kCancelled; nothing of it written).
+  absl::Status first_write;
+  // True when the first write offered to AcquireLease was applied.
+  bool first_write_applied = false;
 };
 
 }  // namespace runloom

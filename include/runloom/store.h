@@ -1,14 +1,25 @@
 // Store: the durable state of runloom behind one interface.
 //
 // A Store keeps the workflow catalog, one row per run, step records, run
-// events, and the queue messages (the embedded transport's queue; the outbox
-// in distributed mode). Every run status write is a compare-and-set on the
+// events, and the outbox. Every run status write is a compare-and-set on the
 // expected status and, for executor writes, the current lease token, and is
 // checked against the transition table (status.h); events and step records are
 // written in the same transaction as the state change they describe.
 //
-// Lease deadlines are computed by the store from its own clock, never by
-// comparing the clocks of different machines.
+// The outbox: every state change that needs an executor (CreateRun, a move
+// to queued, Enqueue) writes an outbox row in its own transaction, so "the
+// store says queued, the transport has nothing" cannot follow from a crash.
+// A relay (src/transport/outbox_relay.h) publishes outbox rows to the
+// Transport. On SQLite the outbox is the queue table that the SQLite
+// transport reads, so nothing needs relaying.
+//
+// Time: the store is the time authority for everything shared between
+// processes (Now()); lease deadlines are never computed by comparing the
+// clocks of different machines.
+//
+// Backends: this header has the interfaces only. A backend has its own
+// header with its options and factory (runloom/sqlite.h), and
+// runloom/backend.h opens one from a URL.
 //
 // Thread-safety: every method may be called from any thread concurrently.
 // Several processes may share one store (SQLite file in WAL mode, or one
@@ -22,7 +33,6 @@
 #pragma once
 
 #include "runloom/clock.h"
-#include "runloom/event_bus.h"
 #include "runloom/run.h"
 #include "runloom/transport.h"
 
@@ -132,29 +142,37 @@ class Store {
 
   // ---- leases ----
   // Takes the lease on a run that is queued, or running with an expired
-  // lease: status running, a new token, attempts + 1, expiry now + ttl, and
+  // lease: status running, a new token, attempts + 1, expiry Now() + ttl, and
   // `events` appended (their data may be amended with the attempt number).
   // kAborted: another lease is live. kFailedPrecondition: paused or terminal.
+  //
+  // The lease does not touch the run's queue message: the consumer that
+  // claimed it acks it after taking the lease (Transport::Ack).
+  //
+  // `first` (may be null; not owned, read during the call only): a fenced
+  // executor write applied with the new token on the run's first lease only
+  // (attempt 1). The store sets its run_id, party and lease_token. An
+  // executor starting a fresh run thus takes the lease and starts its first
+  // step together; a backend that can do both in one commit does (SQLite),
+  // others may use ApplyFirstWrite() below (two commits). Errors are the
+  // lease's (nothing written). Otherwise the lease is held and
+  // Lease::first_write / first_write_applied say what became of `first`:
+  // applied; kFailedPrecondition when this was not the run's first lease;
+  // or Commit's refusal (e.g. kCancelled). When not applied, nothing of
+  // `first` was written.
+  //
+  // Example:
+  //   RunWrite start;  // the first step.started event
+  //   RUNLOOM_ASSIGN_OR_RETURN(Lease l, store->AcquireLease(id, owner, ttl, {started}, &start));
+  //   if (!l.first_write_applied) { /* read the recorded steps, or stop */ }
   virtual absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                             absl::Duration ttl, std::vector<Event> events) = 0;
-  // AcquireLease, then, on the run's first lease only (attempt 1), `first`:
-  // a fenced executor write made with the new token (the store sets its
-  // run_id, party and lease_token). An executor starting a fresh run thus
-  // takes the lease and starts its first step in one commit instead of two.
-  // Errors are AcquireLease's (nothing written). Otherwise the lease is held
-  // and `first_write` says what became of `first`: OK (applied), Commit's
-  // refusal (e.g. kCancelled), or kFailedPrecondition when this was not the
-  // run's first lease; when not OK, nothing of `first` was written. The
-  // default runs AcquireLease and Commit one after the other; a backend
-  // overrides it with one transaction.
-  struct FirstLease {
-    Lease lease;
-    absl::Status first_write;
-  };
-  virtual absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id,
-                                                       const std::string& owner, absl::Duration ttl,
-                                                       std::vector<Event> events,
-                                                       const RunWrite& first);
+                                             absl::Duration ttl, std::vector<Event> events,
+                                             const RunWrite* first) = 0;
+  // AcquireLease without a first write.
+  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
+                                     absl::Duration ttl, std::vector<Event> events) {
+    return AcquireLease(run_id, owner, ttl, std::move(events), nullptr);
+  }
   // Extends a live lease. Returns the run as it is now (the caller reads
   // cancel_requested). kAborted: the token is no longer current or expired.
   virtual absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
@@ -174,16 +192,37 @@ class Store {
                                                         int64_t after_seq, int limit) = 0;
 
   // ---- recovery ----
-  // Runs `running` whose lease expired, and runs `queued` for longer than
-  // `queued_grace` with no live lease and no queue message.
+  // Runs `running` whose lease expired, and runs `queued` whose last change
+  // is older than `queued_grace` and that hold no live lease. Whether a
+  // queued run still has a message is the transport's to say
+  // (Transport::FindMessages): the store does not look at the queue, because
+  // with a separate transport (Redis) it cannot. The sweeper re-enqueues a
+  // queued candidate only when the transport has neither a pending message
+  // nor a dead letter for it.
   virtual absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(
       absl::Duration queued_grace, int limit) = 0;
-  // Adds a queue message (outbox row) for the run unless one is pending, and
-  // appends `events` (e.g. the sweeper's "run.lease_expired"), atomically.
+  // Writes an outbox row for the run unless one is pending, and appends
+  // `events` (e.g. the sweeper's "run.lease_expired"), atomically.
+  // kNotFound: no such run.
   virtual absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) = 0;
 
-  // The clock the store computes lease deadlines with.
+  // ---- time ----
+  // The backend's time authority: lease deadlines, visibility timeouts and
+  // the queued grace are computed from it, never from another machine's
+  // clock. SQLite: its Clock (SqliteOptions::clock); a server backend: the
+  // server's clock (e.g. PostgreSQL now()).
+  virtual absl::Time Now() = 0;
+  // The local clock this process waits on (heartbeats, sweep intervals,
+  // WaitForMessages deadlines). It is not the time authority; on SQLite it is
+  // the same clock as Now().
   virtual Clock* clock() = 0;
+
+ protected:
+  // For a backend without a one-commit path for AcquireLease's `first`:
+  // after a lease taken without it, applies `first` as AcquireLease
+  // documents (Commit with the new token, on attempt 1 only) and sets
+  // lease.first_write and lease.first_write_applied.
+  void ApplyFirstWrite(const RunWrite& first, Lease& lease);
 };
 
 // A Store that passes every call to the store it wraps. Derive from it to
@@ -212,14 +251,11 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override {
     return inner_->ListRuns(filter);
   }
+  using Store::AcquireLease;
   absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events) override {
-    return inner_->AcquireLease(run_id, owner, ttl, std::move(events));
-  }
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
-                                               absl::Duration ttl, std::vector<Event> events,
-                                               const RunWrite& first) override {
-    return inner_->AcquireFirstLease(run_id, owner, ttl, std::move(events), first);
+                                     absl::Duration ttl, std::vector<Event> events,
+                                     const RunWrite* first) override {
+    return inner_->AcquireLease(run_id, owner, ttl, std::move(events), first);
   }
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override {
@@ -241,6 +277,7 @@ class StoreWrapper : public Store {
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override {
     return inner_->Enqueue(run_id, std::move(events));
   }
+  absl::Time Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }
 
  protected:
@@ -249,27 +286,5 @@ class StoreWrapper : public Store {
  private:
   std::unique_ptr<Store> inner_;
 };
-
-struct SqliteOptions {
-  // PRAGMA synchronous: "normal" (default: durable against process crashes,
-  // a power loss may drop the last commits) or "full" (fsync every commit).
-  std::string synchronous = "normal";
-  // How long a writer waits for another process's write lock.
-  absl::Duration busy_timeout = absl::Seconds(10);
-  Clock* clock = nullptr;  // nullptr = RealClock()
-  EventBus* event_bus = nullptr;
-  bool watch_other_processes = true;  // bus: not owned, see event_bus.h; true: other processes' too
-};
-
-// The embedded backend: a store and the queue-table transport over one file.
-struct EmbeddedBackend {
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Transport> transport;  // reads the queue table of `store`'s file
-};
-
-// Opens (creating if needed) the SQLite database at `path` (":memory:" for a
-// private in-memory database), applying migrations. A database whose schema
-// is newer than this binary is refused with kFailedPrecondition.
-absl::StatusOr<EmbeddedBackend> OpenSqlite(const std::string& path, const SqliteOptions& options);
 
 }  // namespace runloom

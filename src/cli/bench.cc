@@ -1,4 +1,4 @@
-// `runloom bench`: N runs of a 3-step noop workflow on the embedded store.
+// `runloom bench`: N runs of a 3-step noop workflow on the SQLite backend.
 //
 // Measures the whole path a real run takes: admission (run row + event +
 // queue message in one transaction), claim, lease, three fenced step starts
@@ -67,9 +67,9 @@ int BenchCommand(const BenchFlags& f) {
     dir = tmpl;
     db = dir + "/bench.db";
   }
-  SqliteOptions so;
-  so.synchronous = f.sync;
-  auto backend = OpenSqlite(db, so);
+  BackendOptions bo;
+  bo.durability = f.sync;
+  auto backend = OpenBackend(db, bo);
   if (!backend.ok()) {
     std::cerr << "runloom: error: " << backend.status() << "\n";
     return 1;

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include "runloom/backend.h"
 #include "runloom/engine.h"
 #include "runloom/gate.h"
 #include "runloom/store.h"
@@ -9,6 +10,7 @@
 #include "events/events.h"
 #include "workflow/inputs.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "wire/wire.h"
@@ -108,17 +110,27 @@ absl::Status CheckSyncFlag(const CommonFlags& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EmbeddedBackend> OpenDb(const CommonFlags& c) {
-  SqliteOptions o;
-  o.synchronous = c.sync;
-  auto b = OpenSqlite(c.db, o);
+// The file a --db value names, "" for an in-memory database or a URL that
+// OpenBackend will refuse (it explains why).
+std::string SqliteFileOf(const std::string& db) {
+  if (db == ":memory:" || db == "sqlite::memory:") return "";
+  if (absl::StartsWith(db, "sqlite://")) return db.substr(sizeof("sqlite://") - 1);
+  if (db.find("://") != std::string::npos || absl::StartsWith(db, "sqlite:")) return "";
+  return db;
+}
+
+absl::StatusOr<Backend> OpenDb(const CommonFlags& c) {
+  BackendOptions o;
+  o.durability = c.sync;
+  auto b = OpenBackend(c.db, o);
   if (!b.ok()) return Annotate(b.status(), absl::StrCat("opening ", c.db));
   return b;
 }
 
 // For read-only commands: never create a database that is not there.
-absl::StatusOr<EmbeddedBackend> OpenExistingDb(const CommonFlags& c) {
-  if (c.db != ":memory:" && !FileExists(c.db)) {
+absl::StatusOr<Backend> OpenExistingDb(const CommonFlags& c) {
+  const std::string path = SqliteFileOf(c.db);
+  if (!path.empty() && !FileExists(path)) {
     return absl::NotFoundError(
         absl::StrCat("no database at '", c.db, "'; pass --db with the file `runloom run` used"));
   }

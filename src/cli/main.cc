@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "runloom 0.1.0");
 
   auto add_db = [](CLI::App* sub, runloom::cli::CommonFlags& c) {
-    sub->add_option("--db", c.db, "SQLite database file")->capture_default_str();
+    sub->add_option("--db", c.db,
+                    "backend: a SQLite file path, sqlite:///abs/path.db, sqlite://rel/path.db "
+                    "or sqlite::memory:")
+        ->capture_default_str();
   };
 
   runloom::cli::RunFlags run;
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
 
   runloom::cli::BenchFlags bench;
   CLI::App* bench_cmd =
-      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the embedded store");
+      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
   bench_cmd->add_option("--runs", bench.runs, "number of runs")->capture_default_str();
   bench_cmd->add_option("--executors", bench.executors, "executor threads")->capture_default_str();
   bench_cmd->add_option("--producers", bench.producers, "threads creating runs")

@@ -59,7 +59,7 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
 
 class Engine::Impl {
  public:
-  Impl(EngineOptions options, EmbeddedBackend backend)
+  Impl(EngineOptions options, Backend backend)
       : backend_(std::move(backend)),
         options_(WithDefaults(std::move(options), backend_.store.get())),
         catalog_(store(), clock()),
@@ -71,7 +71,7 @@ class Engine::Impl {
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl),
-        sweeper_(store(), clock(), options_.sweep_interval, options_.queued_grace) {}
+        sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace) {}
   ~Impl() { Stop(); }
 
   Store* store() { return backend_.store.get(); }
@@ -129,7 +129,7 @@ class Engine::Impl {
  private:
   // Constant after construction (backend_ before options_, whose defaults
   // read the store's clock).
-  EmbeddedBackend backend_;
+  Backend backend_;
   const EngineOptions options_;
 
   // The parts, each thread-safe on its own; declared in dependency order so
@@ -148,7 +148,7 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options,
-                                                     EmbeddedBackend backend) {
+                                                     Backend backend) {
   if (backend.store == nullptr || backend.transport == nullptr) {
     return absl::InvalidArgumentError("Engine::Open needs a store and a transport");
   }

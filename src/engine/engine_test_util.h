@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runloom/engine.h"
+#include "runloom/sqlite.h"
 #include "runloom/mutex.h"
 
 #include "testing/status_matchers.h"

@@ -79,9 +79,9 @@ void ExecutorPool::ExecutorLoop() {
       work_.pop_front();
     }
     bool acked = false;
-    auto on_leased = [&](const Lease& lease) {
+    auto on_leased = [&](const Lease&) {
       acked = true;
-      if (!lease.queue_message_removed) (void)transport_->Ack(m);
+      (void)transport_->Ack(m);  // the lease stands for the message now
     };
     auto r = launcher_->ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
     if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {

@@ -1,35 +1,45 @@
-// Reconciler: the rule for a run the store says is `queued` but that has no
-// live lease and no queue message after a grace period (the message was
-// lost): enqueue it again from the store's state. It never runs a graph.
+// Reconciler: the rule for runs the store says are `queued`, with no live
+// lease, for longer than a grace period: it asks the transport which of them
+// still have a message (pending, claimed, or dead-lettered) and enqueues the
+// rest again from the store's state, so a message the transport lost is
+// restored. A dead-lettered run is left alone until someone redrives it.
+// It never runs a graph.
 //
-// Today the candidates come from Store::FindRecoverable (one query shared
-// with the sweeper, which hands the `queued` ones here); the question "does
-// the transport hold a message for this run?" is answered by that query.
+// The candidates come from Store::FindRecoverable (one query shared with the
+// sweeper, which hands the `queued` ones here in one batch).
 //
 // Thread-safety: stateless apart from its constant pointers; thread-safe.
 #pragma once
 
 #include "runloom/store.h"
+#include "runloom/transport.h"
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <vector>
 
 namespace runloom::engine_internal {
 
 class Reconciler {
  public:
-  // `store` must outlive the reconciler.
-  explicit Reconciler(Store* store) : store_(store) {}
+  // `store` and `transport` must outlive the reconciler.
+  Reconciler(Store* store, Transport* transport) : store_(store), transport_(transport) {}
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
 
   // True for the candidates this rule owns: queued runs.
   static bool Owns(const RecoveryCandidate& c);
 
-  // Enqueues the run again. REQUIRES: Owns(c).
-  absl::Status Reconcile(const RecoveryCandidate& c);
+  // Enqueues again those of `queued` (REQUIRES: Owns() each) that the
+  // transport has no message or dead letter for. Returns how many it
+  // enqueued. When the transport cannot answer, enqueues none (a duplicate
+  // message is harmless, but a dead-lettered run must not be revived).
+  absl::StatusOr<int> Reconcile(const std::vector<RecoveryCandidate>& queued);
 
  private:
-  Store* const store_;  // constant after construction
+  // Constant after construction.
+  Store* const store_;
+  Transport* const transport_;
 };
 
 }  // namespace runloom::engine_internal

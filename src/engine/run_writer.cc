@@ -89,7 +89,7 @@ absl::Status RunWriter::Write(RunWrite write, bool defer) {
 absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWrite& write) {
   // A first execution: this write takes the lease too.
   const FirstLeaseRequest& req = *first_lease_;
-  auto first = store_->AcquireFirstLease(run_id_, req.owner, req.ttl, req.events, write);
+  auto first = store_->AcquireLease(run_id_, req.owner, req.ttl, req.events, &write);
   if (!first.ok()) {
     runloom::MutexLock l(&lease_mu_);
     lease_pending_ = false;
@@ -100,14 +100,14 @@ absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWri
         absl::StrCat("run ", run_id_, " could not be leased: ", first.status().message()));
   }
   const bool needs_records = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
-                             first->lease.attempt != 1;
+                             first->attempt != 1;
   {
     runloom::MutexLock l(&lease_mu_);
     lease_pending_ = false;
-    lease_ = first->lease;
+    lease_ = *first;
     lease_needs_records_ = needs_records;
   }
-  if (req.on_leased) req.on_leased(first->lease);
+  if (req.on_leased) req.on_leased(*first);
   if (needs_records) {
     // Leased, but someone ran the run in between: stop writing; the
     // caller goes on with this lease and the recorded steps.

@@ -8,7 +8,7 @@
 //
 // First lease: a run that was never leased is created without a lease; its
 // first write takes the lease in the same transaction
-// (Store::AcquireFirstLease), so a fresh run's lease and first step start
+// (Store::AcquireLease's first write), so a fresh run's lease and first step start
 // cost one commit. If the run was leased by someone else in between, the
 // lease is still taken but nothing is written with it, and the caller must go
 // on as for a resumed run (read the recorded steps, new execution).

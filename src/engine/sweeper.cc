@@ -49,10 +49,16 @@ absl::StatusOr<int> Sweeper::SweepOnce() {
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> cands,
                            store_->FindRecoverable(queued_grace_, kSweepLimit));
   int acted = 0;
+  std::vector<RecoveryCandidate> queued;
   for (const RecoveryCandidate& c : cands) {
-    absl::Status s = Reconciler::Owns(c) ? reconciler_.Reconcile(c) : RecoverExpired(c);
-    if (s.ok()) ++acted;
+    if (Reconciler::Owns(c)) {
+      queued.push_back(c);
+      continue;
+    }
+    if (RecoverExpired(c).ok()) ++acted;
   }
+  absl::StatusOr<int> reconciled = reconciler_.Reconcile(queued);
+  if (reconciled.ok()) acted += *reconciled;
   return acted;
 }
 

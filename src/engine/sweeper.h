@@ -26,12 +26,13 @@ namespace runloom::engine_internal {
 class Sweeper {
  public:
   // Every pointer must outlive the sweeper.
-  Sweeper(Store* store, Clock* clock, absl::Duration interval, absl::Duration queued_grace)
+  Sweeper(Store* store, Transport* transport, Clock* clock, absl::Duration interval,
+          absl::Duration queued_grace)
       : store_(store),
         clock_(clock),
         interval_(interval),
         queued_grace_(queued_grace),
-        reconciler_(store) {}
+        reconciler_(store, transport) {}
   ~Sweeper() { Stop(); }
   Sweeper(const Sweeper&) = delete;
   Sweeper& operator=(const Sweeper&) = delete;

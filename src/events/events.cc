@@ -198,6 +198,14 @@ Event RunLeaseExpiredEvent(const std::string& run_id, const RunLeaseExpiredData&
   return e;
 }
 
+Event RunDeadLetteredEvent(const std::string& run_id, const RunDeadLetteredData& d) {
+  Event e = NewEvent(run_id, event_types::kRunDeadLettered);
+  e.data["message_id"] = d.message_id;
+  e.data["deliveries"] = d.deliveries;
+  e.data["reason"] = d.reason;
+  return e;
+}
+
 Event RunReleasedEvent(const std::string& run_id, const RunReleasedData& d) {
   Event e = NewEvent(run_id, event_types::kRunReleased);
   e.data["reason"] = d.reason;

@@ -57,6 +57,7 @@ namespace event_types {
 inline constexpr std::string_view kRunCreated = "run.created";
 inline constexpr std::string_view kRunStarted = "run.started";
 inline constexpr std::string_view kRunLeaseExpired = "run.lease_expired";
+inline constexpr std::string_view kRunDeadLettered = "run.dead_lettered";
 inline constexpr std::string_view kRunReleased = "run.released";
 inline constexpr std::string_view kRunPaused = "run.paused";
 inline constexpr std::string_view kRunDecided = "run.decided";
@@ -106,6 +107,15 @@ struct RunStartedData {
 struct RunLeaseExpiredData {
   int attempt = 0;            // the attempt whose lease expired, >= 1
   std::string lease_owner{};  // its holder
+};
+
+// run.dead_lettered: the transport stopped delivering the run's message
+// after its delivery cap; the run stays queued, is not re-enqueued by the
+// sweeper, and runs again only after a redrive.
+struct RunDeadLetteredData {
+  std::string message_id{};  // the transport's id of the message
+  int deliveries = 0;        // deliveries without an ack, >= 1
+  std::string reason{};
 };
 
 // run.released: the lease holder gave the run back (e.g. worker shutdown).
@@ -211,6 +221,7 @@ struct StepReusedData {
 Event RunCreatedEvent(const std::string& run_id, const RunCreatedData& d);
 Event RunStartedEvent(const std::string& run_id, const RunStartedData& d);
 Event RunLeaseExpiredEvent(const std::string& run_id, const RunLeaseExpiredData& d);
+Event RunDeadLetteredEvent(const std::string& run_id, const RunDeadLetteredData& d);
 Event RunReleasedEvent(const std::string& run_id, const RunReleasedData& d);
 Event RunPausedEvent(const std::string& run_id, const RunPausedData& d);
 Event RunDecidedEvent(const std::string& run_id, const RunDecidedData& d);

@@ -34,6 +34,7 @@ std::vector<Event> OneOfEach() {
                              .inputs_digest = kDigest}),
       RunStartedEvent(kRun, {.attempt = 1, .lease_owner = "me", .entry = RunEntry::kRerun}),
       RunLeaseExpiredEvent(kRun, {.attempt = 1, .lease_owner = "me"}),
+      RunDeadLetteredEvent(kRun, {.message_id = "3", .deliveries = 10, .reason = "cap"}),
       RunReleasedEvent(kRun, {.reason = "shutdown"}),
       RunPausedEvent(kRun, {.step_path = "gate"}),
       RunDecidedEvent(kRun, {.step_path = "gate",
@@ -63,7 +64,7 @@ void ExpectSameEvent(const Event& a, const Event& b) {
 
 TEST(Events, AllEventTypesAreDistinctAndNamed) {
   std::vector<std::string> types = AllEventTypes();
-  EXPECT_EQ(types.size(), 15u);
+  EXPECT_EQ(types.size(), 16u);
   EXPECT_EQ(std::set<std::string>(types.begin(), types.end()).size(), types.size());
   for (const std::string& t : types) {
     EXPECT_EQ(EventSchemaVersion(t), 1) << t;

@@ -54,6 +54,9 @@ std::vector<Event> SampleEvents() {
                              .step_id = "polish",
                              .reason = "when: steps.draft.output.ok == true is false"}),
       RunLeaseExpiredEvent(run, {.attempt = 1, .lease_owner = "worker-a:4242"}),
+      RunDeadLetteredEvent(run, {.message_id = "17",
+                                 .deliveries = 10,
+                                 .reason = "delivered 10 times without an ack (the cap is 10)"}),
       RunStartedEvent(
           run,
           {.attempt = 2, .lease_owner = "worker-b:77", .revision = 1, .entry = RunEntry::kResume}),

@@ -69,6 +69,7 @@ std::vector<EventSpec> BuildSpecs() {
        1,
        {Int("attempt", 1), Str("lease_owner"), Int("revision", 1), Enum("entry", kEntries)}},
       {"run.lease_expired", 1, {Int("attempt", 1), Str("lease_owner")}},
+      {"run.dead_lettered", 1, {Str("message_id"), Int("deliveries", 1), Str("reason")}},
       {"run.released", 1, {Str("reason")}},
       {"run.paused", 1, {Str("step_path"), OptDigest("proposal_digest")}},
       {"run.decided",

@@ -2,6 +2,7 @@
 // (store/event_check.h), and only there.
 #include "store/event_check.h"
 
+#include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "core/ids.h"
@@ -25,7 +26,7 @@ constexpr char kDigest[] =
 class EventCheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<EmbeddedBackend> b = OpenSqlite(":memory:", SqliteOptions{});
+    absl::StatusOr<Backend> b = OpenSqlite(":memory:", SqliteOptions{});
     ASSERT_OK(b);
     store_ = std::move(b->store);
   }

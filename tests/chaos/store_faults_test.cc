@@ -51,15 +51,12 @@ class FaultyStore final : public StoreWrapper {
   FaultyStore(std::unique_ptr<Store> target, int fail_at, Fault fault)
       : StoreWrapper(std::move(target)), fail_at_(fail_at), fault_(fault) {}
 
+  using StoreWrapper::AcquireLease;
   absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events) override {
-    return Maybe([&] { return inner().AcquireLease(run_id, owner, ttl, std::move(events)); });
-  }
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
-                                               absl::Duration ttl, std::vector<Event> events,
-                                               const RunWrite& first) override {
+                                     absl::Duration ttl, std::vector<Event> events,
+                                     const RunWrite* first) override {
     return Maybe(
-        [&] { return inner().AcquireFirstLease(run_id, owner, ttl, std::move(events), first); });
+        [&] { return inner().AcquireLease(run_id, owner, ttl, std::move(events), first); });
   }
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override {

@@ -1,4 +1,5 @@
-// The backends the conformance suites run against in this build.
+// The backends the conformance suites run against in this build, each named
+// by the URL OpenBackend opens.
 #include "conformance_fixture.h"
 
 #include <filesystem>
@@ -6,20 +7,20 @@
 namespace runloom::conformance {
 namespace {
 
-absl::StatusOr<Backend> FromEmbedded(absl::StatusOr<EmbeddedBackend> e) {
-  if (!e.ok()) return e.status();
-  return Backend{std::move(e->store), std::move(e->transport)};
-}
-
-// Runs the Store interface's default AcquireFirstLease (lease, then commit,
-// in two transactions) over a real backend, so it meets the same suite.
-class DefaultFirstLease final : public StoreWrapper {
+// Runs AcquireLease's first write through Store::ApplyFirstWrite (lease,
+// then commit, in two transactions: the path of a backend without a
+// one-commit lease) over a real backend, so it meets the same suite.
+class TwoCommitFirstWrite final : public StoreWrapper {
  public:
+  using StoreWrapper::AcquireLease;
   using StoreWrapper::StoreWrapper;
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
-                                               absl::Duration ttl, std::vector<Event> events,
-                                               const RunWrite& first) override {
-    return Store::AcquireFirstLease(run_id, owner, ttl, std::move(events), first);
+  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
+                                     absl::Duration ttl, std::vector<Event> events,
+                                     const RunWrite* first) override {
+    absl::StatusOr<Lease> lease =
+        inner().AcquireLease(run_id, owner, ttl, std::move(events), nullptr);
+    if (lease.ok() && first != nullptr) ApplyFirstWrite(*first, *lease);
+    return lease;
   }
 };
 
@@ -27,26 +28,25 @@ class DefaultFirstLease final : public StoreWrapper {
 
 std::vector<BackendFactory> AllBackendFactories() {
   std::vector<BackendFactory> out;
-  out.push_back(BackendFactory{"SqliteFile", true, [](const std::string& location, Clock* clock) {
-                                 SqliteOptions o;
-                                 o.clock = clock;
-                                 return FromEmbedded(OpenSqlite(
-                                     (std::filesystem::path(location) / "runloom.db").string(), o));
-                               }});
-  out.push_back(BackendFactory{"SqliteMemory", false, [](const std::string&, Clock* clock) {
-                                 SqliteOptions o;
-                                 o.clock = clock;
-                                 return FromEmbedded(OpenSqlite(":memory:", o));
-                               }});
-  out.push_back(
-      BackendFactory{"SqliteMemoryDefaultFirstLease", false, [](const std::string&, Clock* clock) {
-                       SqliteOptions o;
-                       o.clock = clock;
-                       absl::StatusOr<Backend> b = FromEmbedded(OpenSqlite(":memory:", o));
-                       if (b.ok())
-                         b->store = std::make_unique<DefaultFirstLease>(std::move(b->store));
-                       return b;
-                     }});
+  BackendFactory file;
+  file.name = "SqliteFile";
+  file.shared_location = true;
+  file.url = [](const std::string& location) {
+    return "sqlite://" + (std::filesystem::path(location) / "runloom.db").string();
+  };
+  out.push_back(file);
+
+  BackendFactory memory;
+  memory.name = "SqliteMemory";
+  memory.url = [](const std::string&) { return std::string("sqlite::memory:"); };
+  out.push_back(memory);
+
+  BackendFactory two_commit = memory;
+  two_commit.name = "SqliteMemoryTwoCommitFirstWrite";
+  two_commit.wrap_store = [](std::unique_ptr<Store> s) -> std::unique_ptr<Store> {
+    return std::make_unique<TwoCommitFirstWrite>(std::move(s));
+  };
+  out.push_back(two_commit);
   return out;
 }
 

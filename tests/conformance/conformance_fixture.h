@@ -1,11 +1,14 @@
 // The backend-independent fixture of the Store/Transport conformance suite.
 //
-// Every backend provides a BackendFactory; the suites in this folder are
-// instantiated once per factory (SQLite file, SQLite :memory:; PostgreSQL and
-// Redis later). Time is a SimulatedClock, so lease expiry and visibility
-// timeouts are tested without sleeping.
+// Every backend provides a BackendFactory: a backend URL that OpenBackend
+// opens, and a time control. The suites in this folder are instantiated
+// once per factory (SQLite file, SQLite :memory:; PostgreSQL and Redis
+// later), so they test the backend exactly as the engine and the CLI open
+// it. Time moves only when a test says so (TimeControl), so lease expiry and
+// visibility timeouts are tested without sleeping.
 #pragma once
 
+#include "runloom/backend.h"
 #include "runloom/clock.h"
 #include "runloom/store.h"
 #include "runloom/transport.h"
@@ -29,9 +32,28 @@
 
 namespace runloom::conformance {
 
-struct Backend {
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Transport> transport;
+// Moves a backend's time authority (Store::Now()) forward. A backend with a
+// client clock (SQLite) gets a SimulatedClock through BackendOptions; a
+// backend with a server clock implements Advance by shifting the time its
+// server reports to this test (e.g. an offset its store adds to now() in
+// test builds), and Configure passes what it needs.
+class TimeControl {
+ public:
+  virtual ~TimeControl() = default;
+  // Sets what a backend opened under this control needs in `options`.
+  virtual void Configure(BackendOptions& options) = 0;
+  // Moves the backend's time forward by `d`, waking its waiters.
+  virtual void Advance(absl::Duration d) = 0;
+};
+
+// Time for client-clock backends: a SimulatedClock.
+class SimulatedTimeControl final : public TimeControl {
+ public:
+  void Configure(BackendOptions& options) override { options.clock = &clock_; }
+  void Advance(absl::Duration d) override { clock_.Advance(d); }
+
+ private:
+  SimulatedClock clock_;
 };
 
 struct BackendFactory {
@@ -39,9 +61,16 @@ struct BackendFactory {
   // Two Open() calls with the same location reach the same data (a file or
   // a server), as two processes would.
   bool shared_location = false;
-  // Opens the backend whose data lives at `location` (a fresh per-test
+  // The URL of the backend whose data lives at `location` (a fresh per-test
   // directory; a backend may use it or derive a schema name from it).
-  std::function<absl::StatusOr<Backend>(const std::string& location, Clock* clock)> open;
+  std::function<std::string(const std::string& location)> url;
+  // The backend's time control.
+  std::function<std::unique_ptr<TimeControl>()> time = [] {
+    return std::make_unique<SimulatedTimeControl>();
+  };
+  // When set, wraps the opened store (to run a default path of the
+  // interface over a real backend).
+  std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)> wrap_store;
 };
 
 // gtest prints the factory by name.
@@ -64,6 +93,7 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
     dir_ = std::filesystem::path(::testing::TempDir()) / name;
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+    time_ = GetParam().time();
     absl::StatusOr<Backend> b = Open();
     ASSERT_OK(b);
     store_ = std::move(b->store);
@@ -76,11 +106,35 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
     std::filesystem::remove_all(dir_);
   }
 
-  absl::StatusOr<Backend> Open() { return GetParam().open(dir_.string(), &clock_); }
+  // Opens the backend of this test through the factory (OpenBackend), with
+  // `transport_options_`. Call again to get a second handle on the same data
+  // (when shared_location).
+  absl::StatusOr<Backend> Open() {
+    BackendOptions o;
+    o.transport = transport_options_;
+    time_->Configure(o);
+    absl::StatusOr<Backend> b = OpenBackend(GetParam().url(dir_.string()), o);
+    if (b.ok() && GetParam().wrap_store) b->store = GetParam().wrap_store(std::move(b->store));
+    return b;
+  }
+
+  // Reopens store_ and transport_ (e.g. with other transport options).
+  void Reopen() {
+    store_.reset();
+    transport_.reset();
+    absl::StatusOr<Backend> b = Open();
+    ASSERT_OK(b);
+    store_ = std::move(b->store);
+    transport_ = std::move(b->transport);
+  }
+
+  // The backend's time, and moving it.
+  absl::Time Now() { return store_->Now(); }
+  void Advance(absl::Duration d) { time_->Advance(d); }
 
   NewRun MakeRun(const std::string& workflow = "wf", const std::string& key = "") {
     NewRun r;
-    r.id = NewRunId(clock_.Now(), gen_);
+    r.id = NewRunId(Now(), gen_);
     r.workflow_name = workflow;
     r.workflow_version = 1;
     r.workflow_digest = "sha256:abc";
@@ -148,7 +202,8 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
   }
 
   std::filesystem::path dir_;
-  SimulatedClock clock_;
+  std::unique_ptr<TimeControl> time_;
+  TransportOptions transport_options_;
   absl::BitGen gen_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Transport> transport_;

@@ -1,6 +1,7 @@
 // SQLite-only behaviour of OpenSqlite(): schema versioning, PRAGMAs, dead
 // letters and busy handling, checked on the file itself.
 #include "runloom/clock.h"
+#include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "testing/status_matchers.h"
@@ -61,9 +62,9 @@ class SqliteStoreTest : public ::testing::Test {
 };
 
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "1");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "2");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -79,11 +80,11 @@ TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
 TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   { ASSERT_OK(OpenSqlite(path_, options_)); }
   Raw("PRAGMA user_version = 99");
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 1; "
+                                     " has schema version 99 but this runloom supports up to 2; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -105,7 +106,7 @@ TEST_F(SqliteStoreTest, ForeignDatabaseIsRefused) {
 TEST_F(SqliteStoreTest, BadOptionsAreInvalidArguments) {
   SqliteOptions o = options_;
   o.synchronous = "sometimes";
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, o);
+  absl::StatusOr<Backend> b = OpenSqlite(path_, o);
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(b.status().message()), HasSubstr("sometimes"));
   o.synchronous = "full";
@@ -122,7 +123,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   std::atomic<int> failures{0};
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&] {
-      absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+      absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
       if (!b.ok()) {
         ++failures;
         ADD_FAILURE() << b.status();
@@ -131,13 +132,13 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "1");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "2");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
   SqliteOptions o = options_;
-  absl::StatusOr<EmbeddedBackend> a = OpenSqlite(":memory:", o);
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(":memory:", o);
+  absl::StatusOr<Backend> a = OpenSqlite(":memory:", o);
+  absl::StatusOr<Backend> b = OpenSqlite(":memory:", o);
   ASSERT_OK(a);
   ASSERT_OK(b);
   ASSERT_OK(a->store->RegisterWorkflow("wf", "sha256:x", nlohmann::json::object()));
@@ -145,7 +146,7 @@ TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
 }
 
 TEST_F(SqliteStoreTest, DeadLettersAreKept) {
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
   NewRun n;
   n.id = "r_dead";
@@ -162,7 +163,7 @@ TEST_F(SqliteStoreTest, DeadLettersAreKept) {
 TEST_F(SqliteStoreTest, LockedDatabaseIsUnavailableNotPoisoned) {
   SqliteOptions o = options_;
   o.busy_timeout = absl::Milliseconds(10);
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, o);
+  absl::StatusOr<Backend> b = OpenSqlite(path_, o);
   ASSERT_OK(b);
   sqlite3* other = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
@@ -178,7 +179,7 @@ TEST_F(SqliteStoreTest, LockedDatabaseIsUnavailableNotPoisoned) {
 }
 
 TEST_F(SqliteStoreTest, TimesAreUnixMicroseconds) {
-  absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, options_);
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
   NewRun n;
   n.id = "r_time";
@@ -186,6 +187,65 @@ TEST_F(SqliteStoreTest, TimesAreUnixMicroseconds) {
   ASSERT_OK(b->store->CreateRun(n, {}));
   EXPECT_EQ(Raw("SELECT created_at FROM runs"), std::to_string(absl::ToUnixMicros(clock_.Now())));
   EXPECT_EQ(Raw("SELECT status FROM runs"), "queued");
+}
+
+TEST_F(SqliteStoreTest, Version1DatabaseMigratesToVersion2) {
+  { ASSERT_OK(OpenSqlite(path_, options_)); }
+  // Back to what schema version 1 wrote.
+  Raw("DROP INDEX dead_letters_live; ALTER TABLE dead_letters DROP COLUMN redriven_at; "
+      "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
+      "VALUES (7, 'r_old', 10, 'old', 0); PRAGMA user_version = 1");
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "2");
+  // A dead letter of version 1 is live (not redriven) after the migration.
+  absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
+  ASSERT_OK(dl);
+  ASSERT_EQ(dl->size(), 1u);
+  EXPECT_EQ((*dl)[0].run_id, "r_old");
+  EXPECT_EQ((*dl)[0].message_id, "7");
+}
+
+TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  NewRun n;
+  n.id = "r_acked";
+  n.workflow_name = "wf";
+  ASSERT_OK(b->store->CreateRun(n, {}));
+  absl::StatusOr<std::vector<QueueMessage>> m = b->transport->Claim("c", 1, absl::Seconds(60));
+  ASSERT_OK(m);
+  ASSERT_EQ(m->size(), 1u);
+  ASSERT_OK(b->store->AcquireLease("r_acked", "w", absl::Seconds(30), {}));
+  // The lease removed the queue row in its own commit; the Ack finds it in
+  // the handle's memo (twice: the second falls back to a read).
+  EXPECT_EQ(Raw("SELECT count(*) FROM queue"), "0");
+  EXPECT_OK(b->transport->Ack((*m)[0]));
+  EXPECT_OK(b->transport->Ack((*m)[0]));
+  EXPECT_EQ(Raw("SELECT count(*) FROM queue"), "0");
+}
+
+TEST_F(SqliteStoreTest, DeliveryCapMustBePositive) {
+  SqliteOptions o = options_;
+  o.transport.max_deliveries = 0;
+  EXPECT_THAT(OpenSqlite(path_, o), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(SqliteStoreTest, ReleaseIsVisibleAtOnceAndNotADelivery) {
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  NewRun n;
+  n.id = "r_rel";
+  n.workflow_name = "wf";
+  ASSERT_OK(b->store->CreateRun(n, {}));
+  absl::StatusOr<std::vector<QueueMessage>> m = b->transport->Claim("c", 1, absl::Seconds(60));
+  ASSERT_OK(m);
+  ASSERT_EQ(m->size(), 1u);
+  ASSERT_OK(b->transport->Release((*m)[0]));
+  absl::StatusOr<std::vector<QueueMessage>> again = b->transport->Claim("c2", 1, absl::Seconds(60));
+  ASSERT_OK(again);
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].deliveries, 1);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
+using ::testing::UnorderedElementsAre;
 
 class StoreConformanceTest : public ConformanceTest {};
 
@@ -42,10 +43,10 @@ TEST_P(StoreConformanceTest, RegisterWorkflowIsIdempotentAndVersions) {
   absl::StatusOr<WorkflowVersion> v1 = store_->RegisterWorkflow("blog", "sha256:a", a);
   ASSERT_OK(v1);
   EXPECT_EQ(v1->version, 1);
-  EXPECT_EQ(v1->created_at, clock_.Now());
+  EXPECT_EQ(v1->created_at, Now());
   EXPECT_THAT(store_->RegisterWorkflow("blog", "sha256:a", a),
               IsOkAndHolds(Field(&WorkflowVersion::version, 1)));
-  clock_.Advance(absl::Seconds(1));
+  Advance(absl::Seconds(1));
   EXPECT_THAT(store_->RegisterWorkflow("blog", "sha256:b", b),
               IsOkAndHolds(Field(&WorkflowVersion::version, 2)));
   EXPECT_THAT(store_->RegisterWorkflow("blog", "sha256:a", a),
@@ -105,8 +106,8 @@ TEST_P(StoreConformanceTest, CreateRunWritesRowEventsAndMessage) {
     EXPECT_EQ(rec->max_attempts, 3);
     EXPECT_FALSE(rec->cancel_requested);
     EXPECT_EQ(rec->last_event_seq, 2);
-    EXPECT_EQ(rec->created_at, clock_.Now());
-    EXPECT_EQ(rec->updated_at, clock_.Now());
+    EXPECT_EQ(rec->created_at, Now());
+    EXPECT_EQ(rec->updated_at, Now());
     EXPECT_FALSE(rec->finished_at.has_value());
   }
   absl::StatusOr<std::vector<Event>> events = store_->ListEvents(n.id, 0, 100);
@@ -115,7 +116,7 @@ TEST_P(StoreConformanceTest, CreateRunWritesRowEventsAndMessage) {
   EXPECT_EQ((*events)[0].seq, 1);
   EXPECT_EQ((*events)[0].type, "run.created");
   EXPECT_EQ((*events)[0].run_id, n.id);
-  EXPECT_EQ((*events)[0].at, clock_.Now());
+  EXPECT_EQ((*events)[0].at, Now());
   EXPECT_EQ((*events)[0].data, (nlohmann::json{{"k", 1}}));
   EXPECT_EQ((*events)[1].seq, 2);
   EXPECT_THAT(ClaimAll(), ElementsAre(Field(&QueueMessage::run_id, n.id)));
@@ -132,7 +133,7 @@ TEST_P(StoreConformanceTest, IdempotencyKeyReturnsTheExistingRun) {
       store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
   ASSERT_OK(first);
   ASSERT_TRUE(first->created);
-  clock_.Advance(absl::Seconds(1));
+  Advance(absl::Seconds(1));
   absl::StatusOr<CreateRunResult> again =
       store_->CreateRun(MakeRun("wf", "key-1"), {Ev("run.created")});
   ASSERT_OK(again);
@@ -156,9 +157,9 @@ TEST_P(StoreConformanceTest, IdempotencyKeyReturnsTheExistingRun) {
 
 TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
   std::string a = Create("wf");
-  clock_.Advance(absl::Seconds(1));
+  Advance(absl::Seconds(1));
   std::string b = Create("other");
-  clock_.Advance(absl::Seconds(1));
+  Advance(absl::Seconds(1));
   std::string c = Create("wf");
   Acquire(c);
   absl::StatusOr<std::vector<RunRecord>> all = store_->ListRuns({});
@@ -186,7 +187,7 @@ TEST_P(StoreConformanceTest, AcquireLeaseOnQueuedRun) {
   EXPECT_EQ(l->run_id, id);
   EXPECT_EQ(l->owner, "worker-a");
   EXPECT_EQ(l->attempt, 1);
-  EXPECT_EQ(l->expires_at, clock_.Now() + absl::Seconds(30));
+  EXPECT_EQ(l->expires_at, Now() + absl::Seconds(30));
   EXPECT_EQ(l->token.size(), 32u);
   EXPECT_EQ(l->token.find_first_not_of("0123456789abcdef"), std::string::npos) << l->token;
   absl::StatusOr<RunRecord> r = store_->GetRun(id);
@@ -209,7 +210,7 @@ TEST_P(StoreConformanceTest, AcquireLeaseOnQueuedRun) {
 TEST_P(StoreConformanceTest, AcquireLeaseOnLiveLeaseIsAborted) {
   std::string id = Create();
   Lease first = Acquire(id);
-  clock_.Advance(absl::Seconds(29));
+  Advance(absl::Seconds(29));
   EXPECT_THAT(store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}),
               StatusIs(absl::StatusCode::kAborted));
   absl::StatusOr<RunRecord> r = store_->GetRun(id);
@@ -222,7 +223,7 @@ TEST_P(StoreConformanceTest, AcquireLeaseOnLiveLeaseIsAborted) {
 TEST_P(StoreConformanceTest, AcquireLeaseAfterExpiryFencesTheOldHolder) {
   std::string id = Create();
   Lease first = Acquire(id);
-  clock_.Advance(absl::Seconds(30));  // expiry == now counts as expired
+  Advance(absl::Seconds(30));  // expiry == now counts as expired
   absl::StatusOr<Lease> second =
       store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")});
   ASSERT_OK(second);
@@ -254,22 +255,23 @@ TEST_P(StoreConformanceTest, AcquireLeaseRefusesPausedTerminalAndUnknown) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST_P(StoreConformanceTest, AcquireFirstLeaseAppliesTheFirstWriteWithTheLease) {
+TEST_P(StoreConformanceTest, AcquireLeaseWithFirstWriteAppliesTheFirstWriteWithTheLease) {
   std::string id = Create();
   RunWrite first;
   first.refuse_if_cancel_requested = true;
   first.phase = "research";
   first.events = {Ev("step.started", {{"path", "a"}})};
-  absl::StatusOr<Store::FirstLease> fl =
-      store_->AcquireFirstLease(id, "worker-a", absl::Seconds(30), {Ev("run.started")}, first);
+  absl::StatusOr<Lease> fl =
+      store_->AcquireLease(id, "worker-a", absl::Seconds(30), {Ev("run.started")}, &first);
   ASSERT_OK(fl);
   EXPECT_OK(fl->first_write);
-  EXPECT_EQ(fl->lease.attempt, 1);
-  EXPECT_EQ(fl->lease.owner, "worker-a");
+  EXPECT_TRUE(fl->first_write_applied);
+  EXPECT_EQ(fl->attempt, 1);
+  EXPECT_EQ(fl->owner, "worker-a");
   absl::StatusOr<RunRecord> r = store_->GetRun(id);
   ASSERT_OK(r);
   EXPECT_EQ(r->status, RunStatus::kRunning);
-  EXPECT_EQ(r->lease_token, fl->lease.token);
+  EXPECT_EQ(r->lease_token, fl->token);
   EXPECT_EQ(r->phase, "research");
   EXPECT_EQ(r->last_event_seq, 3);
   absl::StatusOr<std::vector<Event>> ev = store_->ListEvents(id, 1, 10);
@@ -280,31 +282,32 @@ TEST_P(StoreConformanceTest, AcquireFirstLeaseAppliesTheFirstWriteWithTheLease) 
   EXPECT_EQ((*ev)[1].type, "step.started");
   EXPECT_EQ((*ev)[1].data["path"], "a");
   // The lease is an ordinary lease: the holder writes on with its token.
-  RunWrite done = ExecutorWrite(fl->lease);
+  RunWrite done = ExecutorWrite(*fl);
   done.new_status = RunStatus::kCompleted;
   ASSERT_OK(store_->Commit(done));
   EXPECT_EQ(StatusOf(id), RunStatus::kCompleted);
 }
 
-TEST_P(StoreConformanceTest, AcquireFirstLeaseOnALaterLeaseWritesOnlyTheLease) {
+TEST_P(StoreConformanceTest, AcquireLeaseWithFirstWriteOnALaterLeaseWritesOnlyTheLease) {
   std::string id = Create();
   Lease expired = Acquire(id);
-  clock_.Advance(absl::Seconds(30));
+  Advance(absl::Seconds(30));
   RunWrite first;
   first.events = {Ev("step.started")};
-  absl::StatusOr<Store::FirstLease> fl =
-      store_->AcquireFirstLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}, first);
+  absl::StatusOr<Lease> fl =
+      store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}, &first);
   ASSERT_OK(fl);
-  EXPECT_EQ(fl->lease.attempt, 2);
-  EXPECT_NE(fl->lease.token, expired.token);
+  EXPECT_EQ(fl->attempt, 2);
+  EXPECT_NE(fl->token, expired.token);
   EXPECT_THAT(fl->first_write, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_FALSE(fl->first_write_applied);
   absl::StatusOr<RunRecord> r = store_->GetRun(id);
   ASSERT_OK(r);
-  EXPECT_EQ(r->lease_token, fl->lease.token);
+  EXPECT_EQ(r->lease_token, fl->token);
   EXPECT_EQ(r->last_event_seq, 3);  // created, started, started: no step.started
 }
 
-TEST_P(StoreConformanceTest, AcquireFirstLeaseRefusedFirstWriteKeepsTheLease) {
+TEST_P(StoreConformanceTest, AcquireLeaseWithFirstWriteRefusedFirstWriteKeepsTheLease) {
   std::string id = Create();
   RunWrite cancel;
   cancel.run_id = id;
@@ -314,41 +317,58 @@ TEST_P(StoreConformanceTest, AcquireFirstLeaseRefusedFirstWriteKeepsTheLease) {
   RunWrite first;
   first.refuse_if_cancel_requested = true;
   first.events = {Ev("step.started")};
-  absl::StatusOr<Store::FirstLease> fl =
-      store_->AcquireFirstLease(id, "worker-a", absl::Seconds(30), {Ev("run.started")}, first);
+  absl::StatusOr<Lease> fl =
+      store_->AcquireLease(id, "worker-a", absl::Seconds(30), {Ev("run.started")}, &first);
   ASSERT_OK(fl);
   EXPECT_THAT(fl->first_write, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_FALSE(fl->first_write_applied);
   absl::StatusOr<RunRecord> r = store_->GetRun(id);
   ASSERT_OK(r);
   EXPECT_EQ(r->status, RunStatus::kRunning);
-  EXPECT_EQ(r->lease_token, fl->lease.token);
+  EXPECT_EQ(r->lease_token, fl->token);
   EXPECT_EQ(r->last_event_seq, 2);  // run.created, run.started
 }
 
-TEST_P(StoreConformanceTest, AcquireFirstLeaseOnALiveLeaseWritesNothing) {
+TEST_P(StoreConformanceTest, AcquireLeaseWithFirstWriteOnALiveLeaseWritesNothing) {
   std::string id = Create();
   Lease held = Acquire(id);
   RunWrite first;
   first.events = {Ev("step.started")};
-  EXPECT_THAT(
-      store_->AcquireFirstLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}, first),
-      StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")}, &first),
+              StatusIs(absl::StatusCode::kAborted));
   absl::StatusOr<RunRecord> r = store_->GetRun(id);
   ASSERT_OK(r);
   EXPECT_EQ(r->lease_token, held.token);
   EXPECT_EQ(r->last_event_seq, 2);
 }
 
+TEST_P(StoreConformanceTest, AcquireLeaseWithoutFirstWriteSaysNothingWasApplied) {
+  std::string id = Create();
+  Lease l = Acquire(id);
+  EXPECT_OK(l.first_write);
+  EXPECT_FALSE(l.first_write_applied);
+}
+
+TEST_P(StoreConformanceTest, NowIsTheBackendsTimeAndMovesWithTheTimeControl) {
+  const absl::Time before = Now();
+  Advance(absl::Minutes(5));
+  EXPECT_GE(Now() - before, absl::Minutes(5));
+  // Lease deadlines come from it.
+  Lease l = Acquire(Create(), absl::Seconds(30));
+  EXPECT_GE(l.expires_at, Now() + absl::Seconds(29));
+  EXPECT_LE(l.expires_at, Now() + absl::Seconds(30));
+}
+
 TEST_P(StoreConformanceTest, RenewLease) {
   std::string id = Create();
   Lease l = Acquire(id, absl::Seconds(10));
-  clock_.Advance(absl::Seconds(9));
+  Advance(absl::Seconds(9));
   absl::StatusOr<RunRecord> r = store_->RenewLease(id, l.token, absl::Seconds(10));
   ASSERT_OK(r);
-  EXPECT_EQ(r->lease_expires_at, clock_.Now() + absl::Seconds(10));
+  EXPECT_EQ(r->lease_expires_at, Now() + absl::Seconds(10));
   EXPECT_FALSE(r->cancel_requested);
   EXPECT_THAT(store_->GetRun(id),
-              IsOkAndHolds(Field(&RunRecord::lease_expires_at, clock_.Now() + absl::Seconds(10))));
+              IsOkAndHolds(Field(&RunRecord::lease_expires_at, Now() + absl::Seconds(10))));
   EXPECT_THAT(store_->RenewLease(id, "0123", absl::Seconds(10)),
               StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(store_->RenewLease("r_missing", l.token, absl::Seconds(10)),
@@ -364,7 +384,7 @@ TEST_P(StoreConformanceTest, RenewLease) {
   EXPECT_THAT(store_->RenewLease(id, l.token, absl::Seconds(10)),
               IsOkAndHolds(Field(&RunRecord::cancel_requested, true)));
 
-  clock_.Advance(absl::Seconds(10));
+  Advance(absl::Seconds(10));
   EXPECT_THAT(store_->RenewLease(id, l.token, absl::Seconds(10)),
               StatusIs(absl::StatusCode::kAborted));
 }
@@ -433,7 +453,7 @@ TEST_P(StoreConformanceTest, EveryTransitionInTheTableIsAccepted) {
       // Taking the lease is AcquireLease, from queued or an expired running.
       Lease first;
       std::string id = DriveTo(*t.from, &first);
-      if (*t.from == RunStatus::kRunning) clock_.Advance(absl::Seconds(31));
+      if (*t.from == RunStatus::kRunning) Advance(absl::Seconds(31));
       EXPECT_OK(store_->AcquireLease(id, "w", absl::Seconds(30), {}));
       EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
       RunWrite same = ExecutorWrite(first);
@@ -458,7 +478,7 @@ TEST_P(StoreConformanceTest, EveryTransitionInTheTableIsAccepted) {
     absl::StatusOr<RunRecord> r = store_->GetRun(id);
     ASSERT_OK(r);
     EXPECT_EQ(r->status, t.to);
-    EXPECT_EQ(r->updated_at, clock_.Now());
+    EXPECT_EQ(r->updated_at, Now());
     if (t.to != RunStatus::kRunning) {
       EXPECT_EQ(r->lease_token, "");
       EXPECT_EQ(r->lease_owner, "");
@@ -510,8 +530,8 @@ TEST_P(StoreConformanceTest, MoveToQueuedReleasesTheLeaseAndEnqueues) {
   std::string id = Create();
   std::vector<QueueMessage> first = ClaimAll();  // the creation message, now in flight
   ASSERT_THAT(first, SizeIs(1));
-  Lease l = Acquire(id);             // the lease stands for the message from now on
-  clock_.Advance(absl::Minutes(2));  // past the claim's visibility
+  Lease l = Acquire(id);      // the lease stands for the message from now on
+  Advance(absl::Minutes(2));  // past the claim's visibility
   EXPECT_THAT(ClaimAll(), IsEmpty()) << "a leased run needs no message";
   RunWrite w = ExecutorWrite(l);
   w.new_status = RunStatus::kQueued;
@@ -545,7 +565,7 @@ TEST_P(StoreConformanceTest, TerminalReleasesLeaseAndRerunRequeues) {
   Lease l;
   std::string id = DriveTo(RunStatus::kRunning, &l);
   ASSERT_THAT(ClaimAll(), IsEmpty());
-  clock_.Advance(absl::Seconds(2));
+  Advance(absl::Seconds(2));
   RunWrite done = ExecutorWrite(l);
   done.new_status = RunStatus::kCompleted;
   done.outcome = "approved";
@@ -555,7 +575,7 @@ TEST_P(StoreConformanceTest, TerminalReleasesLeaseAndRerunRequeues) {
   EXPECT_EQ(r->lease_owner, "");
   EXPECT_EQ(r->lease_token, "");
   EXPECT_FALSE(r->lease_expires_at.has_value());
-  EXPECT_EQ(r->finished_at, clock_.Now());
+  EXPECT_EQ(r->finished_at, Now());
   EXPECT_EQ(r->outcome, "approved");
   EXPECT_THAT(store_->RenewLease(id, l.token, absl::Seconds(5)),
               StatusIs(absl::StatusCode::kAborted));
@@ -598,8 +618,8 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
     s.output = {{"text", path}};
     s.error_class = std::nullopt;
     s.stderr_tail = "tail";
-    s.started_at = clock_.Now() + offset;
-    s.finished_at = clock_.Now() + offset + absl::Seconds(1);
+    s.started_at = Now() + offset;
+    s.finished_at = Now() + offset + absl::Seconds(1);
     return s;
   };
   RunWrite w = ExecutorWrite(l);
@@ -637,8 +657,8 @@ TEST_P(StoreConformanceTest, CommitAppliesFieldsStepsAndEvents) {
   EXPECT_EQ((*all)[0].attempt, 2);
   EXPECT_EQ((*all)[0].stderr_tail, "tail");
   EXPECT_EQ((*all)[0].output, (nlohmann::json{{"text", "z"}}));
-  EXPECT_EQ((*all)[0].started_at, clock_.Now() + absl::Seconds(1));
-  EXPECT_EQ((*all)[0].finished_at, clock_.Now() + absl::Seconds(2));
+  EXPECT_EQ((*all)[0].started_at, Now() + absl::Seconds(1));
+  EXPECT_EQ((*all)[0].finished_at, Now() + absl::Seconds(2));
   EXPECT_THAT(store_->ListSteps(id, 2), IsOkAndHolds(SizeIs(1)));
   EXPECT_THAT(store_->ListSteps(id, 1), IsOkAndHolds(SizeIs(3)));
 
@@ -729,9 +749,9 @@ TEST_P(StoreConformanceTest, FindRecoverable) {
     }
   }
   ASSERT_OK(transport_->Ack(QueueMessage{"0", with_message, 1}));  // no such message: OK
-  clock_.Advance(absl::Seconds(20));
+  Advance(absl::Seconds(20));
   ASSERT_OK(store_->RenewLease(live, live_lease.token, absl::Seconds(30)));
-  clock_.Advance(absl::Seconds(15));  // `stuck` expired (30 s ttl), `live` renewed
+  Advance(absl::Seconds(15));  // `stuck` expired (30 s ttl), `live` renewed
 
   absl::StatusOr<std::vector<RecoveryCandidate>> c = store_->FindRecoverable(absl::Minutes(1), 10);
   ASSERT_OK(c);
@@ -742,22 +762,31 @@ TEST_P(StoreConformanceTest, FindRecoverable) {
   EXPECT_EQ((*c)[0].max_attempts, 3);
   EXPECT_EQ((*c)[0].lease_token, expired.token);
 
+  // Queued runs past the grace with no live lease, whatever the transport
+  // holds: the store does not look at messages.
   c = store_->FindRecoverable(absl::Seconds(30), 10);
   ASSERT_OK(c);
-  ASSERT_THAT(*c, SizeIs(2));
-  EXPECT_EQ((*c)[1].run_id, stranded);
-  EXPECT_EQ((*c)[1].status, RunStatus::kQueued);
+  ASSERT_THAT(*c, ElementsAre(Field(&RecoveryCandidate::run_id, stuck),
+                              Field(&RecoveryCandidate::run_id, with_message),
+                              Field(&RecoveryCandidate::run_id, stranded)));
+  EXPECT_EQ((*c)[2].status, RunStatus::kQueued);
   EXPECT_THAT(store_->FindRecoverable(absl::Seconds(30), 1), IsOkAndHolds(SizeIs(1)));
+  // The reconciler asks the transport which of them still have a message.
+  absl::StatusOr<MessagePresence> p =
+      transport_->FindMessages({with_message, stranded, "r_missing"});
+  ASSERT_OK(p);
+  EXPECT_THAT(p->pending, ElementsAre(with_message));
+  EXPECT_THAT(p->dead_lettered, IsEmpty());
 
   ASSERT_OK(store_->Enqueue(stranded, {Ev("run.requeued")}));
   ASSERT_OK(store_->Enqueue(stranded, {}));  // a pending message is not doubled
-  c = store_->FindRecoverable(absl::Seconds(30), 10);
-  ASSERT_OK(c);
-  EXPECT_THAT(*c, ElementsAre(Field(&RecoveryCandidate::run_id, stuck)));
+  p = transport_->FindMessages({with_message, stranded});
+  ASSERT_OK(p);
+  EXPECT_THAT(p->pending, UnorderedElementsAre(with_message, stranded));
   EXPECT_THAT(store_->ListEvents(stranded, 1, 0),
               IsOkAndHolds(ElementsAre(Field(&Event::type, "run.requeued"))));
   EXPECT_THAT(store_->GetRun(stranded), IsOkAndHolds(Field(&RunRecord::last_event_seq, 2)));
-  clock_.Advance(absl::Hours(2));  // every claim above is visible again
+  Advance(absl::Hours(2));  // every claim above is visible again
   std::vector<QueueMessage> all = ClaimAll();
   int for_stranded = 0;
   for (const QueueMessage& m : all) for_stranded += m.run_id == stranded ? 1 : 0;
@@ -768,7 +797,7 @@ TEST_P(StoreConformanceTest, FindRecoverable) {
 TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
   Lease l;
   std::string id = DriveTo(RunStatus::kRunning, &l);
-  clock_.Advance(absl::Minutes(1));
+  Advance(absl::Minutes(1));
   absl::StatusOr<std::vector<RecoveryCandidate>> c = store_->FindRecoverable(absl::Minutes(1), 10);
   ASSERT_OK(c);
   ASSERT_THAT(*c, SizeIs(1));

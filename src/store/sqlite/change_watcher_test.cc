@@ -4,6 +4,7 @@
 
 #include "runloom/clock.h"
 #include "runloom/event_bus.h"
+#include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "core/ids.h"
@@ -89,13 +90,13 @@ class ChangeWatcherTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  EmbeddedBackend Open(EventBus* bus, bool watch = true, const std::string& path = "") {
+  Backend Open(std::shared_ptr<EventBus> bus, bool watch = true, const std::string& path = "") {
     SqliteOptions o;
-    o.event_bus = bus;
+    o.event_bus = std::move(bus);
     o.watch_other_processes = watch;
-    absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path.empty() ? path_ : path, o);
+    absl::StatusOr<Backend> b = OpenSqlite(path.empty() ? path_ : path, o);
     EXPECT_OK(b);
-    return b.ok() ? *std::move(b) : EmbeddedBackend{};
+    return b.ok() ? *std::move(b) : Backend{};
   }
 
   NewRun MakeRun() {
@@ -139,14 +140,14 @@ class ChangeWatcherTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::string path_;
-  std::unique_ptr<EventBus> bus_;
+  std::shared_ptr<EventBus> bus_;
   absl::BitGen gen_;
 };
 
 // Acceptance point of issue 7: a status change committed through the store
 // wakes a waiting thread within 5 ms (median of kTrials; p90 printed).
 TEST_F(ChangeWatcherTest, StatusChangeWakesAWaiterWithin5ms) {
-  EmbeddedBackend b = Open(bus_.get());
+  Backend b = Open(bus_);
   std::vector<absl::Duration> latencies;
   for (int i = 0; i < kTrials; ++i) {
     const std::string id = Create(*b.store);
@@ -172,7 +173,7 @@ TEST_F(ChangeWatcherTest, StatusChangeWakesAWaiterWithin5ms) {
 }
 
 TEST_F(ChangeWatcherTest, PublishesStatusAndLastSeqAfterCommit) {
-  EmbeddedBackend b = Open(bus_.get(), /*watch=*/false);
+  Backend b = Open(bus_, /*watch=*/false);
   Inbox all;
   auto sub = bus_->Subscribe("", [&](const RunChange& c) { all.Put(c); });
   const std::string id = Create(*b.store);
@@ -187,7 +188,7 @@ TEST_F(ChangeWatcherTest, PublishesStatusAndLastSeqAfterCommit) {
 }
 
 TEST_F(ChangeWatcherTest, InMemoryStorePublishesToo) {
-  EmbeddedBackend b = Open(bus_.get(), /*watch=*/true, ":memory:");
+  Backend b = Open(bus_, /*watch=*/true, ":memory:");
   Inbox all;
   auto sub = bus_->Subscribe("", [&](const RunChange& c) { all.Put(c); });
   const std::string id = Create(*b.store);
@@ -198,7 +199,7 @@ TEST_F(ChangeWatcherTest, InMemoryStorePublishesToo) {
 // Refused writes publish nothing, and neither does a write rolled back after
 // it changed the runs table.
 TEST_F(ChangeWatcherTest, NoPublishForARefusedOrRolledBackWrite) {
-  EmbeddedBackend b = Open(bus_.get(), /*watch=*/false);
+  Backend b = Open(bus_, /*watch=*/false);
   const std::string id = Create(*b.store);
   Inbox all;
   auto sub = bus_->Subscribe("", [&](const RunChange& c) { all.Put(c); });
@@ -225,7 +226,7 @@ TEST_F(ChangeWatcherTest, NoPublishForARefusedOrRolledBackWrite) {
 
 // Ops of one group: the refused one is not published, the kept ones are.
 TEST_F(ChangeWatcherTest, GroupCommitPublishesOnlyKeptOps) {
-  EmbeddedBackend b = Open(bus_.get(), /*watch=*/false);
+  Backend b = Open(bus_, /*watch=*/false);
   constexpr int kRuns = 16;
   std::vector<std::string> ids;
   for (int i = 0; i < kRuns; ++i) ids.push_back(Create(*b.store));
@@ -251,8 +252,8 @@ TEST_F(ChangeWatcherTest, GroupCommitPublishesOnlyKeptOps) {
 // A second handle on the same file (as a second process would have) commits;
 // the first handle's watcher wakes a subscriber of its bus.
 TEST_F(ChangeWatcherTest, CommitOfAnotherHandleWakesASubscriber) {
-  EmbeddedBackend first = Open(bus_.get());
-  EmbeddedBackend second = Open(nullptr);
+  Backend first = Open(bus_);
+  Backend second = Open(nullptr);
   std::vector<absl::Duration> latencies;
   for (int i = 0; i < 5; ++i) {
     const std::string id = Create(*second.store);
@@ -273,8 +274,8 @@ TEST_F(ChangeWatcherTest, CommitOfAnotherHandleWakesASubscriber) {
 }
 
 TEST_F(ChangeWatcherTest, AllRunsSubscriberSeesAnotherHandlesNewRun) {
-  EmbeddedBackend first = Open(bus_.get());
-  EmbeddedBackend second = Open(nullptr);
+  Backend first = Open(bus_);
+  Backend second = Open(nullptr);
   Inbox all;
   auto sub = bus_->Subscribe("", [&](const RunChange& c) { all.Put(c); });
   const std::string id = Create(*second.store);
@@ -300,12 +301,12 @@ TEST_F(ChangeWatcherTest, CommitOfAnotherProcessWakesASubscriber) {
       n += static_cast<size_t>(r);
     }
     SqliteOptions o;
-    absl::StatusOr<EmbeddedBackend> b = OpenSqlite(path_, o);
+    absl::StatusOr<Backend> b = OpenSqlite(path_, o);
     const bool ok = b.ok() && b->store->Commit(Cancel(std::string(id, n))).ok();
     _exit(ok ? 0 : 1);
   }
   close(go[0]);
-  EmbeddedBackend b = Open(bus_.get());
+  Backend b = Open(bus_);
   const std::string id = Create(*b.store);
   Inbox inbox;
   auto sub = bus_->Subscribe(id, [&](const RunChange& c) { inbox.Put(c); });
@@ -321,7 +322,7 @@ TEST_F(ChangeWatcherTest, CommitOfAnotherProcessWakesASubscriber) {
 // Subscriptions come and go while writers commit: no callback runs after its
 // subscription is destroyed (ASan sees a use after free otherwise).
 TEST_F(ChangeWatcherTest, UnsubscribeUnderLoad) {
-  EmbeddedBackend b = Open(bus_.get());
+  Backend b = Open(bus_);
   constexpr int kWriters = 2;
   constexpr int kChurners = 2;
   constexpr int kRounds = 200;
@@ -372,7 +373,7 @@ TEST_F(ChangeWatcherTest, CloseStopsTheWatcher) {
   Inbox inbox;
   auto sub = bus_->Subscribe("", [&](const RunChange& c) { inbox.Put(c); });
   for (int i = 0; i < 3; ++i) {
-    EmbeddedBackend b = Open(bus_.get());
+    Backend b = Open(bus_);
     Create(*b.store);
   }
   SUCCEED();
@@ -381,7 +382,7 @@ TEST_F(ChangeWatcherTest, CloseStopsTheWatcher) {
 // The watcher alone: a foreign commit is published; nothing is read while
 // nobody subscribes.
 TEST_F(ChangeWatcherTest, WatcherChecksOnlyWithSubscribers) {
-  EmbeddedBackend b = Open(nullptr);
+  Backend b = Open(nullptr);
   absl::StatusOr<std::unique_ptr<store_internal::ChangeWatcher>> w =
       store_internal::ChangeWatcher::Start(path_, bus_.get(), {});
   ASSERT_OK(w);
@@ -399,7 +400,7 @@ TEST_F(ChangeWatcherTest, WatcherChecksOnlyWithSubscribers) {
 
 // Without inotify the fallback interval alone finds another handle's commit.
 TEST_F(ChangeWatcherTest, FallbackWithoutInotify) {
-  EmbeddedBackend b = Open(nullptr);
+  Backend b = Open(nullptr);
   store_internal::ChangeWatcher::Options o;
   o.use_inotify = false;
   o.fallback_interval = absl::Milliseconds(50);

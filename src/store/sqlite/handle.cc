@@ -105,8 +105,9 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   WriteQueue::Hooks hooks;
   hooks.on_produced = [raw] { raw->NotifyProduced(); };
   if (!memory) hooks.after_group = [raw] { raw->MaybeCheckpoint(); };
-  if (options.event_bus != nullptr) {
-    h->publisher_ = std::make_unique<CommitPublisher>(options.event_bus);
+  h->bus_ = options.event_bus;
+  if (h->bus_ != nullptr) {
+    h->publisher_ = std::make_unique<CommitPublisher>(h->bus_.get());
     h->publisher_->Attach(*h->writer_);
     hooks.after_transaction = [raw](bool committed) {
       raw->publisher_->AfterTransaction(committed, *raw->writer_, raw->writer_mu_,
@@ -115,7 +116,7 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
     if (!memory && options.watch_other_processes) {
       ChangeWatcher::Options wo;
       wo.busy_timeout = options.busy_timeout;
-      RUNLOOM_ASSIGN_OR_RETURN(h->watcher_, ChangeWatcher::Start(path, options.event_bus, wo));
+      RUNLOOM_ASSIGN_OR_RETURN(h->watcher_, ChangeWatcher::Start(path, h->bus_.get(), wo));
     }
   }
   h->writes_ = std::make_unique<WriteQueue>(h->writer_.get(), &h->writer_mu_, std::move(hooks));
@@ -179,6 +180,23 @@ absl::StatusOr<std::unique_ptr<Db>> SqliteHandle::AcquireReader() {
 void SqliteHandle::ReleaseReader(std::unique_ptr<Db> db) {
   runloom::MutexLock l(&readers_mu_);
   idle_readers_.push_back(std::move(db));
+}
+
+void SqliteHandle::NoteRemovedByLease(int64_t message_id) {
+  runloom::MutexLock l(&removed_mu_);
+  if (!removed_.insert(message_id).second) return;
+  removed_order_.push_back(message_id);
+  while (removed_order_.size() > kMaxRemembered) {
+    removed_.erase(removed_order_.front());
+    removed_order_.pop_front();
+  }
+}
+
+bool SqliteHandle::TakeRemovedByLease(int64_t message_id) {
+  runloom::MutexLock l(&removed_mu_);
+  // The id stays in removed_order_ until it ages out; erasing it from the
+  // set is enough (a stale entry in the deque erases nothing).
+  return removed_.erase(message_id) > 0;
 }
 
 void SqliteHandle::NotifyProduced() {

@@ -10,6 +10,7 @@
 
 #include "runloom/clock.h"
 #include "runloom/mutex.h"
+#include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "store/sqlite/change_watcher.h"
@@ -17,12 +18,14 @@
 #include "store/sqlite/write_queue.h"
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -84,6 +87,15 @@ class SqliteHandle {
   // Wakes every current AwaitProduced caller.
   void Interrupt() ABSL_LOCKS_EXCLUDED(signal_mu_);
 
+  // ---- messages a lease removed ----
+  // The SQLite lease deletes its run's queue row in its own transaction (the
+  // lease stands for the message from then on), so the consumer's Ack that
+  // follows has nothing to do. NoteRemovedByLease records the id after the
+  // commit; TakeRemovedByLease answers the Ack without touching the
+  // database. Bounded: the oldest ids are forgotten (their Ack then reads).
+  void NoteRemovedByLease(int64_t message_id) ABSL_LOCKS_EXCLUDED(removed_mu_);
+  bool TakeRemovedByLease(int64_t message_id) ABSL_LOCKS_EXCLUDED(removed_mu_);
+
  private:
   void NotifyProduced() ABSL_LOCKS_EXCLUDED(signal_mu_);
   // An idle reader connection, opened on demand up to kMaxReaders.
@@ -112,6 +124,7 @@ class SqliteHandle {
   // With SqliteOptions::event_bus: publishes this handle's commits (null
   // otherwise), and other connections' (null also for ":memory:" or when
   // watch_other_processes is off).
+  std::shared_ptr<EventBus> bus_;  // kept alive while the publisher and watcher use it
   std::unique_ptr<CommitPublisher> publisher_;
   std::unique_ptr<ChangeWatcher> watcher_;
 
@@ -127,6 +140,11 @@ class SqliteHandle {
   runloom::Mutex signal_mu_;
   uint64_t produced_ ABSL_GUARDED_BY(signal_mu_) = 0;
   uint64_t interrupts_ ABSL_GUARDED_BY(signal_mu_) = 0;
+
+  static constexpr size_t kMaxRemembered = 4096;
+  runloom::Mutex removed_mu_;
+  absl::flat_hash_set<int64_t> removed_ ABSL_GUARDED_BY(removed_mu_);
+  std::deque<int64_t> removed_order_ ABSL_GUARDED_BY(removed_mu_);  // oldest first
 };
 
 // ---- helpers shared by the store and the transport ----
@@ -139,6 +157,7 @@ absl::Status InsertQueueMessage(Db& db, const std::string& run_id, absl::Time no
 absl::StatusOr<bool> EnsureQueueMessage(Db& db, const std::string& run_id, absl::Time now);
 
 std::unique_ptr<Store> NewSqliteStore(std::shared_ptr<SqliteHandle> handle);
-std::unique_ptr<Transport> NewSqliteTransport(std::shared_ptr<SqliteHandle> handle);
+std::unique_ptr<Transport> NewSqliteTransport(std::shared_ptr<SqliteHandle> handle,
+                                              const TransportOptions& options);
 
 }  // namespace runloom::store_internal

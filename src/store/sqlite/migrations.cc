@@ -118,8 +118,16 @@ CREATE TABLE write_operations (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 2: dead letters can be redriven (redriven_at set: no longer
+// listed, and the run no longer counts as dead-lettered).
+constexpr char kV2[] = R"sql(
+ALTER TABLE dead_letters ADD COLUMN redriven_at INTEGER;
+CREATE INDEX dead_letters_live ON dead_letters (id) WHERE redriven_at IS NULL;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},
+    Migration{2, kV2},
 };
 
 absl::Status MigrateLocked(Db& db) {

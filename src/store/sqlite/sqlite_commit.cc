@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include <optional>
 #include <utility>
 
 namespace runloom::store_internal {
@@ -25,6 +26,7 @@ constexpr char kAcquire[] =
 constexpr char kRenew[] = "UPDATE runs SET lease_expires_at = ?2 WHERE id = ?1";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = ?2 WHERE id = ?1";
 constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";  // by run
+constexpr char kDeleteMessageReturning[] = "DELETE FROM queue WHERE run_id = ?1 RETURNING id";
 constexpr char kUpsertStep[] =
     "INSERT OR REPLACE INTO step_records (" RUNLOOM_SQLITE_STEP_COLUMNS
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
@@ -292,12 +294,12 @@ struct Rider {
 };
 
 // Takes the lease inside the current transaction. `*f` is the run's fence
-// afterwards. With a rider that RidesOnLease on the run's first lease, its
-// events and phase go into the lease's INSERT and UPDATE.
+// afterwards; `*removed_message` the id of the queue row it deleted. With a rider that RidesOnLease
+// on the run's first lease, its events and phase go into the lease's INSERT and UPDATE.
 absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run_id,
                                  const std::string& owner, absl::Duration ttl,
                                  const std::vector<Event>& events, absl::Time now, Fence* f,
-                                 Rider* rider = nullptr) {
+                                 std::optional<int64_t>* removed_message, Rider* rider) {
   RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
   if (FindTransition(f->status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
     return absl::FailedPreconditionError(
@@ -353,64 +355,67 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
   }
   RUNLOOM_RETURN_IF_ERROR(st.Run());
   // The lease now stands for the run's message: a crashed holder is
-  // recovered through lease expiry (the sweeper), so the consumer need
-  // not ack it (Lease::queue_message_removed).
-  RUNLOOM_ASSIGN_OR_RETURN(Statement del, db.Prepare(kDeleteMessage));
-  del.BindText(1, run_id);
-  RUNLOOM_RETURN_IF_ERROR(del.Run());
+  // recovered through lease expiry (the sweeper). The consumer's Ack that
+  // follows finds the id in SqliteHandle's memo and does no I/O.
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement del, db.Prepare(kDeleteMessageReturning));
+    del.BindText(1, run_id);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, del.Step());
+    if (row && removed_message != nullptr) *removed_message = del.ColumnInt(0);
+  }
   f->status = RunStatus::kRunning;
   f->lease_token = token;
   f->lease_owner = owner;
   f->lease_expires_at = expires;
   f->attempts = attempt;
   f->last_event_seq = last;
-  return Lease{run_id, owner, token, attempt, expires, /*queue_message_removed=*/true};
+  Lease lease;
+  lease.run_id = run_id;
+  lease.owner = owner;
+  lease.token = token;
+  lease.attempt = attempt;
+  lease.expires_at = expires;
+  return lease;
 }
 
 }  // namespace
 
 absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const std::string& owner,
-                                                absl::Duration ttl, std::vector<Event> events) {
+                                                absl::Duration ttl, std::vector<Event> events,
+                                                const RunWrite* first) {
   RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
+  std::optional<RunWrite> w;
+  EncodedWrite encoded;
+  if (first != nullptr) {
+    w = *first;
+    w->run_id = run_id;
+    w->party = Party::kExecutor;
+    RUNLOOM_ASSIGN_OR_RETURN(encoded, EncodeWrite(*w));
+  }
   Lease out;
-  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
-    Fence f;
-    RUNLOOM_ASSIGN_OR_RETURN(out,
-                             LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, h_->Now(), &f));
-    return absl::OkStatus();
-  }));
-  return out;
-}
-
-absl::StatusOr<Store::FirstLease> SqliteStore::AcquireFirstLease(const std::string& run_id,
-                                                                 const std::string& owner,
-                                                                 absl::Duration ttl,
-                                                                 std::vector<Event> events,
-                                                                 const RunWrite& first) {
-  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
-  RunWrite w = first;
-  w.run_id = run_id;
-  w.party = Party::kExecutor;
-  RUNLOOM_ASSIGN_OR_RETURN(EncodedWrite encoded, EncodeWrite(w));
-  FirstLease out;
+  std::optional<int64_t> removed;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     const absl::Time now = h_->Now();
     Fence f;
-    Rider rider{&w, &encoded};
-    RUNLOOM_ASSIGN_OR_RETURN(out.lease,
-                             LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, now, &f, &rider));
+    removed.reset();
+    Rider rider{w.has_value() ? &*w : nullptr, &encoded};
+    RUNLOOM_ASSIGN_OR_RETURN(out, LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, now, &f,
+                                             &removed, w.has_value() ? &rider : nullptr));
+    if (!w.has_value()) return absl::OkStatus();
     if (rider.folded) {
       out.first_write = rider.status;
+      out.first_write_applied = rider.status.ok();
       return absl::OkStatus();
     }
-    if (out.lease.attempt != 1) {
+    if (out.attempt != 1) {
       out.first_write = absl::FailedPreconditionError(
           "not the run's first lease: its recorded steps must be read first");
       return absl::OkStatus();
     }
-    w.lease_token = out.lease.token;
+    w->lease_token = out.token;
     const sqlite3_int64 changes_before = sqlite3_total_changes64(txn.db.raw());
-    out.first_write = CommitFenced(txn.db, now, w, encoded, f, txn.produced_message);
+    out.first_write = CommitFenced(txn.db, now, *w, encoded, f, txn.produced_message);
+    out.first_write_applied = out.first_write.ok();
     // A write refused on its checks changed nothing: the lease stands alone.
     // One that failed after changing rows fails the whole transaction.
     if (!out.first_write.ok() && sqlite3_total_changes64(txn.db.raw()) != changes_before) {
@@ -418,6 +423,8 @@ absl::StatusOr<Store::FirstLease> SqliteStore::AcquireFirstLease(const std::stri
     }
     return absl::OkStatus();
   }));
+  // Committed: the consumer's Ack of the removed message needs no I/O.
+  if (removed.has_value()) h_->NoteRemovedByLease(*removed);
   return out;
 }
 

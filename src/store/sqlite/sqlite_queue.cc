@@ -3,7 +3,9 @@
 // or processes) can never claim the same message in the same visibility
 // window: each claim runs inside BEGIN IMMEDIATE, one at a time.
 #include "core/status_macros.h"
+#include "events/events.h"
 #include "store/sqlite/handle.h"
+#include "store/sqlite/sqlite_store.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,8 +17,6 @@
 namespace runloom::store_internal {
 namespace {
 
-// A message claimed this many times without an ack goes to dead_letters.
-constexpr int kMaxDeliveries = 10;
 // How often WaitForMessages looks for messages of other processes.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
 
@@ -32,6 +32,21 @@ constexpr char kClaim[] =
 constexpr char kDeadLetter[] =
     "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
     "VALUES (?1, ?2, ?3, ?4, ?5)";
+constexpr char kRunSeq[] = "SELECT last_event_seq, status FROM runs WHERE id = ?1";
+constexpr char kSetRunSeq[] = "UPDATE runs SET last_event_seq = ?2 WHERE id = ?1";
+// Runs among ?1 (a JSON array of ids) with a message, and with a live dead letter.
+constexpr char kPendingOf[] =
+    "SELECT DISTINCT run_id FROM queue WHERE run_id IN (SELECT value FROM json_each(?1))";
+constexpr char kDeadLetteredOf[] =
+    "SELECT DISTINCT run_id FROM dead_letters WHERE redriven_at IS NULL "
+    "AND run_id IN (SELECT value FROM json_each(?1))";
+constexpr char kListDeadLetters[] =
+    "SELECT id, message_id, run_id, deliveries, reason, at FROM dead_letters "
+    "WHERE redriven_at IS NULL ORDER BY id LIMIT ?1";
+constexpr char kDeadLetterById[] =
+    "SELECT run_id FROM dead_letters WHERE id = ?1 AND redriven_at IS NULL";
+constexpr char kMarkRedriven[] = "UPDATE dead_letters SET redriven_at = ?2 WHERE id = ?1";
+constexpr char kRunExists[] = "SELECT 1 FROM runs WHERE id = ?1";
 constexpr char kAck[] = "DELETE FROM queue WHERE id = ?1 AND run_id = ?2";
 constexpr char kRelease[] =
     "UPDATE queue SET claimed_by = '', visible_at = ?3, deliveries = MAX(deliveries - 1, 0) "
@@ -47,7 +62,8 @@ struct Row {
 
 class SqliteTransport final : public Transport {
  public:
-  explicit SqliteTransport(std::shared_ptr<SqliteHandle> handle) : h_(std::move(handle)) {}
+  SqliteTransport(std::shared_ptr<SqliteHandle> handle, const TransportOptions& options)
+      : h_(std::move(handle)), max_deliveries_(options.max_deliveries) {}
 
   absl::StatusOr<std::vector<QueueMessage>> Claim(const std::string& consumer, int max,
                                                   absl::Duration visibility) override;
@@ -56,12 +72,23 @@ class SqliteTransport final : public Transport {
   void WaitForMessages(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
   void Interrupt() override { h_->Interrupt(); }
 
+  absl::Status Publish(const std::string& run_id) override;
+  absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
+  absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override;
+  absl::Status Redrive(const std::string& dead_letter_id) override;
+  absl::StatusOr<int> RedriveAll() override;
+
  private:
   absl::Status ClaimInTxn(Db& db, const std::string& consumer, int max, absl::Time now,
                           absl::Duration visibility, std::vector<QueueMessage>& out);
+  absl::Status DeadLetterInTxn(Db& db, const Row& r, absl::Time now);
+  // Marks dead letter `id` redriven and gives its run a fresh message, if
+  // the run can still be leased. kNotFound: no such live dead letter.
+  absl::Status RedriveInTxn(WriteTxn& txn, int64_t id, absl::Time now);
   bool AnyVisible();
 
   const std::shared_ptr<SqliteHandle> h_;
+  const int max_deliveries_;
   runloom::Mutex mu_;
   // The handle's produced-message count when the last wait returned.
   uint64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;
@@ -106,18 +133,8 @@ absl::Status SqliteTransport::ClaimInTxn(Db& db, const std::string& consumer, in
     if (rows.empty()) break;
     bool dead_lettered = false;
     for (const Row& r : rows) {
-      if (r.deliveries + 1 > kMaxDeliveries) {
-        RUNLOOM_ASSIGN_OR_RETURN(Statement dl, db.Prepare(kDeadLetter));
-        dl.BindInt(1, r.id);
-        dl.BindText(2, r.run_id);
-        dl.BindInt(3, r.deliveries);
-        dl.BindText(4, absl::StrCat("delivered ", r.deliveries,
-                                    " times without an ack (the cap is ", kMaxDeliveries, ")"));
-        dl.BindTime(5, now);
-        RUNLOOM_RETURN_IF_ERROR(dl.Run());
-        RUNLOOM_ASSIGN_OR_RETURN(Statement del, db.Prepare(kDeleteById));
-        del.BindInt(1, r.id);
-        RUNLOOM_RETURN_IF_ERROR(del.Run());
+      if (r.deliveries + 1 > max_deliveries_) {
+        RUNLOOM_RETURN_IF_ERROR(DeadLetterInTxn(db, r, now));
         dead_lettered = true;
         continue;
       }
@@ -135,14 +152,53 @@ absl::Status SqliteTransport::ClaimInTxn(Db& db, const std::string& consumer, in
   return absl::OkStatus();
 }
 
+absl::Status SqliteTransport::DeadLetterInTxn(Db& db, const Row& r, absl::Time now) {
+  const std::string reason = absl::StrCat(
+      "delivered ", r.deliveries, " times without an ack (the cap is ", max_deliveries_, ")");
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement dl, db.Prepare(kDeadLetter));
+    dl.BindInt(1, r.id);
+    dl.BindText(2, r.run_id);
+    dl.BindInt(3, r.deliveries);
+    dl.BindText(4, reason);
+    dl.BindTime(5, now);
+    RUNLOOM_RETURN_IF_ERROR(dl.Run());
+  }
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement del, db.Prepare(kDeleteById));
+    del.BindInt(1, r.id);
+    RUNLOOM_RETURN_IF_ERROR(del.Run());
+  }
+  // The run says so too: a reader of its events sees why nothing runs it.
+  int64_t last_seq = 0;
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kRunSeq));
+    st.BindText(1, r.run_id);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return absl::OkStatus();  // the run is gone: the dead letter is enough
+    last_seq = st.ColumnInt(0);
+  }
+  Event e = RunDeadLetteredEvent(
+      r.run_id, {.message_id = absl::StrCat(r.id), .deliveries = r.deliveries, .reason = reason});
+  std::vector<EncodedEvent> events = {EncodedEvent{e.type, e.schema_version, e.data.dump()}};
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last, AppendEvents(db, r.run_id, last_seq, events, now));
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kSetRunSeq));
+  st.BindText(1, r.run_id);
+  st.BindInt(2, last);
+  return st.Run();
+}
+
 absl::Status SqliteTransport::Ack(const QueueMessage& message) {
   int64_t id = 0;
   if (!absl::SimpleAtoi(message.id, &id)) {
     return absl::InvalidArgumentError(
         absl::StrCat("queue message id '", message.id, "' is not an SQLite queue id"));
   }
-  // Ids are never reused, so a message that is gone now is gone for good
-  // (usually AcquireLease removed it): no write needed.
+  // The usual case: the run's lease removed this message (see
+  // SqliteHandle::NoteRemovedByLease). No database access.
+  if (h_->TakeRemovedByLease(id)) return absl::OkStatus();
+  // Ids are never reused, so a message that is gone now is gone for good:
+  // no write needed.
   RUNLOOM_ASSIGN_OR_RETURN(bool exists, h_->Read([&](Db& db) -> absl::StatusOr<bool> {
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kMessageExists));
     st.BindInt(1, id);
@@ -156,6 +212,110 @@ absl::Status SqliteTransport::Ack(const QueueMessage& message) {
     st.BindText(2, message.run_id);
     return st.Run();
   });
+}
+
+absl::Status SqliteTransport::Publish(const std::string& run_id) {
+  if (run_id.empty()) return absl::InvalidArgumentError("Publish: run id is empty");
+  return h_->Write([&](WriteTxn& txn) -> absl::Status {
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRunExists));
+      st.BindText(1, run_id);
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(txn.produced_message, EnsureQueueMessage(txn.db, run_id, h_->Now()));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<MessagePresence> SqliteTransport::FindMessages(
+    const std::vector<std::string>& run_ids) {
+  MessagePresence out;
+  if (run_ids.empty()) return out;
+  const std::string ids = nlohmann::json(run_ids).dump();
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](Db& db) -> absl::Status {
+    for (auto [sql, list] :
+         {std::pair{kPendingOf, &out.pending}, std::pair{kDeadLetteredOf, &out.dead_lettered}}) {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(sql));
+      st.BindText(1, ids);
+      while (true) {
+        RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+        if (!row) break;
+        list->push_back(st.ColumnText(0));
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<DeadLetter>> SqliteTransport::ListDeadLetters(int limit) {
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<DeadLetter>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListDeadLetters));
+    st.BindInt(1, limit <= 0 ? -1 : limit);
+    std::vector<DeadLetter> out;
+    while (true) {
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(DeadLetter{absl::StrCat(st.ColumnInt(0)), absl::StrCat(st.ColumnInt(1)),
+                               st.ColumnText(2), static_cast<int>(st.ColumnInt(3)),
+                               st.ColumnText(4), st.ColumnTime(5)});
+    }
+    return out;
+  });
+}
+
+absl::Status SqliteTransport::RedriveInTxn(WriteTxn& txn, int64_t id, absl::Time now) {
+  std::string run_id;
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kDeadLetterById));
+    st.BindInt(1, id);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) {
+      return absl::NotFoundError(
+          absl::StrCat("no dead letter ", id, " waiting for a redrive (unknown, or redriven)"));
+    }
+    run_id = st.ColumnText(0);
+  }
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kMarkRedriven));
+    st.BindInt(1, id);
+    st.BindTime(2, now);
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+  }
+  std::string status;
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRunSeq));
+    st.BindText(1, run_id);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (row) status = st.ColumnText(1);
+  }
+  // A run that moved on (cancelled, finished) needs no message.
+  if (status != "queued" && status != "running") return absl::OkStatus();
+  RUNLOOM_ASSIGN_OR_RETURN(bool produced, EnsureQueueMessage(txn.db, run_id, now));
+  txn.produced_message = txn.produced_message || produced;
+  return absl::OkStatus();
+}
+
+absl::Status SqliteTransport::Redrive(const std::string& dead_letter_id) {
+  int64_t id = 0;
+  if (!absl::SimpleAtoi(dead_letter_id, &id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dead letter id '", dead_letter_id, "' is not an SQLite dead letter id"));
+  }
+  return h_->Write([&](WriteTxn& txn) { return RedriveInTxn(txn, id, h_->Now()); });
+}
+
+absl::StatusOr<int> SqliteTransport::RedriveAll() {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<DeadLetter> all, ListDeadLetters(0));
+  int done = 0;
+  for (const DeadLetter& d : all) {
+    absl::Status s = Redrive(d.id);
+    if (s.code() == absl::StatusCode::kNotFound) continue;  // redriven meanwhile
+    RUNLOOM_RETURN_IF_ERROR(s);
+    ++done;
+  }
+  return done;
 }
 
 absl::Status SqliteTransport::Release(const QueueMessage& message) {
@@ -241,8 +401,9 @@ absl::Status InsertQueueMessage(Db& db, const std::string& run_id, absl::Time no
   return st.Run();
 }
 
-std::unique_ptr<Transport> NewSqliteTransport(std::shared_ptr<SqliteHandle> handle) {
-  return std::make_unique<SqliteTransport>(std::move(handle));
+std::unique_ptr<Transport> NewSqliteTransport(std::shared_ptr<SqliteHandle> handle,
+                                              const TransportOptions& options) {
+  return std::make_unique<SqliteTransport>(std::move(handle), options);
 }
 
 }  // namespace runloom::store_internal

@@ -62,10 +62,12 @@ constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
     "ORDER BY lease_expires_at LIMIT ?2";
+// A queued run holds no lease (a move to queued releases it), so "no live
+// lease" is the status itself. Whether it still has a message is the
+// transport's question (Transport::FindMessages), not the store's.
 constexpr char kStrandedQueued[] =
-    "SELECT id, status, attempts, max_attempts, lease_token FROM runs AS r "
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'queued' AND updated_at <= ?1 "
-    "AND NOT EXISTS (SELECT 1 FROM queue AS q WHERE q.run_id = r.id) "
     "ORDER BY updated_at LIMIT ?2";
 
 absl::Status RequireNonEmpty(const std::string& value, std::string_view what) {
@@ -425,12 +427,20 @@ absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
 
 namespace runloom {
 
-absl::StatusOr<EmbeddedBackend> OpenSqlite(const std::string& path, const SqliteOptions& options) {
+absl::StatusOr<Backend> OpenSqlite(const std::string& path, const SqliteOptions& options) {
+  if (options.transport.max_deliveries < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SqliteOptions::transport.max_deliveries must be at least 1, got ",
+                     options.transport.max_deliveries));
+  }
+  Backend backend;
+  SqliteOptions opened = options;
+  if (opened.event_bus == nullptr) opened.event_bus = NewInProcessEventBus();
+  backend.events = opened.event_bus;
   RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::SqliteHandle> handle,
-                           store_internal::SqliteHandle::Open(path, options));
-  EmbeddedBackend backend;
+                           store_internal::SqliteHandle::Open(path, opened));
   backend.store = store_internal::NewSqliteStore(handle);
-  backend.transport = store_internal::NewSqliteTransport(std::move(handle));
+  backend.transport = store_internal::NewSqliteTransport(std::move(handle), options.transport);
   return backend;
 }
 

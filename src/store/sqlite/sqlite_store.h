@@ -31,12 +31,11 @@ class SqliteStore final : public Store {
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id) override;
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override;
 
+  using Store::AcquireLease;
+  // One transaction: the lease, then `first` (when given).
   absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events) override;
-  // One transaction: the lease, then `first`.
-  absl::StatusOr<FirstLease> AcquireFirstLease(const std::string& run_id, const std::string& owner,
-                                               absl::Duration ttl, std::vector<Event> events,
-                                               const RunWrite& first) override;
+                                     absl::Duration ttl, std::vector<Event> events,
+                                     const RunWrite* first) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override;
   absl::Status Commit(const RunWrite& write) override;
@@ -50,6 +49,7 @@ class SqliteStore final : public Store {
                                                                  int limit) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
 
+  absl::Time Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }
 
  private:

@@ -1,0 +1,59 @@
+// The SQLite backend: a Store and its queue-table Transport over one file.
+//
+// Everything lives in one SQLite database in WAL mode: the catalog, runs,
+// step records, events, and the queue table, which is at once the store's
+// outbox and the transport's queue (so its outbox relay has nothing to do).
+// Several processes may open the same file; each handle has one group-commit
+// writer. The time authority is SqliteOptions::clock.
+//
+// Thread-safety: the store and transport returned are thread-safe (see
+// store.h, transport.h). Formats: docs/formats/sqlite-schema.md.
+#pragma once
+
+#include "runloom/backend.h"
+#include "runloom/clock.h"
+#include "runloom/event_bus.h"
+#include "runloom/transport.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include <memory>
+#include <string>
+
+namespace runloom {
+
+struct SqliteOptions {
+  // PRAGMA synchronous: "normal" (default: durable against process crashes,
+  // a power loss may drop the last commits) or "full" (fsync every commit).
+  std::string synchronous = "normal";
+  // How long a writer waits for another process's write lock.
+  absl::Duration busy_timeout = absl::Seconds(10);
+  // The backend's time authority (Store::Now()) and the clock it waits on.
+  // nullptr = RealClock(). Not owned; must outlive the backend.
+  Clock* clock = nullptr;
+  // The queue-table transport's options (delivery cap).
+  TransportOptions transport;
+  // Where commits are published. nullptr = a new in-process bus. Either way
+  // it is returned as Backend::events, and the store and transport keep it
+  // alive for as long as they live.
+  std::shared_ptr<EventBus> event_bus;
+  // Also publish other processes' commits to the same file (a change watcher
+  // thread: inotify on the WAL, confirmed by PRAGMA data_version, with a 1 s
+  // fallback check). Not for ":memory:".
+  bool watch_other_processes = true;
+};
+
+// Opens (creating if needed) the SQLite database at `path` (":memory:" for a
+// private in-memory database), applying migrations. Returns its store and
+// transport (Backend::events is left unset). kFailedPrecondition: a database
+// whose schema is newer than this binary, or another application's file;
+// kInvalidArgument: an empty path or a bad option.
+//
+// Example:
+//   SqliteOptions o;
+//   o.synchronous = "full";
+//   RUNLOOM_ASSIGN_OR_RETURN(Backend backend, OpenSqlite("/var/lib/runloom.db", o));
+absl::StatusOr<Backend> OpenSqlite(const std::string& path, const SqliteOptions& options);
+
+}  // namespace runloom

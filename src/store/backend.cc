@@ -1,0 +1,76 @@
+// OpenBackend: a backend URL to the factory of its backend.
+#include "runloom/backend.h"
+
+#include "runloom/sqlite.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace runloom {
+namespace {
+
+constexpr char kAccepted[] =
+    "accepted: sqlite:///abs/path.db, sqlite://relative/path.db, sqlite::memory:, "
+    "or a plain file path";
+
+absl::Status BadUrl(const std::string& url, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend URL '", url, "': ", why, " (", kAccepted, ")"));
+}
+
+// The scheme of `url` ("" for a plain path): letters, digits, '+', '-', '.'
+// after a letter, up to the first ':'.
+absl::string_view SchemeOf(absl::string_view url) {
+  if (url.empty() || !absl::ascii_isalpha(static_cast<unsigned char>(url[0]))) return {};
+  for (size_t i = 1; i < url.size(); ++i) {
+    const char c = url[i];
+    if (c == ':') return url.substr(0, i);
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') {
+      return {};
+    }
+  }
+  return {};
+}
+
+// The SQLite path a "sqlite:..." URL names.
+absl::StatusOr<std::string> SqlitePath(const std::string& url) {
+  absl::string_view rest = absl::string_view(url).substr(absl::string_view("sqlite:").size());
+  if (rest == ":memory:") return std::string(":memory:");
+  if (!absl::StartsWith(rest, "//")) {
+    return BadUrl(url, "after 'sqlite:' comes '//' and a path, or ':memory:'");
+  }
+  rest.remove_prefix(2);
+  if (rest.empty() || rest == "/") return BadUrl(url, "no database path");
+  if (rest.find_first_of("?#") != absl::string_view::npos) {
+    return BadUrl(url, "query strings and fragments are not supported");
+  }
+  // sqlite:///abs/path keeps its leading '/'; sqlite://rel/path is relative.
+  return std::string(rest);
+}
+
+}  // namespace
+
+absl::StatusOr<Backend> OpenBackend(const std::string& url, const BackendOptions& options) {
+  if (url.empty()) return BadUrl(url, "empty");
+  std::string path;
+  const absl::string_view scheme = SchemeOf(url);
+  if (scheme.empty() || url == ":memory:") {
+    path = url;  // a plain path: today's `--db path`
+  } else if (scheme == "sqlite") {
+    absl::StatusOr<std::string> p = SqlitePath(url);
+    if (!p.ok()) return p.status();
+    path = *std::move(p);
+  } else {
+    return BadUrl(url, absl::StrCat("unknown scheme '", scheme, "'"));
+  }
+  SqliteOptions o;
+  o.clock = options.clock;
+  o.synchronous = options.durability;
+  o.busy_timeout = options.lock_timeout;
+  o.transport = options.transport;
+  return OpenSqlite(path, o);
+}
+
+}  // namespace runloom

@@ -1,0 +1,89 @@
+// OpenBackend: which URLs open which backend, and the errors for the rest.
+#include "runloom/backend.h"
+
+#include "testing/status_matchers.h"
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace runloom {
+namespace {
+
+using ::runloom::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class OpenBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("runloom_backend_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Opens `url`, registers a workflow, and says whether it worked.
+  void ExpectOpens(const std::string& url) {
+    absl::StatusOr<Backend> b = OpenBackend(url, {});
+    ASSERT_OK(b) << url;
+    ASSERT_NE(b->store, nullptr);
+    ASSERT_NE(b->transport, nullptr);
+    EXPECT_NE(b->events, nullptr);  // every backend has its event bus
+    EXPECT_OK(b->store->RegisterWorkflow("wf", "sha256:x", nlohmann::json::object()));
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(OpenBackendTest, SqliteForms) {
+  ExpectOpens(absl::StrCat("sqlite://", (dir_ / "abs.db").string()));  // sqlite:///abs/...
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "abs.db"));
+  ExpectOpens((dir_ / "plain.db").string());
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "plain.db"));
+  ExpectOpens("sqlite::memory:");
+  ExpectOpens(":memory:");
+}
+
+TEST_F(OpenBackendTest, RelativeSqliteUrlIsRelativeToTheWorkingDirectory) {
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  ExpectOpens("sqlite://rel.db");
+  std::filesystem::current_path(cwd);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "rel.db"));
+}
+
+TEST_F(OpenBackendTest, OptionsReachTheBackend) {
+  BackendOptions o;
+  o.durability = "sometimes";
+  EXPECT_THAT(OpenBackend("sqlite::memory:", o), StatusIs(absl::StatusCode::kInvalidArgument));
+  o = BackendOptions{};
+  o.transport.max_deliveries = 0;
+  EXPECT_THAT(OpenBackend("sqlite::memory:", o), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(OpenBackendTest, BadUrlsSayWhatWasWrongAndWhatIsAccepted) {
+  struct Case {
+    std::string url;
+    std::string why;
+  };
+  for (const Case& c :
+       {Case{"", "empty"}, Case{"postgres://u@h:5432/db", "unknown scheme 'postgres'"},
+        Case{"redis://localhost", "unknown scheme 'redis'"},
+        Case{"sqlite:", "after 'sqlite:' comes '//'"},
+        Case{"sqlite:/x.db", "after 'sqlite:' comes '//'"}, Case{"sqlite://", "no database path"},
+        Case{"sqlite:///", "no database path"}, Case{"sqlite:///x.db?mode=ro", "query strings"}}) {
+    absl::StatusOr<Backend> b = OpenBackend(c.url, {});
+    EXPECT_THAT(b, StatusIs(absl::StatusCode::kInvalidArgument)) << c.url;
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr(c.why)) << c.url;
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("sqlite::memory:")) << c.url;
+  }
+}
+
+}  // namespace
+}  // namespace runloom
