@@ -20,7 +20,8 @@ endfunction()
 # The test binaries the ThreadSanitizer job builds and runs (`make test-tsan`:
 # the `tsan_tests` target; in a Tsan build their tests carry the ctest label
 # `tsan`). Add a test here by name.
-set(RUNLOOM_TSAN_TESTS engine_test decisions_test chaos_test store_write_queue_test)
+set(RUNLOOM_TSAN_TESTS engine_test decisions_test chaos_test dead_letter_test store_write_queue_test
+    event_bus_test store_change_watcher_test)
 if(RUNLOOM_BUILD_TESTS)
   add_custom_target(tsan_tests)
 endif()

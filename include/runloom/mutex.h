@@ -53,6 +53,7 @@ namespace runloom {
 
 using Mutex = absl::Mutex;
 using MutexLock = absl::MutexLock;
+using ReaderMutexLock = absl::ReaderMutexLock;
 using CondVar = absl::CondVar;
 using Notification = absl::Notification;
 
@@ -142,6 +143,19 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
   ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+
+ private:
+  Mutex* const mu_;
+};
+
+// A shared lock in name: the stand-in Mutex has no shared mode, so readers
+// take it exclusively (slower under contention, the same correctness).
+class ABSL_SCOPED_LOCKABLE ReaderMutexLock {
+ public:
+  explicit ReaderMutexLock(Mutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ReaderMutexLock(const ReaderMutexLock&) = delete;
+  ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+  ~ReaderMutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
 
  private:
   Mutex* const mu_;

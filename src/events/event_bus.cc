@@ -50,7 +50,7 @@ class InProcessEventBus final : public EventBus {
     if (changes.empty() || !HasSubscribers()) return;
     std::vector<std::pair<std::shared_ptr<Subscriber>, const RunChange*>> calls;
     {
-      absl::ReaderMutexLock l(&mu_);
+      runloom::ReaderMutexLock l(&mu_);
       for (const RunChange& c : changes) {
         for (const std::shared_ptr<Subscriber>& s : all_) calls.emplace_back(s, &c);
         auto it = by_run_.find(c.run_id);
@@ -75,7 +75,7 @@ class InProcessEventBus final : public EventBus {
 
   Interest CurrentInterest() const override ABSL_LOCKS_EXCLUDED(mu_) {
     Interest out;
-    absl::ReaderMutexLock l(&mu_);
+    runloom::ReaderMutexLock l(&mu_);
     out.all_runs = !all_.empty();
     out.run_ids.reserve(by_run_.size());
     for (const auto& [id, subs] : by_run_) out.run_ids.push_back(id);

@@ -1,5 +1,6 @@
 // Live changes of the SQLite store: its own commits (CommitPublisher) and
 // other connections' and processes' (ChangeWatcher), on real files.
+#include "store/event_check.h"
 #include "store/sqlite/change_watcher.h"
 
 #include "runloom/clock.h"
@@ -87,8 +88,14 @@ class ChangeWatcherTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "runloom.db").string();
     bus_ = NewInProcessEventBus();
+    // These tests write bare events (only their type) to exercise the
+    // publisher; the write-path event check of test builds would refuse them.
+    store_internal::TEST_SetEventCheckOnWrite(false);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override {
+    store_internal::TEST_SetEventCheckOnWrite(true);
+    std::filesystem::remove_all(dir_);
+  }
 
   Backend Open(std::shared_ptr<EventBus> bus, bool watch = true, const std::string& path = "") {
     SqliteOptions o;
