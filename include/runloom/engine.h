@@ -22,6 +22,7 @@
 
 #include "runloom/backend.h"
 #include "runloom/clock.h"
+#include "runloom/event_bus.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
@@ -35,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace runloom {
 
@@ -121,9 +123,9 @@ struct DecisionRequest {
 
 class Engine {
  public:
-  // Takes ownership of the backend (its store and transport are required;
-  // its event bus may be null). Does not start any thread.
-  // kInvalidArgument: no store or transport, or a bad option.
+  // Takes ownership of the backend (its store, transport and event bus are
+  // required: the engine's waits are wake-ups). Does not start any thread.
+  // kInvalidArgument: no store, transport or event bus, or a bad option.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(EngineOptions options, Backend backend);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -149,9 +151,25 @@ class Engine {
   // until it is terminal, paused, or the lease is lost. Used by `runloom run`.
   absl::StatusOr<RunRecord> ExecuteRun(const std::string& run_id);
 
+  // ---- watches: woken by the backend's event bus, never a poll ----
   // Waits until the run is terminal or paused, or `deadline`.
   // kDeadlineExceeded at the deadline.
   absl::StatusOr<RunRecord> AwaitRun(const std::string& run_id, absl::Time deadline);
+
+  // The run's events after `after_seq` (at most `limit`, oldest first). If
+  // there are none yet, blocks until one commits (in any process sharing the
+  // backend) or `deadline`, then returns an empty vector. kNotFound: unknown run.
+  absl::StatusOr<std::vector<Event>> WatchEvents(const std::string& run_id, int64_t after_seq,
+                                                 absl::Time deadline, int limit = 1000);
+
+  // Calls `on_change` for every committed change of any run until the
+  // returned Subscription is destroyed (before this engine). The callback
+  // runs on the publishing thread and must not block (see event_bus.h).
+  std::unique_ptr<Subscription> WatchRuns(std::function<void(const RunChange&)> on_change);
+
+  // OK once no run is queued or running and this engine holds none (for
+  // `runloom worker --until-idle`); kDeadlineExceeded at `deadline`.
+  absl::Status AwaitIdle(absl::Time deadline);
 
   // Records a decision on the paused run `run_id` and queues it again, in one
   // compare-and-set. `reviewer` comes from the caller's authenticated

@@ -3,6 +3,7 @@
 #include "runloom/backend.h"
 #include "runloom/engine.h"
 #include "runloom/gate.h"
+#include "runloom/mutex.h"
 #include "runloom/store.h"
 
 #include "core/duration.h"
@@ -172,6 +173,7 @@ class ProgressPrinter {
       : store_(store), run_id_(std::move(run_id)), tty_(isatty(STDOUT_FILENO) != 0) {}
 
   void SkipTo(int64_t seq) { last_seq_ = seq; }
+  int64_t last_seq() const { return last_seq_; }
 
   // Prints every event after the last one printed.
   void Poll() {
@@ -294,15 +296,18 @@ std::optional<DecisionRequest> AskForDecision(const PendingGate& gate) {
   }
 }
 
-// Prints the run's events after `after_seq` until `*done`, then once more.
-std::thread ProgressThread(Store* store, const std::string& run_id, int64_t after_seq,
+// Prints the run's events after `after_seq` as they commit (woken by
+// WatchEvents) until `*done`, then once more. The deadline bounds only how
+// late `*done` is noticed when no event follows it.
+std::thread ProgressThread(Engine* engine, const std::string& run_id, int64_t after_seq,
                            const std::atomic<bool>* done) {
-  return std::thread([store, run_id, after_seq, done] {
-    ProgressPrinter printer(store, run_id);
+  return std::thread([engine, run_id, after_seq, done] {
+    ProgressPrinter printer(engine->store(), run_id);
     printer.SkipTo(after_seq);
     while (!done->load()) {
       printer.Poll();
-      RealClock()->SleepFor(absl::Milliseconds(50));
+      (void)engine->WatchEvents(run_id, printer.last_seq(),
+                                RealClock()->Now() + absl::Milliseconds(100), 1);
     }
     printer.Poll();
   });
@@ -380,7 +385,7 @@ int RunCommand(const RunFlags& f) {
   std::atomic<bool> done{false};
   std::thread progress;
   if (!f.json) {
-    progress = ProgressThread(e->store(), run.id, 0, &done);
+    progress = ProgressThread(e, run.id, 0, &done);
   }
   const bool interactive = isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
   absl::StatusOr<RunRecord> result;
@@ -398,7 +403,7 @@ int RunCommand(const RunFlags& f) {
       if (progress.joinable()) progress.join();
       decision = AskForDecision(gate);
       done = false;
-      progress = ProgressThread(e->store(), run.id, result->last_event_seq, &done);
+      progress = ProgressThread(e, run.id, result->last_event_seq, &done);
     }
     if (!decision) break;
     auto decided = e->Decide(run.id, *decision, reviewer);
@@ -538,19 +543,18 @@ int WorkerCommand(const WorkerFlags& f) {
   std::cerr << "runloom worker: executing runs from " << f.common.db << " with " << f.executors
             << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop") << "\n";
   e->Start();
-  constexpr absl::Duration kCheck = absl::Milliseconds(200);
+  // Woken by the signal watcher or, with --until-idle, by the event bus;
+  // the 1 s bound only re-checks the signal flag.
+  runloom::Notification stop;
+  signals.OnSignal([&stop] { stop.Notify(); });
   while (!signals.signalled()) {
-    RealClock()->SleepFor(kCheck);
-    if (!f.until_idle) continue;
-    RunFilter queued;
-    queued.status = RunStatus::kQueued;
-    queued.limit = 1;
-    RunFilter running = queued;
-    running.status = RunStatus::kRunning;
-    auto q = e->store()->ListRuns(queued);
-    auto r = e->store()->ListRuns(running);
-    if (q.ok() && r.ok() && q->empty() && r->empty() && e->ActiveRuns() == 0) break;
+    if (!f.until_idle) {
+      stop.WaitForNotificationWithTimeout(absl::Seconds(1));
+      continue;
+    }
+    if (e->AwaitIdle(RealClock()->Now() + absl::Seconds(1)).ok()) break;
   }
+  signals.OnSignal(nullptr);  // `stop` goes before `signals`
   e->Stop();
   EngineStats st = e->stats();
   std::cerr << "runloom worker: stopped; " << st.runs_finished << " runs finished, "
@@ -600,7 +604,12 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
 int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bool follow) {
   auto backend = OpenExistingDb(c);
   if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  Store* store = backend->store.get();
+  // An engine that is never started: its watches wake on commits from the
+  // process that executes the run.
+  auto engine = Engine::Open({}, *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  Engine* eng = engine->get();
+  Store* store = eng->store();
   auto run = store->GetRun(run_id);
   if (!run.ok()) {
     if (run.status().code() == absl::StatusCode::kNotFound) {
@@ -631,7 +640,10 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
       if (rest.ok() && rest->empty()) break;
       continue;
     }
-    RealClock()->SleepFor(absl::Milliseconds(100));
+    // Wakes when an event commits; the bound re-reads the status of a run
+    // that ended without a further event.
+    auto waited = eng->WatchEvents(run_id, after, RealClock()->Now() + absl::Seconds(1), 1);
+    if (!waited.ok()) return Failure(std::string(waited.status().message()));
   }
   return 0;
 }

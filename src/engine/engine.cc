@@ -8,7 +8,10 @@
 //   lease_keeper.h    lease renewal
 //   sweeper.h         expired leases; reconciler.h: queued runs with no message
 //   decisions.h       decide, rerun, cancel, admin reset
+//   watches.h         AwaitRun, WatchEvents, WatchRuns, AwaitIdle (bus wake-ups)
 #include "runloom/engine.h"
+
+#include "runloom/mutex.h"
 
 #include "core/status_macros.h"
 #include "engine/active_runs.h"
@@ -19,9 +22,9 @@
 #include "engine/pinned_catalog.h"
 #include "engine/run_launcher.h"
 #include "engine/sweeper.h"
+#include "engine/watches.h"
 
 #include "absl/strings/str_cat.h"
-#include "runloom/mutex.h"
 
 #include <algorithm>
 #include <unistd.h>
@@ -71,7 +74,8 @@ class Engine::Impl {
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl),
-        sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace) {}
+        sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace),
+        watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
   ~Impl() { Stop(); }
 
   Store* store() { return backend_.store.get(); }
@@ -112,19 +116,7 @@ class Engine::Impl {
     sweeper_.Stop();
   }
 
-  absl::StatusOr<RunRecord> AwaitRun(const std::string& run_id, absl::Time deadline) {
-    constexpr absl::Duration kPoll = absl::Milliseconds(20);
-    while (true) {
-      RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, store()->GetRun(run_id));
-      if (IsTerminal(run.status) || run.status == RunStatus::kPaused) return run;
-      absl::Time now = clock()->Now();
-      if (now >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("run ", run_id, " is still ", std::string(ToString(run.status))));
-      }
-      transport()->WaitForMessages(std::min(deadline, now + kPoll));
-    }
-  }
+  engine_internal::Watches& watches() { return watches_; }
 
  private:
   // Constant after construction (backend_ before options_, whose defaults
@@ -142,15 +134,19 @@ class Engine::Impl {
   ExecutorPool pool_;
   LeaseKeeper keeper_;
   Sweeper sweeper_;
+  engine_internal::Watches watches_;
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options,
-                                                     Backend backend) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Backend backend) {
   if (backend.store == nullptr || backend.transport == nullptr) {
     return absl::InvalidArgumentError("Engine::Open needs a store and a transport");
+  }
+  if (backend.events == nullptr) {
+    return absl::InvalidArgumentError(
+        "Engine::Open needs a backend with an event bus (Backend::events is null)");
   }
   if (options.lease_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("lease_ttl must be positive");
@@ -173,8 +169,16 @@ absl::StatusOr<RunRecord> Engine::ExecuteRun(const std::string& run_id) {
   return impl_->launcher().ExecuteRun(run_id, nullptr);
 }
 absl::StatusOr<RunRecord> Engine::AwaitRun(const std::string& run_id, absl::Time deadline) {
-  return impl_->AwaitRun(run_id, deadline);
+  return impl_->watches().AwaitRun(run_id, deadline);
 }
+absl::StatusOr<std::vector<Event>> Engine::WatchEvents(const std::string& run_id, int64_t after_seq,
+                                                       absl::Time deadline, int limit) {
+  return impl_->watches().WatchEvents(run_id, after_seq, deadline, limit);
+}
+std::unique_ptr<Subscription> Engine::WatchRuns(std::function<void(const RunChange&)> on_change) {
+  return impl_->watches().WatchRuns(std::move(on_change));
+}
+absl::Status Engine::AwaitIdle(absl::Time deadline) { return impl_->watches().AwaitIdle(deadline); }
 absl::StatusOr<int> Engine::SweepOnce() { return impl_->sweeper().SweepOnce(); }
 absl::StatusOr<RunRecord> Engine::Decide(const std::string& run_id, const DecisionRequest& request,
                                          const std::string& reviewer) {

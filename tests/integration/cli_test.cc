@@ -140,6 +140,44 @@ TEST_F(Ingest, ChunkFailureIsNotRetriedAndStatusStillRuns) {
   EXPECT_EQ(chunk_starts, 1);
 }
 
+// `events --follow` in one process prints an event committed by another
+// (`runloom run`) promptly, woken by the backend's change watcher, and
+// exits once the run's terminal event is printed.
+TEST(Cli, EventsFollowPrintsAnotherProcesssEventsAndExitsAtTheEnd) {
+  const std::string dir = MakeTempDir("follow");
+  const std::string db = dir + "/follow.db";
+  WriteFile(dir + "/slow.yaml",
+            "name: slow\nsteps:\n  - id: a\n    kind: exec\n    command: \"sleep 1; echo '{}'\"\n"
+            "  - id: b\n    kind: exec\n    command: \"sleep 0.5; echo '{}'\"\n");
+  Child run({"run", dir + "/slow.yaml", "--db", db}, dir + "/run.log");
+  std::string run_id;
+  for (int i = 0; i < 1000 && run_id.empty(); ++i) {
+    run_id = RunIdFrom(ReadFile(dir + "/run.log"));
+    if (run_id.empty()) RealClock()->SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  Child follow({"events", run_id, "--db", db, "--follow"}, dir + "/follow.log");
+  // Step b starts about 1 s after the run; the follower prints it soon after.
+  absl::Time seen_b = absl::InfiniteFuture();
+  for (int i = 0; i < 2000; ++i) {
+    const std::string log = ReadFile(dir + "/follow.log");
+    if (log.find("step.started") != std::string::npos && log.find("\"b\"") != std::string::npos) {
+      seen_b = absl::Now();
+      break;
+    }
+    RealClock()->SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(run.Wait(), 0) << ReadFile(dir + "/run.log");
+  const absl::Time run_done = absl::Now();
+  EXPECT_EQ(follow.Wait(), 0);
+  const absl::Duration exit_after = absl::Now() - run_done;
+  const std::string out = ReadFile(dir + "/follow.log");
+  EXPECT_NE(seen_b, absl::InfiniteFuture()) << out;
+  EXPECT_NE(out.find("run.finished"), std::string::npos) << out;
+  // Woken by the commit, not by the 1 s re-check.
+  EXPECT_LT(exit_after, absl::Milliseconds(900)) << out;
+}
+
 TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
   const std::string dir = MakeTempDir("bad");
   const std::string db = dir + "/bad.db";
