@@ -1,19 +1,19 @@
 // Live changes of the SQLite store: its own commits (CommitPublisher) and
 // other connections' and processes' (ChangeWatcher), on real files.
-#include "store/event_check.h"
 #include "store/sqlite/change_watcher.h"
 
 #include "runloom/clock.h"
 #include "runloom/event_bus.h"
+#include "runloom/mutex.h"
 #include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "core/ids.h"
+#include "store/event_check.h"
 #include "testing/status_matchers.h"
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "runloom/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -108,7 +108,9 @@ class ChangeWatcherTest : public ::testing::Test {
 
   NewRun MakeRun() {
     NewRun r;
-    r.id = NewRunId(RealClock()->Now(), gen_);
+    // Called from several threads (UnsubscribeUnderLoad): one generator each.
+    thread_local absl::BitGen gen;
+    r.id = NewRunId(RealClock()->Now(), gen);
     r.workflow_name = "wf";
     r.workflow_version = 1;
     r.workflow_digest = "sha256:abc";
@@ -148,7 +150,6 @@ class ChangeWatcherTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::string path_;
   std::shared_ptr<EventBus> bus_;
-  absl::BitGen gen_;
 };
 
 // Acceptance point of issue 7: a status change committed through the store
