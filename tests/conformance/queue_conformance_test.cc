@@ -35,6 +35,21 @@ class QueueConformanceTest : public ConformanceTest {
     }
     return done.HasBeenNotified();
   }
+
+  // Reopens the transport with a delivery cap of `cap`, creates `runs` runs
+  // and delivers each of them `cap` times (5 s visibility each), so the next
+  // claim dead-letters them all. Returns the run ids in creation order.
+  std::vector<std::string> CreateAndExhaust(int cap, int runs) {
+    transport_options_.max_deliveries = cap;
+    Reopen();
+    std::vector<std::string> ids;
+    for (int i = 0; i < runs; ++i) ids.push_back(Create());
+    for (int d = 0; d < cap; ++d) {
+      EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), SizeIs(runs)) << "delivery " << d + 1;
+      Advance(absl::Seconds(5));
+    }
+    return ids;
+  }
 };
 
 TEST_P(QueueConformanceTest, ClaimHidesRedeliversAndAcks) {
@@ -127,13 +142,7 @@ TEST_P(QueueConformanceTest, DeadLettersAfterTooManyDeliveries) {
 }
 
 TEST_P(QueueConformanceTest, DeliveryCapIsConfigurable) {
-  transport_options_.max_deliveries = 2;
-  Reopen();
-  std::string id = Create();
-  ASSERT_THAT(ClaimAll("c", absl::Seconds(5)), SizeIs(1));
-  Advance(absl::Seconds(5));
-  ASSERT_THAT(ClaimAll("c", absl::Seconds(5)), SizeIs(1));
-  Advance(absl::Seconds(5));
+  const std::string id = CreateAndExhaust(/*cap=*/2, /*runs=*/1)[0];
   EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), IsEmpty()) << "the 3rd delivery is dead-lettered";
   absl::StatusOr<std::vector<DeadLetter>> dl = transport_->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -146,11 +155,7 @@ TEST_P(QueueConformanceTest, DeliveryCapIsConfigurable) {
 // A dead-lettered run is visible as such: in its events, and to the
 // reconciler's question (so the sweeper never re-enqueues it silently).
 TEST_P(QueueConformanceTest, DeadLetteredRunIsVisibleAndAccountedFor) {
-  transport_options_.max_deliveries = 1;
-  Reopen();
-  std::string id = Create();
-  ASSERT_THAT(ClaimAll("c", absl::Seconds(5)), SizeIs(1));
-  Advance(absl::Seconds(5));
+  const std::string id = CreateAndExhaust(/*cap=*/1, /*runs=*/1)[0];
   EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), IsEmpty());
   EXPECT_EQ(StatusOf(id), RunStatus::kQueued);
   absl::StatusOr<std::vector<Event>> ev = store_->ListEvents(id, 0, 0);
@@ -166,12 +171,9 @@ TEST_P(QueueConformanceTest, DeadLetteredRunIsVisibleAndAccountedFor) {
 }
 
 TEST_P(QueueConformanceTest, RedriveDeliversTheRunAgain) {
-  transport_options_.max_deliveries = 1;
-  Reopen();
-  std::string a = Create();
-  std::string b = Create();
-  ASSERT_THAT(ClaimAll("c", absl::Seconds(5)), SizeIs(2));
-  Advance(absl::Seconds(5));
+  const std::vector<std::string> ids = CreateAndExhaust(/*cap=*/1, /*runs=*/2);
+  const std::string& a = ids[0];
+  const std::string& b = ids[1];
   EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), IsEmpty());
   absl::StatusOr<std::vector<DeadLetter>> dl = transport_->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -198,11 +200,7 @@ TEST_P(QueueConformanceTest, RedriveDeliversTheRunAgain) {
 }
 
 TEST_P(QueueConformanceTest, RedriveOfARunThatMovedOnRunsNothing) {
-  transport_options_.max_deliveries = 1;
-  Reopen();
-  std::string id = Create();
-  ASSERT_THAT(ClaimAll("c", absl::Seconds(5)), SizeIs(1));
-  Advance(absl::Seconds(5));
+  const std::string id = CreateAndExhaust(/*cap=*/1, /*runs=*/1)[0];
   EXPECT_THAT(ClaimAll("c", absl::Seconds(5)), IsEmpty());
   RunWrite cancel;
   cancel.run_id = id;
