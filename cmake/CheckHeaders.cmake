@@ -11,6 +11,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   env.h
   event_bus.h
   gate.h
+  limits.h
   mutex.h
   run.h
   sqlite.h

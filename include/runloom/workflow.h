@@ -9,6 +9,7 @@
 // through std::shared_ptr<const Workflow>.
 #pragma once
 
+#include "runloom/limits.h"
 #include "runloom/run.h"
 
 #include "absl/status/statusor.h"
@@ -115,9 +116,12 @@ struct Workflow {
 
 // Loads and validates a workflow. Errors are kInvalidArgument with the text
 // "<file>:<line>: <what is wrong>; <how to fix it>"; a missing file is kNotFound.
-absl::StatusOr<Workflow> LoadWorkflowFile(const std::string& path);
+// The text is untrusted: it is refused, after bounded work, past `limits`
+// (size, values with YAML aliases expanded, nesting, steps).
+absl::StatusOr<Workflow> LoadWorkflowFile(const std::string& path, const LoadLimits& limits = {});
 absl::StatusOr<Workflow> LoadWorkflowYaml(const std::string& yaml_text,
-                                          const std::string& source_name);
+                                          const std::string& source_name,
+                                          const LoadLimits& limits = {});
 
 // Validates a workflow built in C++ (the loader calls it too): unique ids,
 // needs that exist and form no cycle, loop/parallel shapes, templates whose

@@ -6,6 +6,7 @@
 #include "runloom/mutex.h"
 #include "runloom/store.h"
 
+#include "core/bounded_json.h"
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "events/events.h"
@@ -141,14 +142,7 @@ absl::StatusOr<Backend> OpenExistingDb(const CommonFlags& c) {
 absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
   nlohmann::json given = nlohmann::json::object();
   if (!f.input_file.empty()) {
-    std::ifstream in(f.input_file);
-    if (!in) return absl::NotFoundError(absl::StrCat("input file '", f.input_file, "' not found"));
-    try {
-      given = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input file '", f.input_file, "' is not valid JSON: ", e.what()));
-    }
+    RUNLOOM_ASSIGN_OR_RETURN(given, ReadJsonFileBounded(f.input_file, "input file"));
     if (!given.is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat("input file '", f.input_file, "' must hold a JSON object of inputs"));
@@ -284,14 +278,13 @@ std::optional<DecisionRequest> AskForDecision(const PendingGate& gate) {
       std::cout << "JSON file with the edited proposal: " << std::flush;
       std::string path;
       std::getline(std::cin, path);
-      std::ifstream in(path);
-      try {
-        d.edited_proposal = nlohmann::json::parse(in);
+      absl::StatusOr<nlohmann::json> edited = ReadJsonFileBounded(path, "edited proposal");
+      if (edited.ok()) {
+        d.edited_proposal = *std::move(edited);
         d.decision = "edit";
         return d;
-      } catch (const std::exception& e) {
-        std::cout << "cannot read JSON from '" << path << "': " << e.what() << "\n";
       }
+      std::cout << edited.status().message() << "\n";
     }
   }
 }
@@ -460,13 +453,9 @@ int DecideCommand(const DecideFlags& f) {
     d.from_phase = f.from_phase;
   }
   if (!f.edit_file.empty()) {
-    std::ifstream in(f.edit_file);
-    if (!in) return BadInput(absl::StrCat("--edit: file '", f.edit_file, "' not found"));
-    try {
-      d.edited_proposal = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      return BadInput(absl::StrCat("--edit: '", f.edit_file, "' is not valid JSON: ", e.what()));
-    }
+    absl::StatusOr<nlohmann::json> edited = ReadJsonFileBounded(f.edit_file, "--edit: file");
+    if (!edited.ok()) return BadInput(std::string(edited.status().message()));
+    d.edited_proposal = *std::move(edited);
     d.decision = "edit";
   }
   auto backend = OpenExistingDb(f.common);

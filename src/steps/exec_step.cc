@@ -1,6 +1,7 @@
 // The exec step kind: JSON on stdin -> subprocess -> one JSON object on stdout.
 #include "runloom/workflow.h"
 
+#include "core/bounded_json.h"
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "steps/builtin_steps.h"
@@ -165,14 +166,15 @@ absl::StatusOr<nlohmann::json> ParseStdout(const std::string& out) {
   if (out.find_first_not_of(" \t\r\n") == std::string::npos) {
     return nlohmann::json::object();
   }
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(out);
-  } catch (const nlohmann::json::exception& e) {
+  absl::StatusOr<nlohmann::json> parsed = ParseJsonBounded(out, "step output", StepOutputLimits());
+  if (!parsed.ok()) {
+    if (IsLimitError(parsed.status())) return parsed.status();
     return absl::InvalidArgumentError(
-        absl::StrCat("step output is not a JSON object: ", Snippet(out), " (", e.what(),
+        absl::StrCat("step output is not a JSON object: ", Snippet(out), " (",
+                     parsed.status().message(),
                      "); print exactly one JSON object on stdout and send logs to stderr"));
   }
+  nlohmann::json value = *std::move(parsed);
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat("step output is not a JSON object: got ",
                                                    value.type_name(), " ", Snippet(out),

@@ -1,6 +1,7 @@
 // The llm step kind: one model call through the provider registry.
 #include "runloom/workflow.h"
 
+#include "core/bounded_json.h"
 #include "core/check.h"
 #include "core/status_macros.h"
 #include "steps/builtin_steps.h"
@@ -49,14 +50,14 @@ absl::StatusOr<nlohmann::json> ParseJsonReply(const std::string& text) {
   const std::string body = StripCodeFence(text);
   const std::string snippet =
       body.size() <= kSnippetBytes ? body : absl::StrCat(body.substr(0, kSnippetBytes), "...");
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::exception& e) {
+  absl::StatusOr<nlohmann::json> parsed = ParseJsonBounded(body, "llm reply", StepOutputLimits());
+  if (!parsed.ok()) {
+    if (IsLimitError(parsed.status())) return parsed.status();
     return absl::InvalidArgumentError(
-        absl::StrCat("llm reply is not a JSON object: ", snippet, " (", e.what(),
+        absl::StrCat("llm reply is not a JSON object: ", snippet, " (", parsed.status().message(),
                      "); ask for a JSON object in the prompt, or use response_format: text"));
   }
+  nlohmann::json value = *std::move(parsed);
   if (!value.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("llm reply is not a JSON object: got ", value.type_name(), " ", snippet));

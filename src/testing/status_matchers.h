@@ -1,10 +1,13 @@
-// Status matchers for tests: EXPECT_OK, ASSERT_OK, StatusIs(code), IsOkAndHolds(m).
+// Status matchers for tests: EXPECT_OK, ASSERT_OK, StatusIs(code), StatusIs(code, m),
+// IsOk(), IsOkAndHolds(m).
 #pragma once
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+#include <string>
 
 namespace runloom::testing {
 
@@ -18,6 +21,21 @@ MATCHER_P(StatusIs, code, "has status code " + absl::StatusCodeToString(code)) {
   const absl::Status& s = ::runloom::testing::GetStatus(arg);
   *result_listener << "status is " << s;
   return s.code() == code;
+}
+
+// StatusIs(code, message_matcher), e.g. StatusIs(kInvalidArgument, HasSubstr("limit")).
+MATCHER_P2(StatusIs, code, message_matcher,
+           "has status code " + absl::StatusCodeToString(code) + " and a matching message") {
+  const absl::Status& s = ::runloom::testing::GetStatus(arg);
+  *result_listener << "status is " << s;
+  return s.code() == code &&
+         ::testing::ExplainMatchResult(message_matcher, std::string(s.message()), result_listener);
+}
+
+MATCHER(IsOk, "is OK") {
+  const absl::Status& s = ::runloom::testing::GetStatus(arg);
+  *result_listener << "status is " << s;
+  return s.ok();
 }
 
 MATCHER_P(IsOkAndHolds, m, "is OK and holds a value that matches") {

@@ -5,10 +5,12 @@
 // described in docs/formats/workflow-yaml.md.
 #include "runloom/workflow.h"
 
+#include "core/bounded_json.h"
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "workflow/internal/names.h"
 #include "workflow/internal/validate.h"
+#include "workflow/internal/yaml_bounds.h"
 #include "workflow/internal/yaml_json.h"
 #include "workflow/template.h"
 
@@ -66,7 +68,8 @@ std::string StepPrefix(const StepDef& s) {
 
 class Loader {
  public:
-  explicit Loader(std::string source) : source_(std::move(source)) {}
+  Loader(std::string source, const LoadLimits& limits)
+      : source_(std::move(source)), limits_(limits) {}
 
   absl::StatusOr<Workflow> Load(const YAML::Node& root) {
     if (!root.IsDefined() || root.IsNull()) {
@@ -92,6 +95,10 @@ class Loader {
     RUNLOOM_RETURN_IF_ERROR(ParseDefaults(Get(root, "defaults")));
     RUNLOOM_ASSIGN_OR_RETURN(wf.outcome, ReadText(Get(root, "outcome"), "outcome"));
     RUNLOOM_ASSIGN_OR_RETURN(wf.steps, ParseSteps(Get(root, "steps"), "steps"));
+    if (const int64_t n = CountSteps(wf.steps); n > limits_.max_steps) {
+      return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps",
+                        limits_.max_steps, "split the workflow into smaller ones");
+    }
 
     // The validator reports problems by (step, key path); map each StepDef
     // back to its YAML node so the message names the key's own line.
@@ -445,7 +452,17 @@ class Loader {
     }
   }
 
+  static int64_t CountSteps(const std::vector<StepDef>& steps) {
+    int64_t n = 0;
+    for (const StepDef& s : steps) {
+      n += 1 + CountSteps(s.body);
+      for (const Branch& b : s.branches) n += CountSteps(b.steps);
+    }
+    return n;
+  }
+
   const std::string source_;
+  const LoadLimits limits_;
   std::optional<RetryPolicy> default_retry_;
   std::optional<absl::Duration> default_timeout_;
 };
@@ -453,10 +470,13 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<Workflow> LoadWorkflowYaml(const std::string& yaml_text,
-                                          const std::string& source_name) {
+                                          const std::string& source_name,
+                                          const LoadLimits& limits) {
+  // Bounded first: YAML::Load and every walk after it visit aliases expanded.
+  RUNLOOM_RETURN_IF_ERROR(workflow_internal::CheckYamlBounds(yaml_text, source_name, limits));
   try {
     const YAML::Node root = YAML::Load(yaml_text);
-    return Loader(source_name).Load(root);
+    return Loader(source_name, limits).Load(root);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(source_name, ":", e.mark.line + 1, ":",
                                                    e.mark.column + 1, ": invalid YAML: ", e.msg,
@@ -467,26 +487,15 @@ absl::StatusOr<Workflow> LoadWorkflowYaml(const std::string& yaml_text,
   }
 }
 
-absl::StatusOr<Workflow> LoadWorkflowFile(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) {
-    return absl::NotFoundError(absl::StrCat("workflow file '", path, "' not found"));
+absl::StatusOr<Workflow> LoadWorkflowFile(const std::string& path, const LoadLimits& limits) {
+  absl::StatusOr<std::string> text = ReadFileBounded(path, "workflow file", limits);
+  if (!text.ok()) {
+    if (text.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat("workflow file '", path, "' not found"));
+    }
+    return text.status();
   }
-  if (!std::filesystem::is_regular_file(st)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("workflow file '", path, "' is not a regular file; pass a .yaml file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  if (in.is_open()) {
-    text << in.rdbuf();
-  }
-  if (!in.is_open() || in.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("workflow file '", path, "' could not be read; check its permissions"));
-  }
-  return LoadWorkflowYaml(text.str(), path);
+  return LoadWorkflowYaml(*text, path, limits);
 }
 
 }  // namespace runloom

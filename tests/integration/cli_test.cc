@@ -3,6 +3,8 @@
 #include "runloom/clock.h"
 
 #include "cli_harness.h"
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -189,6 +191,17 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
   WriteFile(dir + "/broken.yaml",
             "name: broken\nsteps:\n  - id: a\n    kind: noop\n    needs: [zzz]\n");
   WriteFile(dir + "/notyaml.yaml", "name: [unclosed\n");
+  // Hostile files (issue 8, findings 1 and 2): refused after bounded work.
+  std::string bomb = "name: bomb\nsteps:\n  - id: a\n    kind: noop\n    output:\n";
+  bomb += "      a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    bomb += absl::StrCat("      a", i, ": &a", i, " [*a", i - 1);
+    for (int k = 1; k < 9; ++k) bomb += absl::StrCat(", *a", i - 1);
+    bomb += "]\n";
+  }
+  WriteFile(dir + "/bomb.yaml", bomb);
+  WriteFile(dir + "/huge.yaml", "name: huge\ndescription: " + std::string(2 << 20, 'x') + "\n");
+  WriteFile(dir + "/deep.json", std::string(100000, '['));
   std::vector<Case> cases = {
       {{"run", dir + "/missing.yaml", "--db", db}, "missing.yaml"},
       {{"run", dir + "/broken.yaml", "--db", db}, "broken.yaml:5"},
@@ -197,6 +210,9 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
       {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "format=exe"}, "format"},
       {{"run", wf, "--db", db, "--input", "oops"}, "--input"},
       {{"run", wf, "--db", db}, "document_id"},
+      {{"run", dir + "/bomb.yaml", "--db", db}, "max_nodes"},
+      {{"run", dir + "/huge.yaml", "--db", db}, "max_bytes"},
+      {{"run", wf, "--db", db, "--input-file", dir + "/deep.json"}, "max_depth"},
   };
   for (const Case& c : cases) {
     Result r = RunCli(c.args);
