@@ -279,13 +279,16 @@ TEST_F(ExecStepTest, CwdIsRelativeToTheWorkingDirAndEnvIsAdded) {
 
 TEST_F(ExecStepTest, ChildHasItsOwnProcessGroupAndNoLeakedFds) {
   const int fds_before = CountOpenFds();
+  // The group is led by the command's guard (its parent), not by this process.
   absl::StatusOr<StepOutput> out =
       Run({{"command",
             {"python3", "-c",
              "import json,os; fds = os.listdir('/proc/self/fd'); "
-             "print(json.dumps({'own_group': os.getpgid(0) == os.getpid(), 'fds': len(fds)}))"}}});
+             "print(json.dumps({'guard_leads': os.getpgid(0) == os.getppid(), "
+             "'pgid': os.getpgid(0), 'fds': len(fds)}))"}}});
   ASSERT_OK(out);
-  EXPECT_EQ(out->output["own_group"], true);
+  EXPECT_EQ(out->output["guard_leads"], true);
+  EXPECT_NE(out->output["pgid"], static_cast<int>(getpgrp()));
   // 0, 1, 2 and the directory listdir itself opened.
   EXPECT_EQ(out->output["fds"], 4);
   EXPECT_EQ(CountOpenFds(), fds_before);

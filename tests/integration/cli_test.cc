@@ -70,6 +70,47 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   EXPECT_TRUE(expired) << "the event log records the interruption";
 }
 
+// Processes whose command line is exactly `argv` (zombies have none).
+int CountProcesses(const std::vector<std::string>& argv) {
+  std::string want;
+  for (const std::string& a : argv) want += a + '\0';
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (ReadFile(entry.path().string() + "/cmdline") == want) ++n;
+  }
+  return n;
+}
+
+// Issue 8, finding 6: when the process executing a run is SIGKILLed, its exec
+// step's whole process tree dies too (no copy keeps running beside the one a
+// resuming worker starts).
+TEST(Cli, KilledRunTakesItsStepsProcessTreeWithIt) {
+  const std::string dir = MakeTempDir("orphans");
+  // A duration no other process on the machine uses.
+  const std::string secs = absl::StrCat("300.", getpid());
+  WriteFile(dir + "/tree.yaml",
+            absl::StrCat("name: tree\nsteps:\n  - id: s\n    kind: exec\n",
+                         "    command: [sh, -c, 'touch started; sleep ", secs, " & sleep ", secs,
+                         "; wait']\n"));
+  Child run({"run", dir + "/tree.yaml", "--db", dir + "/tree.db"}, dir + "/run.log");
+  int found = 0;
+  for (int i = 0; i < 1000 && found < 2; ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
+    found = CountProcesses({"sleep", secs});
+  }
+  ASSERT_EQ(found, 2) << "both sleeps run before the kill: " << ReadFile(dir + "/run.log");
+  run.Kill(SIGKILL);
+  EXPECT_EQ(run.Wait(), 128 + SIGKILL);
+  int left = found;
+  for (int i = 0; i < 100 && left > 0; ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
+    left = CountProcesses({"sleep", secs});
+  }
+  EXPECT_EQ(left, 0) << "sleeps still running 1 s after the kill";
+}
+
 class Ingest : public ::testing::Test {
  protected:
   void SetUp() override {

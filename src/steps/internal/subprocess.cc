@@ -3,6 +3,7 @@
 #include "runloom/mutex.h"
 
 #include "core/status_macros.h"
+#include "steps/internal/spawn.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -14,17 +15,13 @@
 #include <memory>
 #include <optional>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
-
-extern char** environ;  // NOLINT: POSIX declares it in no header.
 
 namespace runloom::steps_internal {
 namespace {
@@ -34,32 +31,6 @@ constexpr int kDrainIdleMs = 200;      // after the kill: stop draining pipes id
 constexpr int kMaxDrainRounds = 1000;  // ...or after this many rounds (an escaped writer)
 constexpr size_t kIoChunk = size_t{64} << 10;
 constexpr int kMaxReadsPerRound = 16;  // bounds one round so deadlines stay prompt
-
-std::string ErrnoText(int err) {
-  const char* desc = strerrordesc_np(err);
-  return desc != nullptr ? std::string(desc) : absl::StrCat("errno ", err);
-}
-
-absl::Status ErrnoStatus(int err, const std::string& what) {
-  std::string msg = absl::StrCat(what, ": ", ErrnoText(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-    case EACCES:
-    case ENOEXEC:
-    case ELOOP:
-    case ENAMETOOLONG:
-    case E2BIG:
-      return absl::InvalidArgumentError(msg);
-    case EAGAIN:
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM:
-      return absl::UnavailableError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 // An owned file descriptor.
 class Fd {
@@ -313,92 +284,6 @@ int PollTimeoutMs(absl::Duration remaining) {
   return static_cast<int>(std::clamp<int64_t>(ms, 1, kPollIntervalMs));
 }
 
-// posix_spawn attributes and file actions, destroyed on scope exit.
-struct SpawnSetup {
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  SpawnSetup() {
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
-
-std::vector<std::string> BuildEnv(const std::map<std::string, std::string>& extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry(*e);
-    if (extra.count(entry.substr(0, entry.find('='))) == 0) {
-      env.push_back(entry);
-    }
-  }
-  for (const auto& [key, value] : extra) {
-    env.push_back(absl::StrCat(key, "=", value));
-  }
-  return env;
-}
-
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (std::string& s : strings) {
-    out.push_back(s.data());
-  }
-  out.push_back(nullptr);
-  return out;
-}
-
-// Starts the child in a new process group with the pipes on fds 0-2 and
-// every other fd closed. Returns its pid.
-absl::StatusOr<pid_t> Spawn(const SubprocessSpec& spec, const Fd& in, const Fd& out,
-                            const Fd& err) {
-  SpawnSetup s;
-  posix_spawn_file_actions_adddup2(&s.actions, in.get(), STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&s.actions, out.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&s.actions, err.get(), STDERR_FILENO);
-  posix_spawn_file_actions_addclosefrom_np(&s.actions, STDERR_FILENO + 1);
-  if (!spec.cwd.empty()) {
-    posix_spawn_file_actions_addchdir_np(&s.actions, spec.cwd.c_str());
-  }
-  posix_spawnattr_setflags(&s.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSCHEDULER);
-  posix_spawnattr_setpgroup(&s.attr, 0);
-  // The normal policy, whatever the spawning executor thread runs under
-  // (EngineOptions::batch_scheduling).
-  posix_spawnattr_setschedpolicy(&s.attr, SCHED_OTHER);
-  sched_param normal{};
-  posix_spawnattr_setschedparam(&s.attr, &normal);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&s.attr, &empty);
-  // Dispositions the parent may have set to "ignore" would survive exec.
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGALRM,
-                  SIGTSTP, SIGTTIN, SIGTTOU}) {
-    sigaddset(&defaults, sig);
-  }
-  posix_spawnattr_setsigdefault(&s.attr, &defaults);
-
-  std::vector<std::string> argv_strings = spec.argv;
-  std::vector<char*> argv = CStrings(argv_strings);
-  std::vector<std::string> env_strings = BuildEnv(spec.env);
-  std::vector<char*> envp = CStrings(env_strings);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &s.actions, &s.attr, argv.data(), envp.data());
-  if (rc != 0) {
-    return ErrnoStatus(rc, absl::StrCat("exec: cannot run '", spec.argv[0], "'",
-                                        spec.cwd.empty() ? "" : " in " + spec.cwd,
-                                        "; check the command and PATH"));
-  }
-  return pid;
-}
-
 // Feeds and drains the child until it exits, the deadline passes, the step
 // is stopped or stdout grows too large. Returns how the wait ended.
 absl::StatusOr<SubprocessEnd> Supervise(StepContext& ctx, pid_t pid, const SubprocessSpec& spec,
@@ -479,7 +364,10 @@ absl::StatusOr<SubprocessResult> RunSubprocess(StepContext& ctx, const Subproces
   for (Fd* fd : {&in.write, &out.read, &err.read}) {
     RUNLOOM_RETURN_IF_ERROR(SetNonBlocking(*fd));
   }
-  RUNLOOM_ASSIGN_OR_RETURN(const pid_t pid, Spawn(spec, in.read, out.write, err.write));
+  RUNLOOM_ASSIGN_OR_RETURN(
+      const pid_t pid,
+      SpawnGuarded(SpawnRequest{spec.argv, spec.cwd, spec.env, in.read.get(), out.write.get(),
+                                err.write.get()}));
   in.read.Reset();
   out.write.Reset();
   err.write.Reset();

@@ -2,9 +2,9 @@
 // signal, in its own process group.
 //
 // Written by hand: no Debian library combines process groups, timeouts and
-// cancellation well. The child is started with posix_spawnp (a vfork-style
-// clone, safe in a multi-threaded process) in a new process group, with only
-// fds 0-2 open. The parent feeds stdin and drains stdout/stderr with poll() in
+// cancellation well. The child is started under a guard process that leads
+// a new process group and takes the group down if this process dies
+// (spawn.h), with only fds 0-2 open. The parent feeds stdin and drains stdout/stderr with poll() in
 // short rounds, so a chatty child cannot deadlock on a full pipe, and checks
 // the deadline and the stop flag between rounds. However the child ends,
 // anything left in its process group is SIGKILLed and the child is reaped.
@@ -26,7 +26,7 @@ inline constexpr size_t kStderrTailBytes = 4096;
 inline constexpr size_t kMaxStdoutBytes = size_t{64} << 20;  // 64 MiB
 
 struct SubprocessSpec {
-  // argv[0] is looked up in the parent's PATH (posix_spawnp) unless it has a '/'.
+  // argv[0] is looked up in the parent's PATH unless it has a '/'.
   std::vector<std::string> argv;
   std::string cwd;                         // "" = the parent's cwd
   std::map<std::string, std::string> env;  // added to (or overriding) the parent's environment
