@@ -69,23 +69,24 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
 
 class Engine::Impl {
  public:
-  Impl(EngineOptions options, Backend backend)
+  // REQUIRES: `options` has its defaults applied (WithDefaults).
+  Impl(EngineOptions options, Backend backend, std::unique_ptr<EngineMetrics> metrics)
       : backend_(std::move(backend)),
-        options_(WithDefaults(std::move(options), backend_.store.get())),
+        options_(std::move(options)),
         random_(options_.env.random),
-        metrics_(options_.env.metrics, options_.registry->Names()),
+        metrics_(std::move(metrics)),
         catalog_(store(), clock()),
         admission_(store(), clock(), options_.registry.get(), options_.max_attempts, &secrets_,
-                   &random_, &metrics_),
-        launcher_(LauncherConfig{store(), clock(), options_.registry.get(), logger(), &metrics_,
-                                 options_.owner, options_.lease_ttl},
+                   &random_, metrics_.get()),
+        launcher_(LauncherConfig{store(), clock(), options_.registry.get(), logger(),
+                                 metrics_.get(), options_.owner, options_.lease_ttl},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_, logger()),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
         sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace,
-                 logger(), &metrics_),
+                 logger(), metrics_.get()),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
   ~Impl() { Stop(); }
 
@@ -131,15 +132,14 @@ class Engine::Impl {
   engine_internal::Watches& watches() { return watches_; }
 
  private:
-  // Constant after construction (backend_ before options_, whose defaults
-  // read the store's clock).
+  // Constant after construction.
   Backend backend_;
   const EngineOptions options_;
 
   // The parts, each thread-safe on its own; declared in dependency order so
   // that each is destroyed before what it uses.
   RandomSource random_;
-  EngineMetrics metrics_;
+  const std::unique_ptr<EngineMetrics> metrics_;
   RunSecrets secrets_;
   engine_internal::ActiveRuns active_;
   PinnedCatalog catalog_;
@@ -165,8 +165,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
   if (options.lease_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("lease_ttl must be positive");
   }
-  return std::unique_ptr<Engine>(
-      new Engine(std::make_unique<Impl>(std::move(options), std::move(backend))));
+  options = WithDefaults(std::move(options), backend.store.get());
+  RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<EngineMetrics> metrics,
+                           EngineMetrics::Create(options.env.metrics, options.registry->Names()));
+  return std::unique_ptr<Engine>(new Engine(
+      std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics))));
 }
 
 absl::StatusOr<WorkflowVersion> Engine::RegisterWorkflow(const Workflow& wf) {

@@ -1,9 +1,12 @@
 #include "engine/engine_metrics.h"
 
+#include "absl/strings/str_cat.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+
+#include <exception>
 
 namespace runloom::engine_internal {
 namespace {
@@ -67,6 +70,16 @@ EngineMetrics::EngineMetrics(prometheus::Registry* registry,
                                .Register(r);
   for (const std::string& kind : step_kinds) {
     step_duration_[kind] = &step_duration_family_->Add({{"kind", kind}}, StepBuckets());
+  }
+}
+
+absl::StatusOr<std::unique_ptr<EngineMetrics>> EngineMetrics::Create(
+    prometheus::Registry* registry, const std::vector<std::string>& step_kinds) {
+  try {
+    return std::make_unique<EngineMetrics>(registry, step_kinds);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("env.metrics: registering the runloom_* metrics failed: ", e.what()));
   }
 }
 

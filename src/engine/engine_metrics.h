@@ -22,9 +22,11 @@
 #include "runloom/status.h"
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,14 +49,21 @@ enum class SweepAction {
 
 class EngineMetrics {
  public:
-  // `registry` may be null (nothing recorded); else it must outlive this.
-  // `step_kinds`: the kinds whose duration series are created now.
-  EngineMetrics(prometheus::Registry* registry, const std::vector<std::string>& step_kinds);
+  // Registers the families on `registry` (null: nothing is recorded; else
+  // it must outlive the result) with a series for each of `step_kinds`.
+  // kInvalidArgument when the registry refuses them (a family of the same
+  // name with another type, or a registry built with InsertBehavior::Throw
+  // that already has them): prometheus-cpp throws, this returns.
+  static absl::StatusOr<std::unique_ptr<EngineMetrics>> Create(
+      prometheus::Registry* registry, const std::vector<std::string>& step_kinds);
   EngineMetrics(const EngineMetrics&) = delete;
   EngineMetrics& operator=(const EngineMetrics&) = delete;
 
   // An instance with no registry, for configs built without an engine.
   static EngineMetrics* Disabled();
+
+  // Prefer Create(), which turns prometheus-cpp's exceptions into a status.
+  EngineMetrics(prometheus::Registry* registry, const std::vector<std::string>& step_kinds);
 
   void RunStarted();
   void RunFinished(RunStatus status);

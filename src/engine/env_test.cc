@@ -1,8 +1,9 @@
 // EngineOptions::env on a real SQLite store: a dropped transport error gets
 // a log line, the metrics registry counts runs and step durations, no
 // registry is fine, and a seeded generator makes run ids repeatable.
-#include "runloom/engine.h"
 #include "runloom/env.h"
+
+#include "runloom/engine.h"
 
 #include "engine/engine_test_util.h"
 #include "testing/capturing_logger.h"
@@ -11,6 +12,7 @@
 
 #include "absl/random/random.h"
 #include "gtest/gtest.h"
+#include "prometheus/gauge.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 
@@ -24,6 +26,7 @@ namespace runloom {
 namespace {
 
 using ::runloom::testing::CapturingLogger;
+using ::runloom::testing::StatusIs;
 
 constexpr char kTwoSteps[] =
     "name: env\nsteps:\n  - {id: a, kind: count}\n  - {id: b, kind: noop}\n";
@@ -68,8 +71,8 @@ TEST(EngineEnv, FailedAckIsLoggedWithTheRunAndTheRunStillFinishes) {
 }
 
 // The value of `name`'s series whose label `key` is `value` (counter), or -1.
-double CounterValue(prometheus::Registry& registry, const std::string& name,
-                    const std::string& key, const std::string& value) {
+double CounterValue(prometheus::Registry& registry, const std::string& name, const std::string& key,
+                    const std::string& value) {
   for (const prometheus::MetricFamily& f : registry.Collect()) {
     if (f.name != name) continue;
     for (const prometheus::ClientMetric& m : f.metric) {
@@ -139,9 +142,21 @@ TEST(EngineEnv, NoMetricsRegistryRunsFine) {
   opts.env.logger = NullLogger();
   Harness h(opts);
   EXPECT_EQ(h.RunYaml(kTwoSteps).status, RunStatus::kCompleted);
-  EXPECT_EQ(h.RunYaml("name: bad\nsteps:\n  - {id: f, kind: fail}\n").status,
-            RunStatus::kFailed);
+  EXPECT_EQ(h.RunYaml("name: bad\nsteps:\n  - {id: f, kind: fail}\n").status, RunStatus::kFailed);
   EXPECT_EQ(*h.engine->SweepOnce(), 0);
+}
+
+// prometheus-cpp throws when a name is taken by another metric type; Open
+// returns that as a status instead.
+TEST(EngineEnv, MetricsNameClashIsAnOpenError) {
+  prometheus::Registry registry;
+  prometheus::BuildGauge().Name("runloom_leases_lost_total").Register(registry);
+  EngineOptions opts;
+  opts.env.metrics = &registry;
+  auto backend = OpenSqlite(TempDb(), {});
+  ASSERT_OK(backend);
+  EXPECT_THAT(Engine::Open(std::move(opts), *std::move(backend)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // The run ids' random part comes from env.random: two engines on the same

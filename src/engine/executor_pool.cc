@@ -14,8 +14,8 @@ namespace {
 // message; anything else is a failure the message's redelivery will retry.
 void LogExecuteError(Logger* logger, const std::string& run_id, const absl::Status& s) {
   if (s.ok()) return;
-  const bool routine = s.code() == absl::StatusCode::kFailedPrecondition ||
-                       s.code() == absl::StatusCode::kAborted;
+  const bool routine =
+      s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kAborted;
   Log(logger, routine ? LogLevel::kDebug : LogLevel::kWarning, "run ", run_id,
       ": not executed: ", s.ToString());
 }
@@ -47,6 +47,9 @@ void ExecutorPool::Join() {
 }
 
 void ExecutorPool::DispatcherLoop() {
+  // A transport that is down fails every poll: log when claiming starts
+  // failing (and each new error) and when it works again, not every poll.
+  std::string claim_error;  // owned by this thread
   while (true) {
     int want;
     {
@@ -59,9 +62,13 @@ void ExecutorPool::DispatcherLoop() {
       want = idle_executors_ - static_cast<int>(work_.size());
     }
     auto msgs = transport_->Claim(options_.owner, want, options_.visibility_timeout);
-    if (!msgs.ok()) {
-      Log(logger_, LogLevel::kWarning, "executor pool: claiming queue messages failed: ",
-          msgs.status().ToString());
+    if (!msgs.ok() && msgs.status().ToString() != claim_error) {
+      claim_error = msgs.status().ToString();
+      Log(logger_, LogLevel::kWarning,
+          "executor pool: claiming queue messages failed: ", claim_error);
+    } else if (msgs.ok() && !claim_error.empty()) {
+      claim_error.clear();
+      Log(logger_, LogLevel::kInfo, "executor pool: claiming queue messages works again");
     }
     if (!msgs.ok() || msgs->empty()) {
       transport_->WaitForMessages(clock_->Now() + options_.idle_poll);
@@ -92,8 +99,8 @@ void ExecutorPool::ExecutorLoop() {
     sched_param param{};
     const int err = pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
     if (err != 0) {
-      Log(logger_, LogLevel::kWarning, "executor thread: SCHED_BATCH refused (",
-          std::strerror(err), "); running under the default policy");
+      Log(logger_, LogLevel::kWarning, "executor thread: SCHED_BATCH refused (", std::strerror(err),
+          "); running under the default policy");
     }
   }
   while (true) {
@@ -129,8 +136,8 @@ void ExecutorPool::ExecutorLoop() {
 void ExecutorPool::Ack(const QueueMessage& m) {
   absl::Status s = transport_->Ack(m);
   if (!s.ok()) {
-    Log(logger_, LogLevel::kWarning, "run ", m.run_id, ": acking its queue message failed: ",
-        s.ToString());
+    Log(logger_, LogLevel::kWarning, "run ", m.run_id,
+        ": acking its queue message failed: ", s.ToString());
   }
 }
 

@@ -6,7 +6,8 @@
 // takes a claimed message and runs its run to an end through the
 // RunLauncher, acking the message once the lease is held (or at once when
 // the run is not runnable). On Stop the dispatcher gives back what no
-// executor started.
+// executor started. A transport call that fails (claim, ack, release) is
+// logged with the run id; the message is delivered again later.
 //
 // Thread-safety: Start() and Stop() may be called from any thread; mu_
 // guards the claimed-message queue, the idle count and the threads.

@@ -52,8 +52,8 @@ void LeaseKeeper::Renew(RunExecution& e) {
   // to someone else, the protocol working; anything else is a failure.
   Log(logger_,
       r.status().code() == absl::StatusCode::kAborted ? LogLevel::kInfo : LogLevel::kWarning,
-      "run ", e.run_id(), ": lease renewal failed, stopping the execution: ",
-      r.status().ToString());
+      "run ", e.run_id(),
+      ": lease renewal failed, stopping the execution: ", r.status().ToString());
   e.root().RequestStop(StopReason::kLeaseLost);
 }
 

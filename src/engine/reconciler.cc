@@ -29,8 +29,8 @@ absl::StatusOr<int> Reconciler::Reconcile(const std::vector<RecoveryCandidate>& 
       metrics_->Swept(SweepAction::kReconciled);
       continue;
     }
-    Log(logger_, LogLevel::kWarning, "run ", id, ": reconciler could not enqueue it again: ",
-        s.ToString());
+    Log(logger_, LogLevel::kWarning, "run ", id,
+        ": reconciler could not enqueue it again: ", s.ToString());
     if (first_error.ok()) first_error = s;
   }
   metrics_->ReconcilerEnqueued(enqueued);

@@ -129,8 +129,8 @@ void RunExecution::LogStopped(const absl::Status& why) {
     case absl::StatusCode::kCancelled:
       return;  // a requested stop: the disposition says which
     case absl::StatusCode::kAborted:
-      Log(config_.logger, LogLevel::kInfo, "run ", run_.id, ": execution stopped: ",
-          why.ToString());
+      Log(config_.logger, LogLevel::kInfo, "run ", run_.id,
+          ": execution stopped: ", why.ToString());
       return;
     default:
       Log(config_.logger, LogLevel::kWarning, "run ", run_.id,

@@ -159,8 +159,8 @@ absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool sa
   auto rollback_logged = [&](const absl::Status& after) {
     absl::Status rb = Step(kRollback);
     if (!rb.ok()) {
-      Log(DefaultLogger(), LogLevel::kWarning, "database ", db_->path(),
-          ": ROLLBACK failed after ", after.ToString(), ": ", rb.ToString());
+      Log(DefaultLogger(), LogLevel::kWarning, "database ", db_->path(), ": ROLLBACK failed after ",
+          after.ToString(), ": ", rb.ToString());
     }
   };
   // Rolls the whole transaction back (nothing of it is committed, so the
