@@ -22,6 +22,7 @@
 
 #include "runloom/backend.h"
 #include "runloom/clock.h"
+#include "runloom/env.h"
 #include "runloom/event_bus.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
@@ -41,8 +42,13 @@
 namespace runloom {
 
 struct EngineOptions {
-  // Time source for leases, retries and sweeps. nullptr = the store's clock.
-  Clock* clock = nullptr;
+  // The engine's side effects (runloom/env.h): env.clock is the time source
+  // for leases, retries and sweeps (nullptr = the store's clock); env.logger
+  // gets a line for every error the engine does not return (nullptr =
+  // DefaultLogger()); env.random draws run ids (empty = a generator seeded
+  // from the OS, used under the engine's lock); env.metrics gets the
+  // runloom_* counters and histograms (nullptr = none recorded).
+  Env env;
   // Lease owner name written on runs; "" = "<hostname>:<pid>".
   std::string owner;
   // Executor threads. More threads overlap more step I/O (and let the
@@ -203,6 +209,7 @@ class Engine {
 
   Store* store();
   Transport* transport();
+  // env.clock, or the store's clock when none was given.
   Clock* clock();
 
  private:

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace runloom {
 
@@ -80,6 +81,9 @@ class StepRegistry {
   void Register(const std::string& name, std::shared_ptr<StepKind> kind);
   // nullptr when unknown.
   std::shared_ptr<StepKind> Find(const std::string& name) const;
+  // The registered kinds' names, sorted (the engine pre-creates a metric
+  // series per kind at Open).
+  std::vector<std::string> Names() const;
   // A registry holding the built-in kinds (exec, noop, sleep, fail, llm).
   static std::unique_ptr<StepRegistry> WithBuiltins();
 

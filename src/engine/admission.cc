@@ -87,10 +87,8 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
   const Workflow& wf = *resolved.second;
   RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json frozen, FreezeInputs(wf, req.inputs));
   NewRun run;
-  {
-    runloom::MutexLock l(&mu_);
-    run.id = NewRunId(clock_->Now(), bitgen_);
-  }
+  const absl::Time now = clock_->Now();
+  run.id = random_->Draw([&](absl::BitGenRef gen) { return NewRunId(now, gen); });
   run.workflow_name = version.name;
   run.workflow_version = version.version;
   run.workflow_digest = version.digest;
@@ -112,6 +110,7 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
     if (in.secret && req.inputs.contains(in.name)) secrets[in.name] = req.inputs[in.name];
   }
   if (created.created && !secrets.empty()) secrets_->Put(created.run.id, std::move(secrets));
+  if (created.created) metrics_->RunStarted();
   return created;
 }
 

@@ -14,8 +14,10 @@
 #include "runloom/store.h"
 #include "runloom/workflow.h"
 
+#include "engine/engine_metrics.h"
+#include "engine/random_source.h"
+
 #include "absl/base/thread_annotations.h"
-#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "runloom/mutex.h"
 #include "nlohmann/json.hpp"
@@ -48,12 +50,14 @@ class Admission {
  public:
   // Every pointer must outlive the admission.
   Admission(Store* store, Clock* clock, const StepRegistry* registry, int max_attempts,
-            RunSecrets* secrets)
+            RunSecrets* secrets, RandomSource* random, EngineMetrics* metrics)
       : store_(store),
         clock_(clock),
         registry_(registry),
         max_attempts_(max_attempts),
-        secrets_(secrets) {}
+        secrets_(secrets),
+        random_(random),
+        metrics_(metrics) {}
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;
 
@@ -72,9 +76,10 @@ class Admission {
   const StepRegistry* const registry_;
   const int max_attempts_;
   RunSecrets* const secrets_;
+  RandomSource* const random_;  // run ids
+  EngineMetrics* const metrics_;
 
   runloom::Mutex mu_;
-  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);  // run ids
   // name@version -> the version's metadata and definition.
   std::map<std::string, std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> versions_
       ABSL_GUARDED_BY(mu_);

@@ -119,8 +119,7 @@ Disposition RunExecution::Pause() {
   w.events.push_back(RunPausedEvent(run_.id, {.step_path = pending_gate_.step_path,
                                               .proposal_digest = pending_gate_.proposal_digest}));
   absl::Status s = Write(std::move(w));
-  if (s.code() == absl::StatusCode::kAborted) return Disposition::kLeaseLost;
-  if (!s.ok()) return Disposition::kStoreError;
+  if (!s.ok()) return WriteFailed("pausing at its approval gate", s);
   final_status_ = RunStatus::kPaused;
   return Disposition::kPaused;
 }

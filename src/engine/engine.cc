@@ -6,6 +6,8 @@
 //   run_launcher.h    taking one run's lease and running it to an end
 //   active_runs.h     the executions held now (renewed, drained on Stop)
 //   lease_keeper.h    lease renewal
+//   engine_metrics.h  the runloom_* metrics on env.metrics
+//   random_source.h   env.random (or an OS-seeded generator) under a lock
 //   sweeper.h         expired leases; reconciler.h: queued runs with no message
 //   decisions.h       decide, rerun, cancel, admin reset
 //   watches.h         AwaitRun, WatchEvents, WatchRuns, AwaitIdle (bus wake-ups)
@@ -17,9 +19,11 @@
 #include "engine/active_runs.h"
 #include "engine/admission.h"
 #include "engine/decisions.h"
+#include "engine/engine_metrics.h"
 #include "engine/executor_pool.h"
 #include "engine/lease_keeper.h"
 #include "engine/pinned_catalog.h"
+#include "engine/random_source.h"
 #include "engine/run_launcher.h"
 #include "engine/sweeper.h"
 #include "engine/watches.h"
@@ -32,11 +36,13 @@
 namespace runloom {
 
 using engine_internal::Admission;
+using engine_internal::EngineMetrics;
 using engine_internal::ExecutorPool;
 using engine_internal::ExecutorPoolOptions;
 using engine_internal::LauncherConfig;
 using engine_internal::LeaseKeeper;
 using engine_internal::PinnedCatalog;
+using engine_internal::RandomSource;
 using engine_internal::RunLauncher;
 using engine_internal::RunSecrets;
 using engine_internal::Sweeper;
@@ -50,7 +56,8 @@ std::string DefaultOwner() {
 }
 
 EngineOptions WithDefaults(EngineOptions options, Store* store) {
-  if (options.clock == nullptr) options.clock = store->clock();
+  if (options.env.clock == nullptr) options.env.clock = store->clock();
+  if (options.env.logger == nullptr) options.env.logger = DefaultLogger();
   if (options.owner.empty()) options.owner = DefaultOwner();
   if (options.registry == nullptr) options.registry = StepRegistry::WithBuiltins();
   if (options.heartbeat <= absl::ZeroDuration()) options.heartbeat = options.lease_ttl / 3;
@@ -62,25 +69,31 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
 
 class Engine::Impl {
  public:
-  Impl(EngineOptions options, Backend backend)
+  // REQUIRES: `options` has its defaults applied (WithDefaults).
+  Impl(EngineOptions options, Backend backend, std::unique_ptr<EngineMetrics> metrics)
       : backend_(std::move(backend)),
-        options_(WithDefaults(std::move(options), backend_.store.get())),
+        options_(std::move(options)),
+        random_(options_.env.random),
+        metrics_(std::move(metrics)),
         catalog_(store(), clock()),
-        admission_(store(), clock(), options_.registry.get(), options_.max_attempts, &secrets_),
-        launcher_(LauncherConfig{store(), clock(), options_.registry.get(), options_.owner,
-                                 options_.lease_ttl},
+        admission_(store(), clock(), options_.registry.get(), options_.max_attempts, &secrets_,
+                   &random_, metrics_.get()),
+        launcher_(LauncherConfig{store(), clock(), options_.registry.get(), logger(),
+                                 metrics_.get(), options_.owner, options_.lease_ttl},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
-              transport(), clock(), &launcher_),
-        keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl),
-        sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace),
+              transport(), clock(), &launcher_, logger()),
+        keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
+        sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace,
+                 logger(), metrics_.get()),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
   ~Impl() { Stop(); }
 
   Store* store() { return backend_.store.get(); }
   Transport* transport() { return backend_.transport.get(); }
-  Clock* clock() { return options_.clock; }
+  Clock* clock() { return options_.env.clock; }
+  Logger* logger() { return options_.env.logger; }
 
   absl::Status ValidateSteps(const Workflow& wf) const {
     return ValidateStepKinds(wf, *options_.registry);
@@ -119,13 +132,14 @@ class Engine::Impl {
   engine_internal::Watches& watches() { return watches_; }
 
  private:
-  // Constant after construction (backend_ before options_, whose defaults
-  // read the store's clock).
+  // Constant after construction.
   Backend backend_;
   const EngineOptions options_;
 
   // The parts, each thread-safe on its own; declared in dependency order so
   // that each is destroyed before what it uses.
+  RandomSource random_;
+  const std::unique_ptr<EngineMetrics> metrics_;
   RunSecrets secrets_;
   engine_internal::ActiveRuns active_;
   PinnedCatalog catalog_;
@@ -151,8 +165,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
   if (options.lease_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("lease_ttl must be positive");
   }
-  return std::unique_ptr<Engine>(
-      new Engine(std::make_unique<Impl>(std::move(options), std::move(backend))));
+  options = WithDefaults(std::move(options), backend.store.get());
+  RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<EngineMetrics> metrics,
+                           EngineMetrics::Create(options.env.metrics, options.registry->Names()));
+  return std::unique_ptr<Engine>(new Engine(
+      std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics))));
 }
 
 absl::StatusOr<WorkflowVersion> Engine::RegisterWorkflow(const Workflow& wf) {

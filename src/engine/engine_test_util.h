@@ -56,10 +56,14 @@ class CountingKind final : public StepKind {
 
 struct Harness {
   // `wrap_store`, when set, wraps the SQLite store the engine gets (tests
-  // inject races with a StoreWrapper).
+  // inject races with a StoreWrapper); `wrap_transport` likewise wraps its
+  // transport. `clock` is the store's, which the engine uses unless
+  // opts.env.clock is set.
   using WrapStore = std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)>;
+  using WrapTransport = std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>;
   explicit Harness(EngineOptions opts = {}, Clock* clock = nullptr,
-                   const WrapStore& wrap_store = nullptr) {
+                   const WrapStore& wrap_store = nullptr,
+                   const WrapTransport& wrap_transport = nullptr) {
     kind = std::make_shared<CountingKind>();
     auto registry = StepRegistry::WithBuiltins();
     registry->Register("count", kind);
@@ -70,6 +74,9 @@ struct Harness {
     auto backend = OpenSqlite(path, so);
     EXPECT_OK(backend);
     if (backend.ok() && wrap_store) backend->store = wrap_store(std::move(backend->store));
+    if (backend.ok() && wrap_transport) {
+      backend->transport = wrap_transport(std::move(backend->transport));
+    }
     auto e = Engine::Open(std::move(opts), *std::move(backend));
     EXPECT_OK(e);
     engine = *std::move(e);

@@ -1,9 +1,26 @@
 #include "engine/executor_pool.h"
 
+#include "core/log.h"
+
+#include <cstring>
 #include <pthread.h>
 #include <sched.h>
 
 namespace runloom::engine_internal {
+namespace {
+
+// An execution the launcher could not carry out. A run that is not runnable
+// (terminal, paused) or leased elsewhere is routine for a redelivered
+// message; anything else is a failure the message's redelivery will retry.
+void LogExecuteError(Logger* logger, const std::string& run_id, const absl::Status& s) {
+  if (s.ok()) return;
+  const bool routine =
+      s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kAborted;
+  Log(logger, routine ? LogLevel::kDebug : LogLevel::kWarning, "run ", run_id,
+      ": not executed: ", s.ToString());
+}
+
+}  // namespace
 
 void ExecutorPool::Start() {
   runloom::MutexLock l(&mu_);
@@ -30,6 +47,9 @@ void ExecutorPool::Join() {
 }
 
 void ExecutorPool::DispatcherLoop() {
+  // A transport that is down fails every poll: log when claiming starts
+  // failing (and each new error) and when it works again, not every poll.
+  std::string claim_error;  // owned by this thread
   while (true) {
     int want;
     {
@@ -42,6 +62,14 @@ void ExecutorPool::DispatcherLoop() {
       want = idle_executors_ - static_cast<int>(work_.size());
     }
     auto msgs = transport_->Claim(options_.owner, want, options_.visibility_timeout);
+    if (!msgs.ok() && msgs.status().ToString() != claim_error) {
+      claim_error = msgs.status().ToString();
+      Log(logger_, LogLevel::kWarning,
+          "executor pool: claiming queue messages failed: ", claim_error);
+    } else if (msgs.ok() && !claim_error.empty()) {
+      claim_error.clear();
+      Log(logger_, LogLevel::kInfo, "executor pool: claiming queue messages works again");
+    }
     if (!msgs.ok() || msgs->empty()) {
       transport_->WaitForMessages(clock_->Now() + options_.idle_poll);
       continue;
@@ -55,14 +83,25 @@ void ExecutorPool::DispatcherLoop() {
     runloom::MutexLock l(&mu_);
     left.swap(work_);
   }
-  for (const QueueMessage& m : left) (void)transport_->Release(m);
+  for (const QueueMessage& m : left) {
+    absl::Status s = transport_->Release(m);
+    if (!s.ok()) {
+      // Not lost: the message is delivered again after its visibility timeout.
+      Log(logger_, LogLevel::kWarning, "run ", m.run_id,
+          ": releasing its queue message on shutdown failed: ", s.ToString());
+    }
+  }
 }
 
 void ExecutorPool::ExecutorLoop() {
   if (options_.batch_scheduling) {
     // Best effort: a system that refuses it only loses some throughput.
     sched_param param{};
-    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+    const int err = pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+    if (err != 0) {
+      Log(logger_, LogLevel::kWarning, "executor thread: SCHED_BATCH refused (", std::strerror(err),
+          "); running under the default policy");
+    }
   }
   while (true) {
     QueueMessage m;
@@ -81,15 +120,24 @@ void ExecutorPool::ExecutorLoop() {
     bool acked = false;
     auto on_leased = [&](const Lease&) {
       acked = true;
-      (void)transport_->Ack(m);  // the lease stands for the message now
+      Ack(m);  // the lease stands for the message now
     };
     auto r = launcher_->ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
     if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
       // Not runnable (terminal, paused, gone) or leased elsewhere: the
       // lease and the sweeper own recovery from here.
       acked = true;
-      (void)transport_->Ack(m);
+      Ack(m);
     }
+    LogExecuteError(logger_, m.run_id, r.status());
+  }
+}
+
+void ExecutorPool::Ack(const QueueMessage& m) {
+  absl::Status s = transport_->Ack(m);
+  if (!s.ok()) {
+    Log(logger_, LogLevel::kWarning, "run ", m.run_id,
+        ": acking its queue message failed: ", s.ToString());
   }
 }
 

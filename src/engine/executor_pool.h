@@ -6,13 +6,15 @@
 // takes a claimed message and runs its run to an end through the
 // RunLauncher, acking the message once the lease is held (or at once when
 // the run is not runnable). On Stop the dispatcher gives back what no
-// executor started.
+// executor started. A transport call that fails (claim, ack, release) is
+// logged with the run id; the message is delivered again later.
 //
 // Thread-safety: Start() and Stop() may be called from any thread; mu_
 // guards the claimed-message queue, the idle count and the threads.
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/env.h"
 #include "runloom/transport.h"
 
 #include "engine/run_launcher.h"
@@ -40,8 +42,12 @@ class ExecutorPool {
  public:
   // Every pointer must outlive the pool.
   ExecutorPool(ExecutorPoolOptions options, Transport* transport, Clock* clock,
-               RunLauncher* launcher)
-      : options_(std::move(options)), transport_(transport), clock_(clock), launcher_(launcher) {}
+               RunLauncher* launcher, Logger* logger)
+      : options_(std::move(options)),
+        transport_(transport),
+        clock_(clock),
+        launcher_(launcher),
+        logger_(logger) {}
   ~ExecutorPool() { Join(); }
   ExecutorPool(const ExecutorPool&) = delete;
   ExecutorPool& operator=(const ExecutorPool&) = delete;
@@ -56,12 +62,16 @@ class ExecutorPool {
  private:
   void DispatcherLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Acks `m`, logging a failure (the message is then delivered again after
+  // the visibility timeout, and acked then: the run is leased or done).
+  void Ack(const QueueMessage& m);
 
   // Constant after construction.
   const ExecutorPoolOptions options_;
   Transport* const transport_;
   Clock* const clock_;
   RunLauncher* const launcher_;
+  Logger* const logger_;
 
   runloom::Mutex mu_;
   // Claimed messages waiting for an executor, and how many executors wait.

@@ -135,6 +135,7 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
       }
     }
     const absl::Time now = config_.clock->Now();
+    config_.metrics->StepDuration(step.kind, now - started);
     if (out.ok()) {
       result.state = StepState::kSucceeded;
       result.output = std::move(out->output);

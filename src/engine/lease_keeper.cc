@@ -1,5 +1,7 @@
 #include "engine/lease_keeper.h"
 
+#include "core/log.h"
+
 #include <utility>
 
 namespace runloom::engine_internal {
@@ -42,9 +44,16 @@ void LeaseKeeper::Renew(RunExecution& e) {
     return;
   }
   if (r.status().code() == absl::StatusCode::kUnavailable && clock_->Now() < lease.expires_at) {
-    return;  // try again next beat
+    Log(logger_, LogLevel::kWarning, "run ", e.run_id(),
+        ": lease renewal failed, retrying next heartbeat: ", r.status().ToString());
+    return;
   }
-  // A failed renewal stops the executor at once.
+  // A failed renewal stops the executor at once. kAborted is the lease lost
+  // to someone else, the protocol working; anything else is a failure.
+  Log(logger_,
+      r.status().code() == absl::StatusCode::kAborted ? LogLevel::kInfo : LogLevel::kWarning,
+      "run ", e.run_id(),
+      ": lease renewal failed, stopping the execution: ", r.status().ToString());
   e.root().RequestStop(StopReason::kLeaseLost);
 }
 

@@ -2,13 +2,14 @@
 // holds (ActiveRuns), once per heartbeat. A renewal that reports a cancel
 // request stops the execution with kCancel; a failed renewal stops it at
 // once with kLeaseLost, except kUnavailable while the lease has not expired
-// yet (tried again next beat).
+// yet (tried again next beat). Every failed renewal is logged.
 //
 // Thread-safety: Start() and Stop() may be called from any thread; mu_
 // guards the stop flag and the thread.
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/env.h"
 #include "runloom/store.h"
 
 #include "engine/active_runs.h"
@@ -26,12 +27,13 @@ class LeaseKeeper {
  public:
   // Every pointer must outlive the keeper.
   LeaseKeeper(Store* store, Clock* clock, ActiveRuns* active, absl::Duration heartbeat,
-              absl::Duration lease_ttl)
+              absl::Duration lease_ttl, Logger* logger)
       : store_(store),
         clock_(clock),
         active_(active),
         heartbeat_(heartbeat),
-        lease_ttl_(lease_ttl) {}
+        lease_ttl_(lease_ttl),
+        logger_(logger) {}
   ~LeaseKeeper() { Stop(); }
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -53,6 +55,7 @@ class LeaseKeeper {
   ActiveRuns* const active_;
   const absl::Duration heartbeat_;
   const absl::Duration lease_ttl_;
+  Logger* const logger_;
 
   runloom::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

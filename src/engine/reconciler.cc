@@ -1,5 +1,7 @@
 #include "engine/reconciler.h"
 
+#include "core/log.h"
+
 #include "absl/container/flat_hash_set.h"
 
 #include <string>
@@ -24,10 +26,14 @@ absl::StatusOr<int> Reconciler::Reconcile(const std::vector<RecoveryCandidate>& 
     absl::Status s = store_->Enqueue(id, {});
     if (s.ok()) {
       ++enqueued;
-    } else if (first_error.ok()) {
-      first_error = s;
+      metrics_->Swept(SweepAction::kReconciled);
+      continue;
     }
+    Log(logger_, LogLevel::kWarning, "run ", id,
+        ": reconciler could not enqueue it again: ", s.ToString());
+    if (first_error.ok()) first_error = s;
   }
+  metrics_->ReconcilerEnqueued(enqueued);
   if (enqueued == 0 && !first_error.ok()) return first_error;
   return enqueued;
 }

@@ -11,8 +11,11 @@
 // Thread-safety: stateless apart from its constant pointers; thread-safe.
 #pragma once
 
+#include "runloom/env.h"
 #include "runloom/store.h"
 #include "runloom/transport.h"
+
+#include "engine/engine_metrics.h"
 
 #include "absl/status/statusor.h"
 
@@ -22,8 +25,9 @@ namespace runloom::engine_internal {
 
 class Reconciler {
  public:
-  // `store` and `transport` must outlive the reconciler.
-  Reconciler(Store* store, Transport* transport) : store_(store), transport_(transport) {}
+  // Every pointer must outlive the reconciler.
+  Reconciler(Store* store, Transport* transport, Logger* logger, EngineMetrics* metrics)
+      : store_(store), transport_(transport), logger_(logger), metrics_(metrics) {}
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
 
@@ -34,12 +38,16 @@ class Reconciler {
   // transport has no message or dead letter for. Returns how many it
   // enqueued. When the transport cannot answer, enqueues none (a duplicate
   // message is harmless, but a dead-lettered run must not be revived).
+  // A run that could not be enqueued is logged; the first such error is
+  // returned only when none was enqueued.
   absl::StatusOr<int> Reconcile(const std::vector<RecoveryCandidate>& queued);
 
  private:
   // Constant after construction.
   Store* const store_;
   Transport* const transport_;
+  Logger* const logger_;
+  EngineMetrics* const metrics_;
 };
 
 }  // namespace runloom::engine_internal

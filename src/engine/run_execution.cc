@@ -4,6 +4,7 @@
 // approval_gate.cc.
 #include "engine/run_execution.h"
 
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
 #include "engine/outcome.h"
@@ -85,8 +86,7 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   w.events.push_back(
       RunFinishedEvent(run_.id, {.status = status, .outcome = outcome, .error = error}));
   absl::Status s = Write(std::move(w));
-  if (s.code() == absl::StatusCode::kAborted) return Disposition::kLeaseLost;
-  if (!s.ok()) return Disposition::kStoreError;
+  if (!s.ok()) return WriteFailed("writing its terminal status", s);
   final_status_ = status;
   final_error_ = error;
   return Disposition::kFinished;
@@ -114,13 +114,45 @@ Disposition RunExecution::StopDisposition() {
   w.new_status = RunStatus::kQueued;
   w.events.push_back(RunReleasedEvent(run_.id, {.reason = "worker shutting down"}));
   absl::Status s = Write(std::move(w));
-  return s.ok() ? Disposition::kReleased : Disposition::kLeaseLost;
+  if (s.ok()) return Disposition::kReleased;
+  // Either way nothing more is written: the lease expiry recovers the run.
+  Log(config_.logger, LogLevel::kWarning, "run ", run_.id,
+      ": releasing it to the queue on shutdown failed: ", s.ToString());
+  return Disposition::kLeaseLost;
+}
+
+void RunExecution::LogStopped(const absl::Status& why) {
+  // A first execution whose lease was refused, or taken but not first, is
+  // the launcher's to report (it returns or retries it).
+  if (!writer_.lease_error().ok() || writer_.lease_needs_records()) return;
+  switch (why.code()) {
+    case absl::StatusCode::kCancelled:
+      return;  // a requested stop: the disposition says which
+    case absl::StatusCode::kAborted:
+      Log(config_.logger, LogLevel::kInfo, "run ", run_.id,
+          ": execution stopped: ", why.ToString());
+      return;
+    default:
+      Log(config_.logger, LogLevel::kWarning, "run ", run_.id,
+          ": execution stopped by a store error (the run is recovered when its lease expires): ",
+          why.ToString());
+  }
+}
+
+Disposition RunExecution::WriteFailed(const char* what, const absl::Status& s) {
+  const bool lost = s.code() == absl::StatusCode::kAborted;
+  Log(config_.logger, lost ? LogLevel::kInfo : LogLevel::kWarning, "run ", run_.id, ": ", what,
+      " failed: ", s.ToString());
+  return lost ? Disposition::kLeaseLost : Disposition::kStoreError;
 }
 
 Disposition RunExecution::Run() {
   Scope top;
   absl::StatusOr<StepResult> r = RunSequence(workflow_->steps, "", top, root_);
-  if (!r.ok()) return StopDisposition();
+  if (!r.ok()) {
+    LogStopped(r.status());
+    return StopDisposition();
+  }
   if (halt_ == Halt::kPause) return Pause();
   if (halt_ == Halt::kReject) return Finish(RunStatus::kRejected, "rejected", reject_error_);
   if (root_.stopped() || draining_) {

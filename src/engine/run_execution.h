@@ -21,12 +21,14 @@
 // (the lease keeper). Parallel branches run on threads Run() owns and joins.
 #pragma once
 
+#include "runloom/env.h"
 #include "runloom/gate.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
 #include "runloom/workflow.h"
 
+#include "engine/engine_metrics.h"
 #include "engine/run_writer.h"
 #include "engine/stop.h"
 #include "engine/template_scope.h"
@@ -47,6 +49,10 @@ struct ExecutionConfig {
   Store* store = nullptr;
   Clock* clock = nullptr;
   StepRegistry* registry = nullptr;
+  // Where a failure that ends the execution without a returned status is
+  // logged, and the step duration histogram. Never null.
+  Logger* logger = DefaultLogger();
+  EngineMetrics* metrics = EngineMetrics::Disabled();
   std::string working_dir;
   // Secret inputs given to StartRun in this process (never stored).
   nlohmann::json secrets = nlohmann::json::object();
@@ -143,6 +149,12 @@ class RunExecution {
                                const StepResult& result, absl::Time started);
   Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error);
   Disposition StopDisposition();
+  // Logs why the walk stopped early (a lost lease or a store error; a
+  // requested stop is not logged).
+  void LogStopped(const absl::Status& why);
+  // The disposition of a failed run-level write `what` (kLeaseLost or
+  // kStoreError), logged.
+  Disposition WriteFailed(const char* what, const absl::Status& s);
 
   // Constant after construction.
   const ExecutionConfig config_;

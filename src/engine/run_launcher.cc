@@ -49,6 +49,8 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
   config.store = config_.store;
   config.clock = config_.clock;
   config.registry = config_.registry;
+  config.logger = config_.logger;
+  config.metrics = config_.metrics;
   config.working_dir = run.context.value("working_dir", "");
   config.entry = std::string(ToString(entry));
   config.secrets = secrets_->Get(run_id);
@@ -118,7 +120,10 @@ RunLauncher::FirstExecution RunLauncher::ExecuteFirst(
 void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
                         const std::function<Disposition()>& body) {
   active_->Add(exec);
-  counters_.Count(body());
+  const Disposition d = body();
+  counters_.Count(d);
+  if (d == Disposition::kFinished) config_.metrics->RunFinished(exec->final_status());
+  if (d == Disposition::kLeaseLost) config_.metrics->LeaseLost();
   active_->Remove(exec->run_id());
 }
 

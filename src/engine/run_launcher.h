@@ -16,6 +16,7 @@
 
 #include "engine/active_runs.h"
 #include "engine/admission.h"
+#include "engine/engine_metrics.h"
 #include "engine/pinned_catalog.h"
 #include "engine/run_execution.h"
 
@@ -46,6 +47,8 @@ struct LauncherConfig {
   Store* store = nullptr;
   Clock* clock = nullptr;
   StepRegistry* registry = nullptr;
+  Logger* logger = DefaultLogger();
+  EngineMetrics* metrics = EngineMetrics::Disabled();
   std::string owner;  // lease owner
   absl::Duration lease_ttl;
 };

@@ -1,5 +1,6 @@
 #include "engine/sweeper.h"
 
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
 
@@ -40,7 +41,11 @@ void Sweeper::Loop() {
     clock_->AwaitWithDeadline(&mu_, absl::Condition(&stop), clock_->Now() + interval_);
     if (stop_) break;
     mu_.Unlock();
-    (void)SweepOnce();
+    absl::StatusOr<int> swept = SweepOnce();
+    if (!swept.ok()) {
+      Log(logger_, LogLevel::kWarning, "sweeper: sweep failed (next one in ",
+          absl::FormatDuration(interval_), "): ", swept.status().ToString());
+    }
     mu_.Lock();
   }
 }
@@ -55,10 +60,22 @@ absl::StatusOr<int> Sweeper::SweepOnce() {
       queued.push_back(c);
       continue;
     }
-    if (RecoverExpired(c).ok()) ++acted;
+    absl::Status s = RecoverExpired(c);
+    if (s.ok()) {
+      ++acted;
+    } else {
+      // kAborted: the run moved on (renewed, finished) since the query.
+      Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
+          "run ", c.run_id, ": sweeper could not recover its expired lease: ", s.ToString());
+    }
   }
   absl::StatusOr<int> reconciled = reconciler_.Reconcile(queued);
-  if (reconciled.ok()) acted += *reconciled;
+  if (reconciled.ok()) {
+    acted += *reconciled;
+  } else {
+    Log(logger_, LogLevel::kWarning, "sweeper: reconciling ", queued.size(),
+        " queued runs failed: ", reconciled.status().ToString());
+  }
   return acted;
 }
 
@@ -66,6 +83,10 @@ absl::Status Sweeper::RecoverExpired(const RecoveryCandidate& c) {
   std::string owner = "unknown";
   auto run = store_->GetRun(c.run_id);
   if (run.ok() && !run->lease_owner.empty()) owner = run->lease_owner;
+  if (!run.ok()) {
+    Log(logger_, LogLevel::kWarning, "run ", c.run_id,
+        ": sweeper could not read the expired lease's owner: ", run.status().ToString());
+  }
   if (c.attempts >= c.max_attempts) {
     RunWrite w;
     w.run_id = c.run_id;
@@ -77,10 +98,17 @@ absl::Status Sweeper::RecoverExpired(const RecoveryCandidate& c) {
     w.error = absl::StrCat("attempt cap reached: ", c.attempts, " leases expired");
     w.events = {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner}),
                 events::RunFinished(c.run_id, RunStatus::kFailed, "failed", *w.error)};
-    return store_->Commit(w);
+    RUNLOOM_RETURN_IF_ERROR(store_->Commit(w));
+    metrics_->LeaseExpired();
+    metrics_->Swept(SweepAction::kFailed);
+    metrics_->RunFinished(RunStatus::kFailed);
+    return absl::OkStatus();
   }
-  return store_->Enqueue(
-      c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})});
+  RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(
+      c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})}));
+  metrics_->LeaseExpired();
+  metrics_->Swept(SweepAction::kRequeued);
+  return absl::OkStatus();
 }
 
 }  // namespace runloom::engine_internal

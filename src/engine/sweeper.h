@@ -10,8 +10,10 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/env.h"
 #include "runloom/store.h"
 
+#include "engine/engine_metrics.h"
 #include "engine/reconciler.h"
 
 #include "absl/base/thread_annotations.h"
@@ -27,12 +29,14 @@ class Sweeper {
  public:
   // Every pointer must outlive the sweeper.
   Sweeper(Store* store, Transport* transport, Clock* clock, absl::Duration interval,
-          absl::Duration queued_grace)
+          absl::Duration queued_grace, Logger* logger, EngineMetrics* metrics)
       : store_(store),
         clock_(clock),
         interval_(interval),
         queued_grace_(queued_grace),
-        reconciler_(store, transport) {}
+        logger_(logger),
+        metrics_(metrics),
+        reconciler_(store, transport, logger, metrics) {}
   ~Sweeper() { Stop(); }
   Sweeper(const Sweeper&) = delete;
   Sweeper& operator=(const Sweeper&) = delete;
@@ -42,7 +46,8 @@ class Sweeper {
   // Stops and joins it; Start() may follow.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // One sweep now. Returns how many runs it acted on.
+  // One sweep now. Returns how many runs it acted on; a run it could not act
+  // on is logged and left for the next sweep.
   absl::StatusOr<int> SweepOnce();
 
  private:
@@ -55,6 +60,8 @@ class Sweeper {
   Clock* const clock_;
   const absl::Duration interval_;
   const absl::Duration queued_grace_;
+  Logger* const logger_;
+  EngineMetrics* const metrics_;
   Reconciler reconciler_;
 
   runloom::Mutex mu_;

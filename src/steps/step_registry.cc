@@ -21,6 +21,14 @@ std::shared_ptr<StepKind> StepRegistry::Find(const std::string& name) const {
   return it == kinds_.end() ? nullptr : it->second;
 }
 
+std::vector<std::string> StepRegistry::Names() const {
+  runloom::MutexLock l(&mu_);
+  std::vector<std::string> names;
+  names.reserve(kinds_.size());
+  for (const auto& [name, kind] : kinds_) names.push_back(name);
+  return names;
+}
+
 std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
   auto registry = std::make_unique<StepRegistry>();
   registry->Register("exec", NewExecStep());

@@ -4,6 +4,7 @@
 #include "runloom/sqlite.h"
 
 #include "testing/status_matchers.h"
+#include "testing/transport_wrapper.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -59,34 +60,15 @@ class MemoryOutbox final : public Outbox {
 };
 
 // The SQLite transport, with Publish refused for the runs in `refuse`.
-class RefusingTransport final : public Transport {
+class RefusingTransport final : public ::runloom::testing::TransportWrapper {
  public:
-  explicit RefusingTransport(Transport* inner) : inner_(inner) {}
-  absl::StatusOr<std::vector<QueueMessage>> Claim(const std::string& consumer, int max,
-                                                  absl::Duration visibility) override {
-    return inner_->Claim(consumer, max, visibility);
-  }
-  absl::Status Ack(const QueueMessage& m) override { return inner_->Ack(m); }
-  absl::Status Release(const QueueMessage& m) override { return inner_->Release(m); }
-  void WaitForMessages(absl::Time deadline) override { inner_->WaitForMessages(deadline); }
-  void Interrupt() override { inner_->Interrupt(); }
+  using TransportWrapper::TransportWrapper;
   absl::Status Publish(const std::string& run_id) override {
     if (refuse.count(run_id) > 0) return absl::UnavailableError("stream full");
-    return inner_->Publish(run_id);
+    return TransportWrapper::Publish(run_id);
   }
-  absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& ids) override {
-    return inner_->FindMessages(ids);
-  }
-  absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override {
-    return inner_->ListDeadLetters(limit);
-  }
-  absl::Status Redrive(const std::string& id) override { return inner_->Redrive(id); }
-  absl::StatusOr<int> RedriveAll() override { return inner_->RedriveAll(); }
 
   std::set<std::string> refuse;
-
- private:
-  Transport* const inner_;
 };
 
 class OutboxRelayTest : public ::testing::Test {

@@ -1,5 +1,6 @@
 #include "store/sqlite/migrations.h"
 
+#include "core/log.h"
 #include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -162,6 +163,16 @@ absl::Status MigrateLocked(Db& db) {
   return absl::OkStatus();
 }
 
+// Rolls back after `after` failed; a failed ROLLBACK is logged, not
+// returned (`after` is the error the caller reports).
+void RollbackLogged(Db& db, const absl::Status& after) {
+  absl::Status rb = db.Exec("ROLLBACK");
+  if (!rb.ok()) {
+    Log(DefaultLogger(), LogLevel::kWarning, "database ", db.path(),
+        ": ROLLBACK of schema migrations failed after ", after.ToString(), ": ", rb.ToString());
+  }
+}
+
 }  // namespace
 
 int64_t LatestSchemaVersion() { return kMigrations.back().version; }
@@ -170,12 +181,12 @@ absl::Status ApplyMigrations(Db& db) {
   RUNLOOM_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
   absl::Status s = MigrateLocked(db);
   if (!s.ok()) {
-    db.Exec("ROLLBACK").IgnoreError();  // the failure above is the one to report
+    RollbackLogged(db, s);  // the failure above is the one to report
     return s;
   }
   absl::Status commit = db.Exec("COMMIT");
   if (!commit.ok()) {
-    db.Exec("ROLLBACK").IgnoreError();
+    RollbackLogged(db, commit);
     return Annotate(commit, "committing schema migrations");
   }
   return absl::OkStatus();

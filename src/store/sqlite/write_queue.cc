@@ -1,6 +1,7 @@
 #include "store/sqlite/write_queue.h"
 
 #include "core/crash_point.h"
+#include "core/log.h"
 #include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -152,10 +153,20 @@ absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool sa
                                                   ": starting a write transaction")));
     return absl::OkStatus();
   }
+  // A ROLLBACK after a failure: the failure `after` is what the group
+  // reports; a failed rollback is logged, since the connection may still
+  // hold the transaction (the next BEGIN would then fail).
+  auto rollback_logged = [&](const absl::Status& after) {
+    absl::Status rb = Step(kRollback);
+    if (!rb.ok()) {
+      Log(DefaultLogger(), LogLevel::kWarning, "database ", db_->path(), ": ROLLBACK failed after ",
+          after.ToString(), ": ", rb.ToString());
+    }
+  };
   // Rolls the whole transaction back (nothing of it is committed, so the
   // outcome is known) and fails the group.
   auto abort_all = [&](const absl::Status& why) {
-    if (!db_->autocommit()) Step(kRollback).IgnoreError();  // best effort; `why` is reported
+    if (!db_->autocommit()) rollback_logged(why);  // best effort; `why` is reported
     FailGroup(group, absl::UnavailableError(absl::StrCat(
                          "database ", db_->path(),
                          ": write transaction rolled back: ", why.ToString(), "; retry")));
@@ -211,7 +222,7 @@ absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool sa
     // SQLITE_BUSY on COMMIT leaves the transaction open: nothing was written.
     return abort_all(commit);
   }
-  if (!db_->autocommit()) Step(kRollback).IgnoreError();
+  if (!db_->autocommit()) rollback_logged(commit);
   absl::Status poison = absl::DataLossError(absl::StrCat(
       "database ", db_->path(), ": commit failed and its outcome is unknown (", commit.ToString(),
       "); this store handle refuses further writes; reopen the database"));
