@@ -24,6 +24,14 @@ namespace {
 
 constexpr int kSteps = 5;
 
+// "s<i>", the id of step i. Built with += because GCC 12 at -O2 reports a
+// false -Wrestrict on "s" + std::to_string(i) (an error with -Werror).
+std::string StepId(int i) {
+  std::string id = "s";
+  id += std::to_string(i);
+  return id;
+}
+
 struct Case {
   CrashPoint point;
   // Which hit of the point kills. The store commits, in order: the run's
@@ -80,7 +88,7 @@ TEST_P(CrashPointTest, KilledRunIsCompletedByAWorkerWithoutRedoingSteps) {
   const std::string effects = dir + "/effects.txt";
   std::string yaml = "name: five\nsteps:\n";
   for (int i = 1; i <= kSteps; ++i) {
-    const std::string id = "s" + std::to_string(i);
+    const std::string id = StepId(i);
     yaml += "  - id: " + id + "\n    kind: exec\n    command: \"echo " + id + " >> " + effects +
             "; echo '{}'\"\n";
   }
@@ -112,7 +120,7 @@ TEST_P(CrashPointTest, KilledRunIsCompletedByAWorkerWithoutRedoingSteps) {
   while (std::getline(lines, line)) ++runs[line];
   int repeated = 0;
   for (int i = 1; i <= kSteps; ++i) {
-    const int n = runs["s" + std::to_string(i)];
+    const int n = runs[StepId(i)];
     EXPECT_GE(n, 1) << "s" << i << " never ran";
     EXPECT_LE(n, 2) << "s" << i;
     if (n == 2) ++repeated;
@@ -124,7 +132,7 @@ TEST_P(CrashPointTest, KilledRunIsCompletedByAWorkerWithoutRedoingSteps) {
   for (const nlohmann::json& e : EventsJson(db, run_id)) {
     if (e["type"] == "step.succeeded") ++succeeded[e["data"].value("path", "")];
   }
-  for (int i = 1; i <= kSteps; ++i) EXPECT_EQ(succeeded["s" + std::to_string(i)], 1) << "s" << i;
+  for (int i = 1; i <= kSteps; ++i) EXPECT_EQ(succeeded[StepId(i)], 1) << "s" << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPoints, CrashPointTest, ::testing::ValuesIn(kCases),
