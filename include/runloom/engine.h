@@ -24,6 +24,7 @@
 #include "runloom/clock.h"
 #include "runloom/env.h"
 #include "runloom/event_bus.h"
+#include "runloom/gate.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
@@ -127,6 +128,36 @@ struct DecisionRequest {
   std::string from_phase;
 };
 
+// ---- read model: queries for the CLI and the HTTP API (src/engine/read_model.cc) ----
+
+// The longest page ListRuns and ListEvents return; a larger limit is clamped.
+inline constexpr int kMaxReadLimit = 1000;
+
+// Which runs ListRuns returns: newest first (created_at descending, ties by
+// run id descending), filtered, one page at a time.
+struct RunQuery {
+  std::optional<RunStatus> status;  // empty = any status
+  std::string workflow;             // workflow name; "" = any
+  // Runs per page: 1..kMaxReadLimit (more is clamped to kMaxReadLimit;
+  // less than 1 is kInvalidArgument).
+  int limit = 50;
+  // "" = the first page; else the next_cursor of a previous page.
+  std::string cursor;
+};
+
+struct RunPage {
+  std::vector<RunRecord> runs;
+  // Pass as RunQuery::cursor for the next page; "" = there is none.
+  std::string next_cursor;
+};
+
+// The gate a paused run waits on: nullopt when `run` is not paused or has
+// no gate recorded; kDataLoss when the recorded gate is malformed. The rule
+// Engine::GetPendingGate applies, for a caller that already read the run.
+absl::StatusOr<std::optional<PendingGate>> PendingGateOfPaused(const RunRecord& run);
+
+// ---- end of read model ----
+
 class Engine {
  public:
   // Takes ownership of the backend (its store, transport and event bus are
@@ -156,6 +187,60 @@ class Engine {
   // Executes one run in the calling thread: takes its lease and runs it
   // until it is terminal, paused, or the lease is lost. Used by `runloom run`.
   absl::StatusOr<RunRecord> ExecuteRun(const std::string& run_id);
+
+  // ---- read model (src/engine/read_model.cc) ----
+  // Reads of the store for those who show runs (the CLI, the HTTP API):
+  // they validate their input as untrusted, answer with the documented
+  // codes and never start anything, so they work on an engine that was
+  // opened and never Start()ed. They answer from committed state only;
+  // kUnavailable when the backend is unreachable. Run ids and workflow
+  // names are at most 256 bytes (kInvalidArgument otherwise).
+
+  // kNotFound: no run `run_id`; kInvalidArgument: empty id.
+  absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
+
+  // One page of runs, newest first (see RunQuery). Paging is keyset
+  // paging on (created_at, run id): a cursor is the position of the last
+  // run of its page, so runs created after the first page never shift
+  // later pages (no run is skipped or repeated; new runs appear on a new
+  // first page). A cursor is a position, not a query: pass the same
+  // status and workflow with it to continue the same list. It is opaque
+  // (base64url, at most 512 bytes) and stays valid for as long as the
+  // store does; kInvalidArgument when it does not decode as a cursor (the
+  // message says to pass a previous page's next_cursor, or none), and when
+  // limit < 1. A well-formed cursor no page issued is just a position.
+  //
+  // Example:
+  //   RunQuery q{.status = RunStatus::kFailed, .limit = 100};
+  //   do {
+  //     RUNLOOM_ASSIGN_OR_RETURN(RunPage page, engine->ListRuns(q));
+  //     for (const RunRecord& r : page.runs) Show(r);
+  //     q.cursor = page.next_cursor;
+  //   } while (!q.cursor.empty());
+  absl::StatusOr<RunPage> ListRuns(const RunQuery& query);
+
+  // The run's step records, by revision then start; `revision` empty =
+  // every revision. kNotFound: no such run; kInvalidArgument: revision < 1.
+  absl::StatusOr<std::vector<StepRecord>> ListSteps(const std::string& run_id,
+                                                    std::optional<int64_t> revision);
+
+  // The run's events with seq > `after_seq`, oldest first, at most `limit`
+  // (clamped to kMaxReadLimit). Does not wait (WatchEvents does).
+  // kNotFound: no such run; kInvalidArgument: after_seq < 0 or limit < 1.
+  absl::StatusOr<std::vector<Event>> ListEvents(const std::string& run_id, int64_t after_seq,
+                                                int limit);
+
+  // The approval gate the run waits on: nullopt when it is not paused at
+  // one (PendingGateOfPaused). kNotFound: no such run; kDataLoss: the
+  // recorded gate is malformed.
+  absl::StatusOr<std::optional<PendingGate>> GetPendingGate(const std::string& run_id);
+
+  // Every version of every workflow in the catalog, by name then version.
+  absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows();
+  // One version of `name`; version 0 = the latest. kNotFound: no such
+  // workflow or version; kInvalidArgument: empty name or version < 0.
+  absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version);
+  // ---- end of read model ----
 
   // ---- watches: woken by the backend's event bus, never a poll ----
   // Waits until the run is terminal or paused, or `deadline`.

@@ -27,6 +27,13 @@ enum class RunStatus {
   kCancelled,
 };
 
+// Every run status, in the order above: what ParseRunStatus accepts, and
+// what a message about a bad status lists.
+inline constexpr RunStatus kAllRunStatuses[] = {
+    RunStatus::kQueued,        RunStatus::kRunning,  RunStatus::kPaused,
+    RunStatus::kCompleted,     RunStatus::kRejected, RunStatus::kUnresolved,
+    RunStatus::kBudgetStopped, RunStatus::kFailed,   RunStatus::kCancelled};
+
 // Who writes a status. Executor writes must also carry the current lease token.
 enum class Party {
   kAdmission,  // run creation

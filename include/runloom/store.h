@@ -106,10 +106,21 @@ struct RecoveryCandidate {
   std::string lease_token;  // the expired token (for the sweeper's fenced write)
 };
 
+// A place in ListRuns' order (newest first: created_at descending, then id
+// descending), e.g. the last run of the previous page.
+struct RunPosition {
+  absl::Time created_at;
+  std::string id;
+};
+
 struct RunFilter {
-  std::optional<RunStatus> status;
-  std::string workflow_name;
-  int limit = 100;
+  std::optional<RunStatus> status;  // empty = any status
+  std::string workflow_name;        // "" = any workflow
+  int limit = 100;                  // <= 0 = no limit
+  // Keyset paging: only runs strictly after this position in ListRuns'
+  // order, i.e. (created_at, id) < (after.created_at, after.id). Runs
+  // created later sort before the position, so they never shift a page.
+  std::optional<RunPosition> after;
 };
 
 class Store {
@@ -138,6 +149,10 @@ class Store {
   virtual absl::StatusOr<CreateRunResult> CreateRun(const NewRun& run,
                                                     std::vector<Event> events) = 0;
   virtual absl::StatusOr<RunRecord> GetRun(const std::string& run_id) = 0;
+  // The runs matching `filter`, newest first: ordered by created_at
+  // descending, ties (runs created in the same microsecond) by id
+  // descending, so the order is total and `filter.after` pages through it
+  // without skipping or repeating a run.
   virtual absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) = 0;
 
   // ---- leases ----

@@ -127,7 +127,7 @@ int BenchCommand(const BenchFlags& f) {
   int completed = 0;
   for (const auto& list : ids) {
     for (const std::string& id : list) {
-      auto evs = e->store()->ListEvents(id, 0, 100);
+      auto evs = e->ListEvents(id, 0, 100);
       if (!evs.ok()) continue;
       absl::Time created_at, started_at;
       bool have_c = false, have_s = false, done = false;

@@ -4,7 +4,6 @@
 #include "runloom/engine.h"
 #include "runloom/gate.h"
 #include "runloom/mutex.h"
-#include "runloom/store.h"
 
 #include "core/bounded_json.h"
 #include "core/duration.h"
@@ -12,11 +11,16 @@
 #include "events/events.h"
 #include "workflow/inputs.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "wire/wire.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -139,6 +143,45 @@ absl::StatusOr<Backend> OpenExistingDb(const CommonFlags& c) {
   return OpenDb(c);
 }
 
+// An engine over an existing database, for every command but run and
+// worker: never started, so it executes nothing; its watches wake on commits
+// from the process that executes the run. A failure to open the database
+// keeps its status; a refused Engine::Open is kInternal (it cannot happen
+// with a backend OpenBackend returned).
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const CommonFlags& c) {
+  auto backend = OpenExistingDb(c);
+  if (!backend.ok()) return backend.status();
+  auto engine = Engine::Open({}, *std::move(backend));
+  if (!engine.ok()) return absl::InternalError(engine.status().message());
+  return engine;
+}
+
+// Exit code for an OpenEngine failure: the database named is the user's to fix.
+int OpenFailure(const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kInternal) return Failure(std::string(s.message()));
+  return BadInput(std::string(s.message()));
+}
+
+// Exit code for a failed read of the run a command names.
+int RunReadFailure(const CommonFlags& c, const std::string& run_id, const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kNotFound) {
+    return BadInput(absl::StrCat("run '", run_id, "' not found in ", c.db));
+  }
+  if (s.code() == absl::StatusCode::kInvalidArgument) return BadInput(std::string(s.message()));
+  return Failure(std::string(s.message()));
+}
+
+// `s` as one shell word: as is when it holds only characters no shell
+// treats specially, else in single quotes.
+std::string ShellQuote(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("-_./:=@%+,").find(ch) != std::string_view::npos;
+  });
+  if (plain) return s;
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+}
+
 absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
   nlohmann::json given = nlohmann::json::object();
   if (!f.input_file.empty()) {
@@ -163,15 +206,15 @@ absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
 // elsewhere: plain lines that are easy to grep.
 class ProgressPrinter {
  public:
-  ProgressPrinter(Store* store, std::string run_id)
-      : store_(store), run_id_(std::move(run_id)), tty_(isatty(STDOUT_FILENO) != 0) {}
+  ProgressPrinter(Engine* engine, std::string run_id)
+      : engine_(engine), run_id_(std::move(run_id)), tty_(isatty(STDOUT_FILENO) != 0) {}
 
   void SkipTo(int64_t seq) { last_seq_ = seq; }
   int64_t last_seq() const { return last_seq_; }
 
   // Prints every event after the last one printed.
   void Poll() {
-    auto evs = store_->ListEvents(run_id_, last_seq_, 1000);
+    auto evs = engine_->ListEvents(run_id_, last_seq_, kMaxReadLimit);
     if (!evs.ok()) return;
     for (const Event& e : *evs) {
       last_seq_ = e.seq;
@@ -218,7 +261,7 @@ class ProgressPrinter {
     }
   }
 
-  Store* const store_;
+  Engine* const engine_;
   const std::string run_id_;
   const bool tty_;
   int64_t last_seq_ = 0;
@@ -295,7 +338,7 @@ std::optional<DecisionRequest> AskForDecision(const PendingGate& gate) {
 std::thread ProgressThread(Engine* engine, const std::string& run_id, int64_t after_seq,
                            const std::atomic<bool>* done) {
   return std::thread([engine, run_id, after_seq, done] {
-    ProgressPrinter printer(engine->store(), run_id);
+    ProgressPrinter printer(engine, run_id);
     printer.SkipTo(after_seq);
     while (!done->load()) {
       printer.Poll();
@@ -458,10 +501,8 @@ int DecideCommand(const DecideFlags& f) {
     d.edited_proposal = *std::move(edited);
     d.decision = "edit";
   }
-  auto backend = OpenExistingDb(f.common);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  auto engine = Engine::Open({}, *std::move(backend));
-  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto engine = OpenEngine(f.common);
+  if (!engine.ok()) return OpenFailure(engine.status());
   auto r = (*engine)->Decide(f.run_id, d, f.as.empty() ? DefaultReviewer() : f.as);
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << r->id << ": decision '" << d.decision << "' recorded; the run is "
@@ -470,10 +511,8 @@ int DecideCommand(const DecideFlags& f) {
 }
 
 int CancelCommand(const CommonFlags& c, const std::string& run_id) {
-  auto backend = OpenExistingDb(c);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  auto engine = Engine::Open({}, *std::move(backend));
-  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return OpenFailure(engine.status());
   auto r = (*engine)->Cancel(run_id, DefaultReviewer());
   if (!r.ok()) return ExitForError(r.status());
   if (r->status == RunStatus::kCancelled) {
@@ -487,10 +526,8 @@ int CancelCommand(const CommonFlags& c, const std::string& run_id) {
 
 int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::string& phase,
                  const std::string& feedback) {
-  auto backend = OpenExistingDb(c);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  auto engine = Engine::Open({}, *std::move(backend));
-  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return OpenFailure(engine.status());
   auto r = (*engine)->Rerun(run_id, phase, feedback, DefaultReviewer());
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << run_id << " queued as revision " << r->revision << " from phase " << phase
@@ -500,10 +537,8 @@ int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::str
 
 int ResetCommand(const CommonFlags& c, bool yes) {
   if (!yes) return BadInput("reset cancels every unfinished run; confirm with --yes");
-  auto backend = OpenExistingDb(c);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  auto engine = Engine::Open({}, *std::move(backend));
-  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return OpenFailure(engine.status());
   auto n = (*engine)->ResetAll(DefaultReviewer());
   if (!n.ok()) return Failure(std::string(n.status().message()));
   std::cout << "reset: " << *n << " unfinished runs cancelled\n";
@@ -552,21 +587,20 @@ int WorkerCommand(const WorkerFlags& f) {
 }
 
 int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
-  auto backend = OpenExistingDb(c);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  auto run = backend->store->GetRun(run_id);
-  if (!run.ok()) {
-    if (run.status().code() == absl::StatusCode::kNotFound) {
-      return BadInput(absl::StrCat("run '", run_id, "' not found in ", c.db));
-    }
-    return Failure(std::string(run.status().message()));
-  }
-  auto steps = backend->store->ListSteps(run_id, std::nullopt);
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return OpenFailure(engine.status());
+  auto run = (*engine)->GetRun(run_id);
+  if (!run.ok()) return RunReadFailure(c, run_id, run.status());
+  auto steps = (*engine)->ListSteps(run_id, std::nullopt);
   if (!steps.ok()) return Failure(std::string(steps.status().message()));
   if (json) {
     nlohmann::json j = wire::RunToJson(*run);
     j["steps"] = nlohmann::json::array();
     for (const StepRecord& s : *steps) j["steps"].push_back(wire::StepToJson(s));
+    // Read from the same record as the rest, so it matches "status".
+    auto gate = PendingGateOfPaused(*run);
+    if (!gate.ok()) return Failure(std::string(gate.status().message()));
+    if (gate->has_value()) j["pending_gate"] = wire::GateToJson(**gate);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -591,25 +625,15 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
 }
 
 int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bool follow) {
-  auto backend = OpenExistingDb(c);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  // An engine that is never started: its watches wake on commits from the
-  // process that executes the run.
-  auto engine = Engine::Open({}, *std::move(backend));
-  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return OpenFailure(engine.status());
   Engine* eng = engine->get();
-  Store* store = eng->store();
-  auto run = store->GetRun(run_id);
-  if (!run.ok()) {
-    if (run.status().code() == absl::StatusCode::kNotFound) {
-      return BadInput(absl::StrCat("run '", run_id, "' not found in ", c.db));
-    }
-    return Failure(std::string(run.status().message()));
-  }
-  constexpr int kPage = 1000;
+  auto run = eng->GetRun(run_id);
+  if (!run.ok()) return RunReadFailure(c, run_id, run.status());
+  constexpr int kPage = kMaxReadLimit;
   int64_t after = 0;
   while (true) {
-    auto evs = store->ListEvents(run_id, after, kPage);
+    auto evs = eng->ListEvents(run_id, after, kPage);
     if (!evs.ok()) return Failure(std::string(evs.status().message()));
     for (const Event& e : *evs) {
       after = e.seq;
@@ -623,9 +647,9 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
     std::cout.flush();
     if (static_cast<int>(evs->size()) == kPage) continue;
     if (!follow) break;
-    auto now = store->GetRun(run_id);
+    auto now = eng->GetRun(run_id);
     if (now.ok() && (IsTerminal(now->status) || now->status == RunStatus::kPaused)) {
-      auto rest = store->ListEvents(run_id, after, kPage);
+      auto rest = eng->ListEvents(run_id, after, kPage);
       if (rest.ok() && rest->empty()) break;
       continue;
     }
@@ -638,9 +662,9 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
 }
 
 int WorkflowsCommand(const CommonFlags& c, bool json) {
-  auto backend = OpenExistingDb(c);
-  if (!backend.ok()) return BadInput(std::string(backend.status().message()));
-  auto list = backend->store->ListWorkflows();
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return OpenFailure(engine.status());
+  auto list = (*engine)->ListWorkflows();
   if (!list.ok()) return Failure(std::string(list.status().message()));
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
@@ -652,6 +676,56 @@ int WorkflowsCommand(const CommonFlags& c, bool json) {
   for (const WorkflowVersion& v : *list) {
     std::cout << absl::StrFormat("%-24s %8d  %-20s %s\n", v.name, v.version, v.digest.substr(0, 19),
                                  FormatEventTime(v.created_at));
+  }
+  return 0;
+}
+
+int RunsCommand(const RunsFlags& f) {
+  RunQuery query;
+  if (!f.status.empty()) {
+    query.status = ParseRunStatus(f.status);
+    if (!query.status.has_value()) {
+      std::vector<std::string> valid;
+      for (RunStatus st : kAllRunStatuses) valid.emplace_back(ToString(st));
+      return BadInput(
+          absl::StrCat("--status '", absl::CHexEscape(f.status),
+                       "' is not a run status; use one of: ", absl::StrJoin(valid, ", ")));
+    }
+  }
+  if (f.limit < 1) return BadInput(absl::StrCat("--limit must be at least 1 (got ", f.limit, ")"));
+  query.workflow = f.workflow;
+  query.limit = f.limit;
+  query.cursor = f.cursor;
+  auto engine = OpenEngine(f.common);
+  if (!engine.ok()) return OpenFailure(engine.status());
+  auto page = (*engine)->ListRuns(query);
+  if (!page.ok()) {
+    if (page.status().code() == absl::StatusCode::kInvalidArgument) {
+      return BadInput(absl::StrCat(f.cursor.empty() ? "" : "--cursor: ", page.status().message()));
+    }
+    return Failure(std::string(page.status().message()));
+  }
+  if (f.json) {
+    std::cout << wire::RunPageToJson(*page).dump(2) << "\n";
+    return 0;
+  }
+  if (page->runs.empty()) {
+    std::cout << "no runs\n";
+    return 0;
+  }
+  constexpr char kRow[] = "%-24s  %-28s %-14s  %s\n";
+  std::cout << absl::StrFormat(kRow, "RUN", "WORKFLOW", "STATUS", "CREATED");
+  for (const RunRecord& r : page->runs) {
+    std::cout << absl::StrFormat(kRow, r.id,
+                                 absl::StrCat(r.workflow_name, " v", r.workflow_version),
+                                 std::string(ToString(r.status)), FormatEventTime(r.created_at));
+  }
+  if (!page->next_cursor.empty()) {
+    std::string next = absl::StrCat("runloom runs --db ", ShellQuote(f.common.db));
+    if (!f.status.empty()) absl::StrAppend(&next, " --status ", ShellQuote(f.status));
+    if (!f.workflow.empty()) absl::StrAppend(&next, " --workflow ", ShellQuote(f.workflow));
+    absl::StrAppend(&next, " --limit ", f.limit, " --cursor ", ShellQuote(page->next_cursor));
+    std::cout << "more runs: " << next << "\n";
   }
   return 0;
 }

@@ -66,6 +66,18 @@ int StatusCommand(const CommonFlags& common, const std::string& run_id, bool jso
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
 int WorkflowsCommand(const CommonFlags& common, bool json);
 
+struct RunsFlags {
+  CommonFlags common;
+  std::string status;    // "" = any; else a run status (bad: exit 2 listing the valid ones)
+  std::string workflow;  // "" = any
+  int limit = 20;        // runs per page, 1..1000 (more is clamped to 1000)
+  std::string cursor;    // "" = the first page; else a next_cursor a previous page printed
+  bool json = false;
+};
+// Lists runs newest first, a page at a time; the text form ends with the
+// command for the next page when there is one.
+int RunsCommand(const RunsFlags& flags);
+
 struct BenchFlags {
   int runs = 50000;
   // A service's shape: many executor threads (steps mostly wait on models and

@@ -115,6 +115,18 @@ int main(int argc, char** argv) {
   wf_cmd->add_flag("--json", wf_json, "JSON output");
   add_db(wf_cmd, wf_db);
 
+  runloom::cli::RunsFlags runs;
+  CLI::App* runs_cmd = app.add_subcommand("runs", "List runs, newest first, a page at a time");
+  runs_cmd->add_option("--status", runs.status,
+                       "only runs with this status (queued, running, paused, completed, ...)");
+  runs_cmd->add_option("--workflow", runs.workflow, "only runs of this workflow");
+  runs_cmd->add_option("--limit", runs.limit, "runs per page (at most 1000)")
+      ->capture_default_str();
+  runs_cmd->add_option("--cursor", runs.cursor, "continue after a previous page (its next cursor)");
+  runs_cmd->add_flag("--json", runs.json,
+                     "JSON output: {\"runs\": [...], \"next_cursor\": \"...\"}");
+  add_db(runs_cmd, runs.common);
+
   runloom::cli::BenchFlags bench;
   CLI::App* bench_cmd =
       app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
@@ -144,6 +156,7 @@ int main(int argc, char** argv) {
   if (*events_cmd)
     return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
   if (*wf_cmd) return runloom::cli::WorkflowsCommand(wf_db, wf_json);
+  if (*runs_cmd) return runloom::cli::RunsCommand(runs);
   if (*bench_cmd) return runloom::cli::BenchCommand(bench);
   return kExitBadInput;
 }

@@ -99,8 +99,7 @@ std::string_view ToString(Party p) {
 }
 
 std::optional<RunStatus> ParseRunStatus(std::string_view s) {
-  for (S v : {S::kQueued, S::kRunning, S::kPaused, S::kCompleted, S::kRejected, S::kUnresolved,
-              S::kBudgetStopped, S::kFailed, S::kCancelled}) {
+  for (S v : kAllRunStatuses) {
     if (ToString(v) == s) return v;
   }
   return std::nullopt;

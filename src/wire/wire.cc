@@ -60,4 +60,12 @@ nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definit
   return j;
 }
 
+nlohmann::json GateToJson(const PendingGate& gate) { return PendingGateToJson(gate); }
+
+nlohmann::json RunPageToJson(const RunPage& page) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const RunRecord& r : page.runs) runs.push_back(RunToJson(r));
+  return {{"runs", std::move(runs)}, {"next_cursor", page.next_cursor}};
+}
+
 }  // namespace runloom::wire

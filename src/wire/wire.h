@@ -7,6 +7,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include "runloom/engine.h"
+#include "runloom/gate.h"
 #include "runloom/run.h"
 
 #include "events/events.h"
@@ -19,6 +21,13 @@ nlohmann::json RunToJson(const RunRecord& run);
 nlohmann::json StepToJson(const StepRecord& step);
 // `with_definition`: include the canonical definition under "definition".
 nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definition);
+// A paused run's approval gate: path, step_id, phase, proposal,
+// proposal_digest, allow, revision_phase, title (the form gate.h documents,
+// the same as in the run's context).
+nlohmann::json GateToJson(const PendingGate& gate);
+// A page of runs: {"runs": [RunToJson...], "next_cursor": "..."}, where
+// next_cursor "" means there is no next page.
+nlohmann::json RunPageToJson(const RunPage& page);
 // The event envelope of docs/formats/events.md (what schemas/events/
 // validate), defined beside the event types in events/events.h.
 using ::runloom::EventToJson;

@@ -82,5 +82,35 @@ TEST(Wire, EventIsTheDocumentedEnvelope) {
             (std::set<std::string>{"run_id", "seq", "type", "schema_version", "at", "data"}));
 }
 
+TEST(Wire, GateHasEveryDocumentedField) {
+  nlohmann::json j = GateToJson(PendingGate{.step_path = "outline_review",
+                                            .proposal = {{"text", "an outline"}},
+                                            .allowed_decisions = {"approve", "reject"}});
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"path", "step_id", "phase", "proposal", "proposal_digest",
+                                   "allow", "revision_phase", "title"}));
+  EXPECT_EQ(j["path"], "outline_review");
+  EXPECT_EQ(j["proposal"]["text"], "an outline");
+  EXPECT_EQ(j["allow"], nlohmann::json::array({"approve", "reject"}));
+}
+
+TEST(Wire, RunPageHasRunsAndNextCursor) {
+  RunPage page;
+  page.runs.resize(2);
+  page.runs[0].id = "r2";
+  page.runs[1].id = "r1";
+  page.next_cursor = "MTox";
+  nlohmann::json j = RunPageToJson(page);
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"runs", "next_cursor"}));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["id"], "r2");
+  EXPECT_EQ(j["runs"][1]["status"], "queued");
+  EXPECT_EQ(j["next_cursor"], "MTox");
+  nlohmann::json last = RunPageToJson(RunPage{});
+  EXPECT_TRUE(last["runs"].is_array());
+  EXPECT_TRUE(last["runs"].empty());
+  EXPECT_EQ(last["next_cursor"], "");
+}
+
 }  // namespace
 }  // namespace runloom::wire

@@ -64,7 +64,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "2");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -84,7 +84,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 2; "
+                                     " has schema version 99 but this runloom supports up to 3; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -132,7 +132,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "2");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -189,21 +189,52 @@ TEST_F(SqliteStoreTest, TimesAreUnixMicroseconds) {
   EXPECT_EQ(Raw("SELECT status FROM runs"), "queued");
 }
 
-TEST_F(SqliteStoreTest, Version1DatabaseMigratesToVersion2) {
+TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
   { ASSERT_OK(OpenSqlite(path_, options_)); }
   // Back to what schema version 1 wrote.
   Raw("DROP INDEX dead_letters_live; ALTER TABLE dead_letters DROP COLUMN redriven_at; "
       "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
-      "VALUES (7, 'r_old', 10, 'old', 0); PRAGMA user_version = 1");
+      "VALUES (7, 'r_old', 10, 'old', 0); "
+      "CREATE INDEX runs_created ON runs (created_at); DROP INDEX runs_created_id; "
+      "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "2");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
   ASSERT_EQ(dl->size(), 1u);
   EXPECT_EQ((*dl)[0].run_id, "r_old");
   EXPECT_EQ((*dl)[0].message_id, "7");
+}
+
+// Version 3 swaps the created_at index for one on (created_at, id); the
+// runs of a version 2 file page as on a new one.
+TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
+  { ASSERT_OK(OpenSqlite(path_, options_)); }
+  Raw("CREATE INDEX runs_created ON runs (created_at); DROP INDEX runs_created_id; "
+      "PRAGMA user_version = 2");
+  {
+    absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+    ASSERT_OK(b);
+    for (const char* id : {"r_a", "r_b", "r_c"}) {
+      NewRun n;
+      n.id = id;
+      n.workflow_name = "wf";
+      ASSERT_OK(b->store->CreateRun(n, {}));
+    }
+    RunFilter f;
+    f.limit = 2;
+    f.after = RunPosition{clock_.Now(), "r_c"};
+    absl::StatusOr<std::vector<RunRecord>> page = b->store->ListRuns(f);
+    ASSERT_OK(page);
+    ASSERT_EQ(page->size(), 2u);
+    EXPECT_EQ((*page)[0].id, "r_b");
+    EXPECT_EQ((*page)[1].id, "r_a");
+  }
+  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+  EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
+  EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
 
 TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {

@@ -2,6 +2,8 @@
 // recovery, for every backend of AllBackendFactories().
 #include "conformance_fixture.h"
 
+#include <algorithm>
+
 namespace runloom::conformance {
 namespace {
 
@@ -175,6 +177,86 @@ TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
   RunFilter limited;
   limited.limit = 2;
   EXPECT_THAT(store_->ListRuns(limited), IsOkAndHolds(SizeIs(2)));
+}
+
+// Pages of `filter` (limit as given), each continuing after the previous
+// page's last run, until a short page; every id in order.
+std::vector<std::string> PageThrough(Store& store, RunFilter filter) {
+  std::vector<std::string> ids;
+  for (int pages = 0; pages < 100; ++pages) {
+    absl::StatusOr<std::vector<RunRecord>> page = store.ListRuns(filter);
+    EXPECT_OK(page);
+    if (!page.ok()) break;
+    for (const RunRecord& r : *page) ids.push_back(r.id);
+    if (static_cast<int>(page->size()) < filter.limit) break;
+    filter.after = RunPosition{page->back().created_at, page->back().id};
+  }
+  return ids;
+}
+
+// Time stands still (the TimeControl is never advanced): every run has the
+// same created_at, so only the id orders them, and keyset pages must still
+// return each run exactly once, newest first.
+TEST_P(StoreConformanceTest, ListRunsPagesRunsCreatedAtTheSameTimeExactlyOnce) {
+  std::vector<std::string> wf_ids;
+  std::vector<std::string> all_ids;
+  for (int i = 0; i < 7; ++i) {
+    std::string id = Create(i % 3 == 0 ? "other" : "wf");
+    all_ids.push_back(id);
+    if (i % 3 != 0) wf_ids.push_back(id);
+  }
+  std::sort(all_ids.rbegin(), all_ids.rend());  // equal created_at: id descending
+  std::sort(wf_ids.rbegin(), wf_ids.rend());
+  absl::StatusOr<std::vector<RunRecord>> everything = store_->ListRuns({});
+  ASSERT_OK(everything);
+  for (const RunRecord& r : *everything) EXPECT_EQ(r.created_at, (*everything)[0].created_at);
+
+  RunFilter by_two;
+  by_two.limit = 2;
+  EXPECT_EQ(PageThrough(*store_, by_two), all_ids);
+
+  // Filters combine with the position: a page of "wf" runs continues after
+  // its own last run, whatever the runs of other workflows in between.
+  RunFilter wf_by_two = by_two;
+  wf_by_two.workflow_name = "wf";
+  EXPECT_EQ(PageThrough(*store_, wf_by_two), wf_ids);
+
+  // Lease two of the "wf" runs: status and workflow filters page together.
+  Acquire(wf_ids[1]);
+  Acquire(wf_ids[3]);
+  RunFilter running_wf = wf_by_two;
+  running_wf.status = RunStatus::kRunning;
+  EXPECT_THAT(PageThrough(*store_, running_wf), ElementsAre(wf_ids[1], wf_ids[3]));
+  running_wf.limit = 1;
+  EXPECT_THAT(PageThrough(*store_, running_wf), ElementsAre(wf_ids[1], wf_ids[3]));
+  RunFilter queued_wf = wf_by_two;
+  queued_wf.status = RunStatus::kQueued;
+  EXPECT_THAT(PageThrough(*store_, queued_wf), ElementsAre(wf_ids[0], wf_ids[2]));
+}
+
+TEST_P(StoreConformanceTest, ListRunsAfterAPositionSkipsNewerRunsAndNewInserts) {
+  std::string a = Create();
+  Advance(absl::Seconds(1));
+  std::string b = Create();
+  Advance(absl::Seconds(1));
+  Create();
+  absl::StatusOr<RunRecord> rb = store_->GetRun(b);
+  ASSERT_OK(rb);
+  RunFilter after_b;
+  after_b.after = RunPosition{rb->created_at, rb->id};
+  EXPECT_THAT(store_->ListRuns(after_b), IsOkAndHolds(ElementsAre(Field(&RunRecord::id, a))));
+  // A run created since sorts before the position: the next page is unchanged.
+  Advance(absl::Seconds(1));
+  Create();
+  EXPECT_THAT(store_->ListRuns(after_b), IsOkAndHolds(ElementsAre(Field(&RunRecord::id, a))));
+  // A position no run has (a forged or stale cursor) is still a position.
+  RunFilter between;
+  between.after = RunPosition{rb->created_at + absl::Milliseconds(500), ""};
+  EXPECT_THAT(store_->ListRuns(between),
+              IsOkAndHolds(ElementsAre(Field(&RunRecord::id, b), Field(&RunRecord::id, a))));
+  RunFilter before_everything;
+  before_everything.after = RunPosition{absl::UnixEpoch(), "r_"};
+  EXPECT_THAT(store_->ListRuns(before_everything), IsOkAndHolds(IsEmpty()));
 }
 
 // ---- leases ----

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <thread>
 
 namespace runloom::testing {
@@ -271,6 +272,107 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
   Result wfs = RunCli({"workflows", "--db", db});
   EXPECT_EQ(wfs.code, 0);
   EXPECT_NE(wfs.out.find("ingest"), std::string::npos);
+}
+
+// `runloom runs`: newest first, pages joined by cursors (JSON and the text
+// form's next-page command), filters, and bad input exiting 2.
+TEST(Cli, RunsListsPagesAndRefusesBadInput) {
+  const std::string dir = MakeTempDir("runs");
+  const std::string db = dir + "/runs.db";
+  WriteFile(dir + "/alpha.yaml", "name: alpha\nsteps:\n  - {id: a, kind: noop}\n");
+  WriteFile(dir + "/beta.yaml", "name: beta\nsteps:\n  - {id: b, kind: noop}\n");
+  WriteFile(dir + "/gated.yaml",
+            "name: gated\nsteps:\n  - id: review\n    kind: approval\n"
+            "    proposal: {text: hello}\n");
+  for (const char* wf : {"alpha", "beta", "alpha", "beta", "alpha"}) {
+    Result r = RunCli({"run", dir + "/" + wf + ".yaml", "--db", db});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  Result paused = RunCli({"run", dir + "/gated.yaml", "--db", db});
+  ASSERT_EQ(paused.code, 3) << paused.out;
+  const std::string paused_id = RunIdFrom(paused.out);
+
+  // JSON pages of 2, followed by their cursors: every run once, newest first.
+  std::vector<nlohmann::json> runs;
+  std::string cursor;
+  int pages = 0;
+  do {
+    std::vector<std::string> args = {"runs", "--db", db, "--json", "--limit", "2"};
+    if (!cursor.empty()) {
+      args.push_back("--cursor");
+      args.push_back(cursor);
+    }
+    Result r = RunStdout(args);
+    ASSERT_EQ(r.code, 0) << r.out;
+    nlohmann::json page = nlohmann::json::parse(r.out);
+    EXPECT_LE(page["runs"].size(), 2u);
+    for (const auto& run : page["runs"]) runs.push_back(run);
+    cursor = page["next_cursor"];
+    ++pages;
+  } while (!cursor.empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(runs.size(), 6u);
+  EXPECT_EQ(runs[0]["id"], paused_id);
+  std::set<std::string> ids;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ids.insert(runs[i]["id"].get<std::string>());
+    if (i > 0) {
+      EXPECT_GE(runs[i - 1]["created_at"].get<std::string>(),
+                runs[i]["created_at"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(ids.size(), 6u);
+
+  // Filters.
+  Result alpha =
+      RunStdout({"runs", "--db", db, "--json", "--workflow", "alpha", "--status", "completed"});
+  ASSERT_EQ(alpha.code, 0) << alpha.out;
+  nlohmann::json alpha_page = nlohmann::json::parse(alpha.out);
+  EXPECT_EQ(alpha_page["runs"].size(), 3u);
+  EXPECT_EQ(alpha_page["next_cursor"], "");
+  Result paused_only = RunStdout({"runs", "--db", db, "--json", "--status", "paused"});
+  ASSERT_EQ(paused_only.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(paused_only.out)["runs"].size(), 1u);
+
+  // The text form: a table, then the exact command for the next page.
+  Result text = RunCli({"runs", "--db", db, "--limit", "4"});
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_EQ(text.out.rfind("RUN ", 0), 0u) << text.out;
+  EXPECT_NE(text.out.find(paused_id), std::string::npos) << text.out;
+  const std::string prefix = "more runs: runloom runs --db " + db + " --limit 4 --cursor ";
+  size_t more = text.out.find(prefix);
+  ASSERT_NE(more, std::string::npos) << text.out;
+  EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 6) << text.out;
+  std::string next_cursor = text.out.substr(more + prefix.size());
+  next_cursor = next_cursor.substr(0, next_cursor.find('\n'));
+  Result next = RunCli({"runs", "--db", db, "--limit", "4", "--cursor", next_cursor});
+  ASSERT_EQ(next.code, 0) << next.out;
+  EXPECT_EQ(std::count(next.out.begin(), next.out.end(), '\n'), 3) << next.out;
+  EXPECT_EQ(next.out.find("more runs"), std::string::npos) << next.out;
+
+  // Bad input: exit 2, one line that says how to fix it.
+  Result bad_cursor = RunCli({"runs", "--db", db, "--cursor", "bm90IGEgY3Vyc29y!"});
+  EXPECT_EQ(bad_cursor.code, 2) << bad_cursor.out;
+  EXPECT_NE(bad_cursor.out.find("--cursor"), std::string::npos) << bad_cursor.out;
+  EXPECT_NE(bad_cursor.out.find("next_cursor"), std::string::npos) << bad_cursor.out;
+  EXPECT_EQ(std::count(bad_cursor.out.begin(), bad_cursor.out.end(), '\n'), 1) << bad_cursor.out;
+  Result bad_status = RunCli({"runs", "--db", db, "--status", "done"});
+  EXPECT_EQ(bad_status.code, 2) << bad_status.out;
+  EXPECT_NE(bad_status.out.find("'done'"), std::string::npos) << bad_status.out;
+  EXPECT_NE(bad_status.out.find("queued, running, paused, completed"), std::string::npos)
+      << bad_status.out;
+  EXPECT_EQ(RunCli({"runs", "--db", db, "--limit", "0"}).code, 2);
+  Result no_db = RunCli({"runs", "--db", dir + "/missing.db"});
+  EXPECT_EQ(no_db.code, 2) << no_db.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/missing.db"));
+
+  // `status --json` of a paused run carries its gate; of a finished run, none.
+  nlohmann::json st = StatusJson(db, paused_id);
+  ASSERT_TRUE(st.contains("pending_gate")) << st.dump(2);
+  EXPECT_EQ(st["pending_gate"]["path"], "review");
+  EXPECT_EQ(st["pending_gate"]["proposal"]["text"], "hello");
+  EXPECT_EQ(st["pending_gate"]["proposal_digest"].get<std::string>().rfind("sha256:", 0), 0u);
+  EXPECT_FALSE(StatusJson(db, runs.back()["id"]).contains("pending_gate"));
 }
 
 }  // namespace

@@ -126,9 +126,18 @@ ALTER TABLE dead_letters ADD COLUMN redriven_at INTEGER;
 CREATE INDEX dead_letters_live ON dead_letters (id) WHERE redriven_at IS NULL;
 )sql";
 
+// Version 3: ListRuns pages by (created_at, id) (RunFilter::after); an
+// index on both serves its order and its keyset range without a sort. It
+// replaces runs_created, a prefix of it.
+constexpr char kV3[] = R"sql(
+CREATE INDEX runs_created_id ON runs (created_at, id);
+DROP INDEX runs_created;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},
     Migration{2, kV2},
+    Migration{3, kV3},
 };
 
 absl::Status MigrateLocked(Db& db) {

@@ -39,10 +39,16 @@ constexpr char kInsertRun[] =
     "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
     "last_event_seq, created_at, updated_at) "
     "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11)";
+// Both walk the index runs_created_id backwards (no sort); the second starts
+// after a page's last run (a row-value range on that index).
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
     "ORDER BY created_at DESC, id DESC LIMIT ?3";
+constexpr char kListRunsAfter[] =
+    "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
+    " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
+    "AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -344,7 +350,8 @@ absl::StatusOr<RunRecord> SqliteStore::GetRun(const std::string& run_id) {
 
 absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& filter) {
   return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<RunRecord>> {
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListRuns));
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st,
+                             db.Prepare(filter.after.has_value() ? kListRunsAfter : kListRuns));
     if (filter.status.has_value()) {
       st.BindText(1, ToString(*filter.status));
     } else {
@@ -352,6 +359,10 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& fi
     }
     st.BindText(2, filter.workflow_name);
     st.BindInt(3, SqlLimit(filter.limit));
+    if (filter.after.has_value()) {
+      st.BindTime(4, filter.after->created_at);
+      st.BindText(5, filter.after->id);
+    }
     return CollectRows<RunRecord>(st, RunFromRow);
   });
 }
