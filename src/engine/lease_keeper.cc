@@ -2,37 +2,11 @@
 
 #include "core/log.h"
 
-#include <utility>
 
 namespace runloom::engine_internal {
 
-void LeaseKeeper::Start() {
-  runloom::MutexLock l(&mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void LeaseKeeper::Stop() {
-  std::thread t;
-  {
-    runloom::MutexLock l(&mu_);
-    stop_ = true;
-    t = std::move(thread_);
-  }
-  if (t.joinable()) t.join();
-}
-
-void LeaseKeeper::Loop() {
-  runloom::MutexLock l(&mu_);
-  while (!stop_) {
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stop), clock_->Now() + heartbeat_);
-    if (stop_) break;
-    mu_.Unlock();
-    for (auto& e : active_->Snapshot()) Renew(*e);
-    mu_.Lock();
-  }
+void LeaseKeeper::RenewAll() {
+  for (auto& e : active_->Snapshot()) Renew(*e);
 }
 
 void LeaseKeeper::Renew(RunExecution& e) {

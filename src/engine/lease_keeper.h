@@ -4,8 +4,8 @@
 // once with kLeaseLost, except kUnavailable while the lease has not expired
 // yet (tried again next beat). Every failed renewal is logged.
 //
-// Thread-safety: Start() and Stop() may be called from any thread; mu_
-// guards the stop flag and the thread.
+// Thread-safety: Start() and Stop() may be called from any thread (the
+// thread is a PeriodicTask).
 #pragma once
 
 #include "runloom/clock.h"
@@ -13,13 +13,11 @@
 #include "runloom/store.h"
 
 #include "engine/active_runs.h"
+#include "engine/periodic_task.h"
 #include "engine/run_execution.h"
 
-#include "absl/base/thread_annotations.h"
-#include "runloom/mutex.h"
 #include "absl/time/time.h"
 
-#include <thread>
 
 namespace runloom::engine_internal {
 
@@ -31,35 +29,32 @@ class LeaseKeeper {
       : store_(store),
         clock_(clock),
         active_(active),
-        heartbeat_(heartbeat),
         lease_ttl_(lease_ttl),
-        logger_(logger) {}
+        logger_(logger),
+        task_(clock, heartbeat, [this] { RenewAll(); }) {}
   ~LeaseKeeper() { Stop(); }
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   // Starts the thread (idempotent while running).
-  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  void Start() { task_.Start(); }
   // Stops and joins it; Start() may follow.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() { task_.Stop(); }
 
   // Renews `e`'s lease once.
   void Renew(RunExecution& e);
 
  private:
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // One heartbeat: renews every active execution's lease.
+  void RenewAll();
 
   // Constant after construction.
   Store* const store_;
   Clock* const clock_;
   ActiveRuns* const active_;
-  const absl::Duration heartbeat_;
   const absl::Duration lease_ttl_;
   Logger* const logger_;
-
-  runloom::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_ ABSL_GUARDED_BY(mu_);
+  PeriodicTask task_;  // last: its thread uses the members above
 };
 
 }  // namespace runloom::engine_internal

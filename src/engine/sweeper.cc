@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 
-#include <utility>
 #include <vector>
 
 namespace runloom::engine_internal {
@@ -17,36 +16,11 @@ constexpr int kSweepLimit = 1000;
 
 }  // namespace
 
-void Sweeper::Start() {
-  runloom::MutexLock l(&mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void Sweeper::Stop() {
-  std::thread t;
-  {
-    runloom::MutexLock l(&mu_);
-    stop_ = true;
-    t = std::move(thread_);
-  }
-  if (t.joinable()) t.join();
-}
-
-void Sweeper::Loop() {
-  runloom::MutexLock l(&mu_);
-  while (!stop_) {
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stop), clock_->Now() + interval_);
-    if (stop_) break;
-    mu_.Unlock();
-    absl::StatusOr<int> swept = SweepOnce();
-    if (!swept.ok()) {
-      Log(logger_, LogLevel::kWarning, "sweeper: sweep failed (next one in ",
-          absl::FormatDuration(interval_), "): ", swept.status().ToString());
-    }
-    mu_.Lock();
+void Sweeper::Tick() {
+  absl::StatusOr<int> swept = SweepOnce();
+  if (!swept.ok()) {
+    Log(logger_, LogLevel::kWarning, "sweeper: sweep failed (next one in ",
+        absl::FormatDuration(interval_), "): ", swept.status().ToString());
   }
 }
 

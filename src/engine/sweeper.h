@@ -6,7 +6,7 @@
 // never touches paused or terminal runs.
 //
 // Thread-safety: Start(), Stop() and SweepOnce() may be called from any
-// thread; mu_ guards the stop flag and the thread.
+// thread (the thread is a PeriodicTask).
 #pragma once
 
 #include "runloom/clock.h"
@@ -14,14 +14,12 @@
 #include "runloom/store.h"
 
 #include "engine/engine_metrics.h"
+#include "engine/periodic_task.h"
 #include "engine/reconciler.h"
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "runloom/mutex.h"
 #include "absl/time/time.h"
 
-#include <thread>
 
 namespace runloom::engine_internal {
 
@@ -31,42 +29,39 @@ class Sweeper {
   Sweeper(Store* store, Transport* transport, Clock* clock, absl::Duration interval,
           absl::Duration queued_grace, Logger* logger, EngineMetrics* metrics)
       : store_(store),
-        clock_(clock),
         interval_(interval),
         queued_grace_(queued_grace),
         logger_(logger),
         metrics_(metrics),
-        reconciler_(store, transport, logger, metrics) {}
+        reconciler_(store, transport, logger, metrics),
+        task_(clock, interval, [this] { Tick(); }) {}
   ~Sweeper() { Stop(); }
   Sweeper(const Sweeper&) = delete;
   Sweeper& operator=(const Sweeper&) = delete;
 
   // Starts the thread (idempotent while running).
-  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  void Start() { task_.Start(); }
   // Stops and joins it; Start() may follow.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() { task_.Stop(); }
 
   // One sweep now. Returns how many runs it acted on; a run it could not act
   // on is logged and left for the next sweep.
   absl::StatusOr<int> SweepOnce();
 
  private:
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // One period: a sweep, its failure logged.
+  void Tick();
   // The rule for a `running` run whose lease expired.
   absl::Status RecoverExpired(const RecoveryCandidate& c);
 
   // Constant after construction.
   Store* const store_;
-  Clock* const clock_;
   const absl::Duration interval_;
   const absl::Duration queued_grace_;
   Logger* const logger_;
   EngineMetrics* const metrics_;
   Reconciler reconciler_;
-
-  runloom::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_ ABSL_GUARDED_BY(mu_);
+  PeriodicTask task_;  // last: its thread uses the members above
 };
 
 }  // namespace runloom::engine_internal
