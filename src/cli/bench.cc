@@ -49,6 +49,41 @@ double Percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
+// What the durable events say about the runs: how many completed, and each
+// run's latency from creation to its first step.start.
+struct Measured {
+  int completed = 0;
+  std::vector<double> start_latency_ms;
+};
+
+Measured MeasureFromEvents(Engine& e, const std::vector<std::vector<std::string>>& ids) {
+  Measured m;
+  for (const auto& list : ids) {
+    for (const std::string& id : list) {
+      auto evs = e.ListEvents(id, 0, 100);
+      if (!evs.ok()) continue;
+      absl::Time created_at, started_at;
+      bool have_c = false, have_s = false, done = false;
+      for (const Event& ev : *evs) {
+        if (ev.type == "run.created") {
+          created_at = ev.at;
+          have_c = true;
+        }
+        if (ev.type == "step.started" && !have_s) {
+          started_at = ev.at;
+          have_s = true;
+        }
+        if (ev.type == "run.finished" && ev.data.value("status", "") == "completed") done = true;
+      }
+      if (have_c && have_s) {
+        m.start_latency_ms.push_back(absl::ToDoubleMilliseconds(started_at - created_at));
+      }
+      if (done) ++m.completed;
+    }
+  }
+  return m;
+}
+
 }  // namespace
 
 int BenchCommand(const BenchFlags& f) {
@@ -121,31 +156,9 @@ int BenchCommand(const BenchFlags& f) {
   e->Stop();
   const double elapsed = absl::ToDoubleSeconds(t1 - t0);
 
-  // Latency from the durable events.
-  std::vector<double> lat;
-  lat.reserve(created);
-  int completed = 0;
-  for (const auto& list : ids) {
-    for (const std::string& id : list) {
-      auto evs = e->ListEvents(id, 0, 100);
-      if (!evs.ok()) continue;
-      absl::Time created_at, started_at;
-      bool have_c = false, have_s = false, done = false;
-      for (const Event& ev : *evs) {
-        if (ev.type == "run.created") {
-          created_at = ev.at;
-          have_c = true;
-        }
-        if (ev.type == "step.started" && !have_s) {
-          started_at = ev.at;
-          have_s = true;
-        }
-        if (ev.type == "run.finished" && ev.data.value("status", "") == "completed") done = true;
-      }
-      if (have_c && have_s) lat.push_back(absl::ToDoubleMilliseconds(started_at - created_at));
-      if (done) ++completed;
-    }
-  }
+  Measured m = MeasureFromEvents(*e, ids);
+  const int completed = m.completed;
+  std::vector<double>& lat = m.start_latency_ms;
   const double runs_per_s = completed / elapsed;
   nlohmann::json out = {
       {"runs", f.runs},

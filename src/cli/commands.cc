@@ -365,8 +365,24 @@ void PrintFinal(const RunRecord& run, bool json) {
   std::cout << "\n";
 }
 
+// How to go on with a run paused at a gate: the proposal and the commands.
+void PrintPausedHint(const RunRecord& run, const std::string& db) {
+  const PendingGate gate = PendingGateOf(run).value_or(PendingGate{});
+  std::cout << "run " << run.id << " paused at " << gate.step_path << " for a decision\n"
+            << "proposal:\n"
+            << gate.proposal.dump(2) << "\n"
+            << "proposal digest: " << gate.proposal_digest << "\n"
+            << "decide with: runloom decide " << run.id << " --db " << db << " --digest "
+            << gate.proposal_digest
+            << " --approve   (or --reject, --edit FILE, --revise TEXT [--from PHASE])\n"
+            << "then continue it with: runloom worker --db " << db << " --until-idle\n";
+}
+
 }  // namespace
 
+// Long on purpose: the foreground run as one story, in order (check every
+// input before the database is touched, start, execute with decisions at
+// gates, report); the parts that stand alone are the helpers above.
 int RunCommand(const RunFlags& f) {
   // Everything that can be wrong with the input is checked before the
   // database is opened, so bad input writes nothing.
@@ -465,15 +481,7 @@ int RunCommand(const RunFlags& f) {
     return kExitInterrupted;
   }
   if (result->status == RunStatus::kPaused && !f.json) {
-    const PendingGate gate = PendingGateOf(*result).value_or(PendingGate{});
-    std::cout << "run " << run.id << " paused at " << gate.step_path << " for a decision\n"
-              << "proposal:\n"
-              << gate.proposal.dump(2) << "\n"
-              << "proposal digest: " << gate.proposal_digest << "\n"
-              << "decide with: runloom decide " << run.id << " --db " << f.common.db << " --digest "
-              << gate.proposal_digest
-              << " --approve   (or --reject, --edit FILE, --revise TEXT [--from PHASE])\n"
-              << "then continue it with: runloom worker --db " << f.common.db << " --until-idle\n";
+    PrintPausedHint(*result, f.common.db);
     return kExitPaused;
   }
   PrintFinal(*result, f.json);

@@ -6,6 +6,8 @@
 
 #include <iostream>
 
+// One flat table of every subcommand and flag, then the dispatch: long, but
+// read top to bottom like the --help it produces.
 int main(int argc, char** argv) {
 #ifndef RUNLOOM_TESTING
   // Debian builds Abseil with its debug default: every Mutex acquisition
