@@ -67,6 +67,10 @@ struct EngineOptions {
   absl::Duration lease_ttl = absl::Seconds(30);
   // Renewal period; zero = lease_ttl / 3.
   absl::Duration heartbeat = absl::ZeroDuration();
+  // How often the engine asks the store whether a run it is executing was
+  // cancelled by another process (a cancel through this engine stops the
+  // run at once). One primary-key read per held run; zero = 250 ms.
+  absl::Duration cancel_check = absl::Milliseconds(250);
   // Leases a run may take before it fails ("attempt cap").
   int max_attempts = 5;
   // A queued run with no queue message for this long is re-enqueued.
@@ -278,8 +282,9 @@ class Engine {
                                   const std::string& feedback, const std::string& by);
 
   // Cancels a run: queued and paused runs at once; a running run is asked to
-  // stop (its executor stops at the next safe point within one heartbeat and
-  // writes cancelled). kFailedPrecondition when already terminal.
+  // stop: its executor kills the running step and writes cancelled, at once
+  // if this engine holds it, else within EngineOptions::cancel_check (250 ms)
+  // in whichever process does. kFailedPrecondition when already terminal.
   absl::StatusOr<RunRecord> Cancel(const std::string& run_id, const std::string& by);
 
   // Admin reset: cancels every queued, running and paused run. Returns how many.

@@ -216,6 +216,12 @@ class Store {
   // nor a dead letter for it.
   virtual absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(
       absl::Duration queued_grace, int limit) = 0;
+  // Of `run_ids`, those that are `running` with a cancel requested: an
+  // executor asks this often (every EngineOptions::cancel_check) about the
+  // runs it holds, so a cancel from any process stops the step in well
+  // under a second without a shorter lease. Unknown ids are left out.
+  virtual absl::StatusOr<std::vector<std::string>> FindCancelRequested(
+      const std::vector<std::string>& run_ids) = 0;
   // Writes an outbox row for the run unless one is pending, and appends
   // `events` (e.g. the sweeper's "run.lease_expired"), atomically.
   // kNotFound: no such run.
@@ -288,6 +294,10 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
                                                                  int limit) override {
     return inner_->FindRecoverable(queued_grace, limit);
+  }
+  absl::StatusOr<std::vector<std::string>> FindCancelRequested(
+      const std::vector<std::string>& run_ids) override {
+    return inner_->FindCancelRequested(run_ids);
   }
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override {
     return inner_->Enqueue(run_id, std::move(events));

@@ -526,8 +526,8 @@ int CancelCommand(const CommonFlags& c, const std::string& run_id) {
   if (r->status == RunStatus::kCancelled) {
     std::cout << "run " << run_id << " cancelled\n";
   } else {
-    std::cout << "run " << run_id << " is running; cancel requested: its executor stops at the "
-              << "next safe point\n";
+    std::cout << "run " << run_id << " is running; cancel requested: its executor stops the "
+              << "running step and ends the run within a second\n";
   }
   return 0;
 }

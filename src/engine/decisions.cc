@@ -227,8 +227,9 @@ absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::strin
   w.expected = {run.status};
   w.events.push_back(RunCancelRequestedEvent(run_id, {.by = by}));
   if (run.status == RunStatus::kRunning) {
-    // The executor holds the lease: ask it to stop. It sees the flag on its
-    // next heartbeat (or its next step start, which the store refuses).
+    // The executor holds the lease: ask it to stop. It sees the flag within
+    // EngineOptions::cancel_check (CancelWatch), on its next renewal, or at
+    // its next step start, which the store refuses.
     w.cancel_requested = true;
   } else {
     w.new_status = RunStatus::kCancelled;

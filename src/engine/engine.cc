@@ -6,6 +6,7 @@
 //   run_launcher.h    taking one run's lease and running it to an end
 //   active_runs.h     the executions held now (renewed, drained on Stop)
 //   lease_keeper.h    lease renewal
+//   cancel_watch.h    a cancel from any process stops the execution quickly
 //   engine_metrics.h  the runloom_* metrics on env.metrics
 //   random_source.h   env.random (or an OS-seeded generator) under a lock
 //   sweeper.h         expired leases; reconciler.h: queued runs with no message
@@ -18,6 +19,7 @@
 #include "core/status_macros.h"
 #include "engine/active_runs.h"
 #include "engine/admission.h"
+#include "engine/cancel_watch.h"
 #include "engine/decisions.h"
 #include "engine/engine_metrics.h"
 #include "engine/executor_pool.h"
@@ -61,6 +63,7 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
   if (options.owner.empty()) options.owner = DefaultOwner();
   if (options.registry == nullptr) options.registry = StepRegistry::WithBuiltins();
   if (options.heartbeat <= absl::ZeroDuration()) options.heartbeat = options.lease_ttl / 3;
+  if (options.cancel_check <= absl::ZeroDuration()) options.cancel_check = absl::Milliseconds(250);
   if (options.executors < 1) options.executors = 1;
   return options;
 }
@@ -85,6 +88,7 @@ class Engine::Impl {
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_, logger()),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
+        cancel_watch_(store(), clock(), &active_, options_.cancel_check, logger()),
         sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace,
                  logger(), metrics_.get()),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
@@ -112,6 +116,7 @@ class Engine::Impl {
   // The lease keeper, and the sweeper if enabled. Idempotent.
   void StartBackground() {
     keeper_.Start();
+    cancel_watch_.Start();
     if (options_.enable_sweeper) sweeper_.Start();
   }
 
@@ -126,10 +131,12 @@ class Engine::Impl {
     active_.DrainAll(clock(), options_.drain_timeout);
     pool_.Join();
     keeper_.Stop();
+    cancel_watch_.Stop();
     sweeper_.Stop();
   }
 
   engine_internal::Watches& watches() { return watches_; }
+  engine_internal::CancelWatch& cancel_watch() { return cancel_watch_; }
 
  private:
   // Constant after construction.
@@ -147,6 +154,7 @@ class Engine::Impl {
   RunLauncher launcher_;
   ExecutorPool pool_;
   LeaseKeeper keeper_;
+  engine_internal::CancelWatch cancel_watch_;
   Sweeper sweeper_;
   engine_internal::Watches watches_;
 };
@@ -206,10 +214,15 @@ absl::StatusOr<RunRecord> Engine::Rerun(const std::string& run_id, const std::st
   return engine_internal::RerunRun(impl_->Decisions(), run_id, phase, feedback, by);
 }
 absl::StatusOr<RunRecord> Engine::Cancel(const std::string& run_id, const std::string& by) {
-  return engine_internal::CancelRun(impl_->Decisions(), run_id, by);
+  absl::StatusOr<RunRecord> run = engine_internal::CancelRun(impl_->Decisions(), run_id, by);
+  // Held here: stop it now rather than at the next check.
+  if (run.ok() && run->status == RunStatus::kRunning) impl_->cancel_watch().StopIfHeld(run_id);
+  return run;
 }
 absl::StatusOr<int> Engine::ResetAll(const std::string& by) {
-  return engine_internal::ResetAllRuns(impl_->Decisions(), by);
+  absl::StatusOr<int> n = engine_internal::ResetAllRuns(impl_->Decisions(), by);
+  impl_->cancel_watch().CheckOnce();  // the runs held here stop now
+  return n;
 }
 int Engine::ActiveRuns() const { return impl_->ActiveRuns(); }
 EngineStats Engine::stats() const { return impl_->stats(); }

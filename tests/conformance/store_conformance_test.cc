@@ -157,6 +157,27 @@ TEST_P(StoreConformanceTest, IdempotencyKeyReturnsTheExistingRun) {
   EXPECT_THAT(ClaimAll(), SizeIs(4));
 }
 
+// The executor's quick question (CancelWatch): which of the runs it holds
+// were asked to stop.
+TEST_P(StoreConformanceTest, FindCancelRequestedNamesRunningRunsAskedToStop) {
+  const std::string a = Create();
+  const std::string b = Create();
+  const std::string queued = Create();
+  for (const std::string& id : {a, b}) {
+    ASSERT_OK(store_->AcquireLease(id, "w", absl::Seconds(30), {Ev("run.started")}));
+  }
+  EXPECT_THAT(store_->FindCancelRequested({a, b, queued, "r_unknown"}),
+              IsOkAndHolds(::testing::IsEmpty()));
+  RunWrite cancel;
+  cancel.run_id = a;
+  cancel.party = Party::kCancel;
+  cancel.cancel_requested = true;
+  ASSERT_OK(store_->Commit(cancel));
+  EXPECT_THAT(store_->FindCancelRequested({a, b, queued, "r_unknown"}),
+              IsOkAndHolds(::testing::ElementsAre(a)));
+  EXPECT_THAT(store_->FindCancelRequested({}), IsOkAndHolds(::testing::IsEmpty()));
+}
+
 TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
   std::string a = Create("wf");
   Advance(absl::Seconds(1));

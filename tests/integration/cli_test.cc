@@ -112,6 +112,41 @@ TEST(Cli, KilledRunTakesItsStepsProcessTreeWithIt) {
   EXPECT_EQ(left, 0) << "sleeps still running 1 s after the kill";
 }
 
+// Issue 8, finding 7: `runloom cancel` from another process stops a running
+// step in under a second at the default settings (a 30 s lease, so a
+// 10 s heartbeat), and the run ends cancelled.
+TEST(Cli, CancelFromAnotherProcessStopsARunningStepWithinASecond) {
+  const std::string dir = MakeTempDir("cancel");
+  const std::string db = dir + "/cancel.db";
+  WriteFile(dir + "/long.yaml",
+            "name: long\nsteps:\n  - id: s\n    kind: exec\n    command: [sleep, '30']\n");
+  Child run({"run", dir + "/long.yaml", "--db", db}, dir + "/run.log");
+  std::string run_id;
+  bool started = false;
+  for (int i = 0; i < 500 && !started; ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(20));
+    if (run_id.empty()) run_id = RunIdFrom(ReadFile(dir + "/run.log"));
+    if (run_id.empty()) continue;
+    for (const auto& e : EventsJson(db, run_id)) started = started || e["type"] == "step.started";
+  }
+  ASSERT_TRUE(started) << ReadFile(dir + "/run.log");
+  const absl::Time asked = RealClock()->Now();
+  Result cancel = RunCli({"cancel", run_id, "--db", db});
+  ASSERT_EQ(cancel.code, 0) << cancel.out;
+  std::string status;
+  absl::Duration took;
+  while (RealClock()->Now() - asked < absl::Seconds(15)) {
+    status = StatusJson(db, run_id)["status"];
+    took = RealClock()->Now() - asked;
+    if (status == "cancelled") break;
+    RealClock()->SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(status, "cancelled");
+  EXPECT_LT(took, absl::Seconds(1)) << "from `runloom cancel` to the run's cancelled status";
+  run.Kill(SIGKILL);  // in case it did not stop; a no-op once it has exited
+  run.Wait();
+}
+
 class Ingest : public ::testing::Test {
  protected:
   void SetUp() override {

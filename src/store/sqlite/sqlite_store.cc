@@ -64,6 +64,8 @@ constexpr char kListSteps[] = "SELECT " RUNLOOM_SQLITE_STEP_COLUMNS
 constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_SQLITE_STEP_COLUMNS
                                         " FROM step_records WHERE run_id = ?1 AND revision = ?2 "
                                         "ORDER BY revision, started_at, path";
+constexpr char kCancelRequested[] =
+    "SELECT 1 FROM runs WHERE id = ?1 AND status = 'running' AND cancel_requested = 1";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
@@ -430,6 +432,23 @@ absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
     RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> queued,
                              CollectRows<RecoveryCandidate>(st, from_row));
     for (RecoveryCandidate& c : queued) out.push_back(std::move(c));
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteStore::FindCancelRequested(
+    const std::vector<std::string>& run_ids) {
+  if (run_ids.empty()) return std::vector<std::string>{};
+  // One primary-key lookup per id, in one read transaction: an executor
+  // holds at most its executor count of runs.
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<std::string>> {
+    std::vector<std::string> out;
+    for (const std::string& id : run_ids) {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kCancelRequested));
+      st.BindText(1, id);
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) out.push_back(id);
+    }
     return out;
   });
 }
