@@ -52,15 +52,16 @@ absl::StatusOr<nlohmann::json> ParseJsonBounded(absl::string_view text, absl::st
     using E = nlohmann::json::parse_event_t;
     if (event == E::key || event == E::object_end || event == E::array_end) return true;
     if (++nodes > limits.max_nodes) {
-      throw LimitExceeded{LimitError(source, absl::StrCat("more than ", limits.max_nodes, " values"),
+      throw LimitExceeded{LimitError(source,
+                                     absl::StrCat("more than ", limits.max_nodes, " values"),
                                      "max_nodes", limits.max_nodes, "send a smaller value")};
     }
     // `depth` counts the containers around this value; a new container
     // nests one deeper.
     if ((event == E::object_start || event == E::array_start) && depth + 1 > limits.max_depth) {
-      throw LimitExceeded{LimitError(
-          source, absl::StrCat("nesting deeper than ", limits.max_depth, " levels"), "max_depth",
-          limits.max_depth, "flatten the value")};
+      throw LimitExceeded{
+          LimitError(source, absl::StrCat("nesting deeper than ", limits.max_depth, " levels"),
+                     "max_depth", limits.max_depth, "flatten the value")};
     }
     return true;
   };

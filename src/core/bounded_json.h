@@ -15,10 +15,10 @@
 #include "runloom/limits.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 namespace runloom {
 

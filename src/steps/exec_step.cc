@@ -7,13 +7,16 @@
 #include "steps/builtin_steps.h"
 #include "steps/internal/config.h"
 #include "steps/internal/subprocess.h"
+#include "workflow/template.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <cctype>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,7 +60,7 @@ absl::Status ParseCommand(const ConfigReader& r, ExecConfig& c) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
       return r.Error("command", "must not be empty");
     }
-    c.argv = {"/bin/sh", "-c", text};
+    c.argv = {"/bin/sh", "-c", text};  // CodeArgument finds the script at [2]
     return absl::OkStatus();
   }
   if (cmd.is_array() && !cmd.empty()) {
@@ -102,11 +105,67 @@ absl::Status ParseEnv(const ConfigReader& r, ExecConfig& c) {
   return absl::OkStatus();
 }
 
+// The argv element that an interpreter runs as code: the script after a
+// shell's -c, or the program after python's -c or perl/ruby/node's -e. -1
+// when there is none. `env [NAME=value...] program ...` is looked through.
+int CodeArgument(const std::vector<std::string>& argv) {
+  size_t i = 0;
+  auto base = [&](size_t k) {
+    const std::string& a = argv[k];
+    return a.substr(a.rfind('/') == std::string::npos ? 0 : a.rfind('/') + 1);
+  };
+  if (!argv.empty() && base(0) == "env") {
+    for (i = 1; i < argv.size() && (argv[i].find('=') != std::string::npos || argv[i][0] == '-');
+         ++i) {
+    }
+    if (i >= argv.size()) return -1;
+  }
+  const std::string program = base(i);
+  static const auto* kShells =
+      new std::set<std::string>{"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "mksh"};
+  char flag = 0;
+  if (kShells->count(program) > 0 || absl::StartsWith(program, "python")) {
+    flag = 'c';
+  } else if (program == "perl" || program == "ruby" || program == "node") {
+    flag = 'e';
+  } else {
+    return -1;
+  }
+  for (size_t k = i + 1; k + 1 < argv.size(); ++k) {
+    const std::string& a = argv[k];
+    if (a.size() < 2 || a[0] != '-' || a[1] == '-') continue;  // not a short-option cluster
+    if (a.find(flag) != std::string::npos) return static_cast<int>(k + 1);
+  }
+  return -1;
+}
+
+// Templates are substituted as text: inside code an interpreter runs, a
+// value such as `$(touch pwned)` (or a model's output) would run too. Refused
+// unless the step opts in with unsafe_shell_templates: true.
+absl::Status CheckNoTemplatesInCode(const ConfigReader& r, const ExecConfig& c) {
+  const int code = CodeArgument(c.argv);
+  if (code < 0) return absl::OkStatus();
+  const std::vector<std::string> refs = TemplateRefs(nlohmann::json(c.argv[code]));
+  if (refs.empty()) return absl::OkStatus();
+  return r.Error("command",
+                 absl::StrCat("'{{ ", refs[0],
+                              " }}' is inside the script the shell (or interpreter) runs, "
+                              "so a value like $(touch pwned) would run as code (values may come "
+                              "from users or models); pass it as data instead: as its own argument "
+                              "(command: [sh, -c, 'echo \"$1\"', sh, '{{ ",
+                              refs[0],
+                              " }}']), in env:, or on stdin (input:); or, only for a trusted "
+                              "value, set unsafe_shell_templates: true on the step"));
+}
+
 absl::StatusOr<ExecConfig> ParseExecConfig(const nlohmann::json& config, bool unresolved) {
   ConfigReader r("exec", config, unresolved);
-  RUNLOOM_RETURN_IF_ERROR(r.CheckKeys({"command", "input", "cwd", "env"}));
+  RUNLOOM_RETURN_IF_ERROR(
+      r.CheckKeys({"command", "input", "cwd", "env", "unsafe_shell_templates"}));
   ExecConfig c;
   RUNLOOM_RETURN_IF_ERROR(ParseCommand(r, c));
+  RUNLOOM_ASSIGN_OR_RETURN(std::optional<bool> unsafe, r.Bool("unsafe_shell_templates"));
+  if (unresolved && !unsafe.value_or(false)) RUNLOOM_RETURN_IF_ERROR(CheckNoTemplatesInCode(r, c));
   if (r.Has("input")) {
     c.input = r.Get("input");
   }
@@ -169,10 +228,9 @@ absl::StatusOr<nlohmann::json> ParseStdout(const std::string& out) {
   absl::StatusOr<nlohmann::json> parsed = ParseJsonBounded(out, "step output", StepOutputLimits());
   if (!parsed.ok()) {
     if (IsLimitError(parsed.status())) return parsed.status();
-    return absl::InvalidArgumentError(
-        absl::StrCat("step output is not a JSON object: ", Snippet(out), " (",
-                     parsed.status().message(),
-                     "); print exactly one JSON object on stdout and send logs to stderr"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step output is not a JSON object: ", Snippet(out), " (", parsed.status().message(),
+        "); print exactly one JSON object on stdout and send logs to stderr"));
   }
   nlohmann::json value = *std::move(parsed);
   if (!value.is_object()) {

@@ -316,7 +316,9 @@ TEST_F(ExecStepTest, LostExitStatusIsAnErrorNotSuccess) {
 TEST_F(ExecStepTest, ValidateNamesTheBadKey) {
   absl::Status s = exec_->Validate(MakeDef("exec", {{"comand", "true"}}));
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_EQ(s.message(), "exec step: unknown key 'comand'; allowed keys: command, cwd, env, input");
+  EXPECT_EQ(s.message(),
+            "exec step: unknown key 'comand'; allowed keys: command, cwd, env, input, "
+            "unsafe_shell_templates");
 
   s = exec_->Validate(MakeDef("exec", json::object()));
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
@@ -337,9 +339,46 @@ TEST_F(ExecStepTest, ValidateNamesTheBadKey) {
   EXPECT_THAT(exec_->Validate(MakeDef("exec", json::array())),
               StatusIs(absl::StatusCode::kInvalidArgument));
   // Templates are checked after resolution.
-  EXPECT_OK(exec_->Validate(MakeDef(
-      "exec",
-      {{"command", "{{ inputs.cmd }}"}, {"env", "{{ inputs.env }}"}, {"input", "{{ x }}"}})));
+  EXPECT_OK(exec_->Validate(MakeDef("exec", {{"command", json::array({"run", "{{ inputs.cmd }}"})},
+                                             {"env", "{{ inputs.env }}"},
+                                             {"input", "{{ x }}"}})));
+}
+
+// Issue 8, finding 5: a template inside code a shell or interpreter runs is
+// refused at load time unless the step opts in; as data it is fine.
+TEST_F(ExecStepTest, TemplatesInsideShellCodeAreRefusedUnlessOptedIn) {
+  const std::vector<json> refused = {
+      "echo {{ inputs.v }} > out.txt",  // a string command runs under /bin/sh -c
+      json::array({"sh", "-c", "echo {{ inputs.v }} > out.txt"}),
+      json::array({"/bin/bash", "-euc", "echo {{ inputs.v }}"}),
+      json::array({"env", "LC_ALL=C", "bash", "-c", "echo {{ inputs.v }}"}),
+      json::array({"python3", "-c", "print('{{ inputs.v }}')"}),
+      json::array({"node", "-e", "console.log('{{ inputs.v }}')"}),
+      "{{ inputs.cmd }}",
+  };
+  for (const json& command : refused) {
+    EXPECT_THAT(exec_->Validate(MakeDef("exec", {{"command", command}})),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::AllOf(::testing::HasSubstr("$(touch pwned)"),
+                                          ::testing::HasSubstr("unsafe_shell_templates"))))
+        << command.dump();
+    EXPECT_OK(
+        exec_->Validate(MakeDef("exec", {{"command", command}, {"unsafe_shell_templates", true}})));
+  }
+  const std::vector<json> data = {
+      json::array({"sh", "-c", "echo \"$1\" > out.txt", "sh", "{{ inputs.v }}"}),
+      json::array({"echo", "{{ inputs.v }}"}),
+      json::array({"python3", "step.py", "{{ inputs.v }}"}),
+      "echo \"$V\"",
+  };
+  for (const json& command : data) {
+    EXPECT_OK(exec_->Validate(
+        MakeDef("exec", {{"command", command}, {"env", {{"V", "{{ inputs.v }}"}}}})))
+        << command.dump();
+  }
+  EXPECT_THAT(
+      exec_->Validate(MakeDef("exec", {{"command", "true"}, {"unsafe_shell_templates", "yes"}})),
+      StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Bounded loading (issue 8, finding 1 and 2): hostile YAML and JSON are
 // refused after bounded work, with the limit and the source named.
 #include "runloom/limits.h"
+
 #include "runloom/workflow.h"
 
 #include "core/bounded_json.h"
@@ -113,11 +114,11 @@ class LimitsFileTest : public ::testing::Test {
 };
 
 TEST_F(LimitsFileTest, LargeWorkflowFileIsRefusedByItsSize) {
-  const std::string path = Write("big.yaml", "name: big\ndescription: " +
-                                                 std::string((1 << 20) + 10, 'x') + "\n");
-  EXPECT_THAT(LoadWorkflowFile(path), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               AllOf(HasSubstr("workflow file '"),
-                                                     HasSubstr("max_bytes = 1048576"))));
+  const std::string path =
+      Write("big.yaml", "name: big\ndescription: " + std::string((1 << 20) + 10, 'x') + "\n");
+  EXPECT_THAT(LoadWorkflowFile(path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("workflow file '"), HasSubstr("max_bytes = 1048576"))));
 }
 
 TEST_F(LimitsFileTest, DirectoryAndMissingFileAreClearErrors) {
@@ -129,10 +130,9 @@ TEST_F(LimitsFileTest, DirectoryAndMissingFileAreClearErrors) {
 
 TEST_F(LimitsFileTest, JsonFileIsReadBounded) {
   EXPECT_THAT(ReadJsonFileBounded(Write("ok.json", R"({"a": [1, 2]})"), "input file"), IsOk());
-  EXPECT_THAT(
-      ReadJsonFileBounded(Write("deep.json", std::string(100000, '[')), "input file"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("input file '"), HasSubstr("max_depth = 64"))));
+  EXPECT_THAT(ReadJsonFileBounded(Write("deep.json", std::string(100000, '[')), "input file"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("input file '"), HasSubstr("max_depth = 64"))));
 }
 
 TEST(BoundedJson, DeepNestingStopsAtTheLimitWithoutRecursing) {

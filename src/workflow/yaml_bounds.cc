@@ -99,10 +99,10 @@ class BoundsHandler : public YAML::EventHandler {
   }
   void CheckDepth(const YAML::Mark& mark, int depth) {
     if (depth > limits_.max_depth) {
-      throw LimitExceeded{LimitError(At(mark),
-                                     absl::StrCat("nesting deeper than ", limits_.max_depth,
-                                                  " levels with aliases expanded"),
-                                     "max_depth", limits_.max_depth, "flatten the structure")};
+      throw LimitExceeded{LimitError(
+          At(mark),
+          absl::StrCat("nesting deeper than ", limits_.max_depth, " levels with aliases expanded"),
+          "max_depth", limits_.max_depth, "flatten the structure")};
     }
   }
   std::string At(const YAML::Mark& mark) const { return absl::StrCat(source_, ":", mark.line + 1); }

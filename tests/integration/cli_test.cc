@@ -147,6 +147,29 @@ TEST(Cli, CancelFromAnotherProcessStopsARunningStepWithinASecond) {
   run.Wait();
 }
 
+// Issue 8, finding 5: a templated value reaches an exec step as data. The
+// unsafe form (the value inside an `sh -c` script) is refused at load time
+// with nothing written; the safe form passes `$(touch pwned)` through as text.
+TEST(Cli, TemplatedValuesNeverRunAsShellCode) {
+  const std::string dir = MakeTempDir("inject");
+  const std::string db = dir + "/inject.db";
+  const std::string evil = "v=$(touch pwned)";
+  WriteFile(dir + "/unsafe.yaml",
+            "name: unsafe\ninputs:\n  v: {type: string}\nsteps:\n  - id: s\n    kind: exec\n"
+            "    command: [sh, -c, 'echo {{ inputs.v }} > out.txt']\n");
+  Result refused = RunCli({"run", dir + "/unsafe.yaml", "--db", db, "--input", evil});
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("unsafe_shell_templates"), std::string::npos) << refused.out;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  WriteFile(dir + "/safe.yaml",
+            "name: safe\ninputs:\n  v: {type: string}\nsteps:\n  - id: s\n    kind: exec\n"
+            "    command: [sh, -c, 'echo \"$1\" > out.txt; echo \"{}\"', sh, '{{ inputs.v }}']\n");
+  Result ok = RunCli({"run", dir + "/safe.yaml", "--db", db, "--input", evil});
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(ReadFile(dir + "/out.txt"), "$(touch pwned)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/pwned")) << "the value ran as code";
+}
+
 class Ingest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -74,6 +74,17 @@ absl::StatusOr<std::optional<std::string>> ConfigReader::String(const std::strin
   return v.get<std::string>();
 }
 
+absl::StatusOr<std::optional<bool>> ConfigReader::Bool(const std::string& key) const {
+  if (!Has(key)) {
+    return std::nullopt;
+  }
+  const nlohmann::json& v = Get(key);
+  if (!v.is_boolean()) {
+    return Error(key, absl::StrCat("must be true or false, got ", v.dump()));
+  }
+  return v.get<bool>();
+}
+
 absl::StatusOr<std::optional<int64_t>> ConfigReader::Int(const std::string& key, int64_t min,
                                                          int64_t max) const {
   if (!Has(key) || Deferred(key)) {

@@ -40,6 +40,9 @@ class ConfigReader {
   // Typed getters: nullopt when absent or Deferred. kInvalidArgument on a
   // wrong type, naming the key and what is expected.
   absl::StatusOr<std::optional<std::string>> String(const std::string& key) const;
+  // A literal true or false (a template is refused: the value decides what
+  // validation allows).
+  absl::StatusOr<std::optional<bool>> Bool(const std::string& key) const;
   // An integer in [min, max]; a string of digits (a resolved template) is accepted.
   absl::StatusOr<std::optional<int64_t>> Int(const std::string& key, int64_t min,
                                              int64_t max) const;

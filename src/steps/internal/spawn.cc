@@ -25,7 +25,7 @@ constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
 
 // Signals a command starts with at their default action (an ignored one
 // would survive execve).
-constexpr int kDefaultSignals[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP, SIGUSR1,
+constexpr int kDefaultSignals[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,  SIGUSR1,
                                    SIGUSR2, SIGCHLD, SIGALRM, SIGTSTP, SIGTTIN, SIGTTOU};
 
 std::vector<std::string> BuildEnv(const std::map<std::string, std::string>& extra) {
@@ -81,9 +81,7 @@ struct Prepared {
   const char* cwd = nullptr;
 };
 
-void WriteErrno(int fd, int err) {
-  [[maybe_unused]] ssize_t n = write(fd, &err, sizeof(err));
-}
+void WriteErrno(int fd, int err) { [[maybe_unused]] ssize_t n = write(fd, &err, sizeof(err)); }
 
 // In the command, after the second fork: async-signal-safe calls only.
 [[noreturn]] void ExecCommand(const Prepared& p, const SpawnRequest& r, int error_fd) {
@@ -114,8 +112,7 @@ void WriteErrno(int fd, int err) {
 }
 
 // The guard, after the first fork: async-signal-safe calls only. Never returns.
-[[noreturn]] void RunGuard(const Prepared& p, const SpawnRequest& r, int error_fd,
-                           pid_t executor) {
+[[noreturn]] void RunGuard(const Prepared& p, const SpawnRequest& r, int error_fd, pid_t executor) {
   setpgid(0, 0);
   // Every signal waits for sigwaitinfo below; SIGCHLD at its default so the
   // command can be waited for even if the executor process ignores it.
