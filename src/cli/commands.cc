@@ -397,6 +397,14 @@ int RunCommand(const RunFlags& f) {
   if (auto frozen = FreezeInputs(*wf, *given); !frozen.ok()) {
     return BadInput(absl::StrCat(f.file, ": ", frozen.status().message()));
   }
+  for (const InputDef& in : wf->inputs) {
+    if (in.secret && given->contains(in.name) && !SecretRefName((*given)[in.name]).has_value()) {
+      std::cerr << "runloom: secret input '" << in.name << "' was given as a value: only this "
+                << "process can use it. If the run pauses or this process stops, a worker cannot "
+                << "resolve it; give it as --input " << in.name
+                << "=secret://NAME (with RUNLOOM_SECRET_NAME set for every worker) instead\n";
+    }
+  }
   auto ttl = PositiveDurationFlag("--lease-ttl", f.lease_ttl);
   if (!ttl.ok()) return BadInput(std::string(ttl.status().message()));
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));

@@ -8,6 +8,7 @@
 #include "core/status_macros.h"
 #include "engine/event_helpers.h"
 #include "engine/outcome.h"
+#include "workflow/inputs.h"
 #include "workflow/template.h"
 
 #include "absl/strings/str_cat.h"
@@ -26,7 +27,12 @@ RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
     : config_(std::move(config)),
       run_(std::move(run)),
       workflow_(std::move(workflow)),
-      writer_(config_.store, run_.id, std::move(lease), config_.lease_request, root_) {
+      writer_(config_.store, run_.id, std::move(lease), config_.lease_request, root_,
+              &scrubber_) {
+  for (auto it = config_.secrets.begin(); it != config_.secrets.end(); ++it) {
+    if (it->is_string()) scrubber_.Add(it->get<std::string>());
+    else scrubber_.Add(it->dump());
+  }
   for (StepRecord& r : records) {
     std::string path = r.path;
     records_.emplace(std::move(path), std::move(r));
@@ -37,7 +43,19 @@ RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
 
 absl::StatusOr<nlohmann::json> RunExecution::Resolve(const std::string& ref,
                                                      const Scope& scope) const {
-  return ResolveRef(ref, scope, run_, config_.secrets);
+  RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json v, ResolveRef(ref, scope, run_, config_.secrets));
+  // A declared secret input stored as secret://NAME: resolved here, by
+  // whichever process executes the step, and scrubbed from what it writes.
+  const std::optional<std::string> name = SecretRefName(v);
+  if (!name.has_value()) return v;
+  bool declared_secret = false;
+  for (const InputDef& in : workflow_->inputs) {
+    declared_secret = declared_secret || (in.secret && ref == "inputs." + in.name);
+  }
+  if (!declared_secret) return v;
+  RUNLOOM_ASSIGN_OR_RETURN(std::string value, ResolveSecret(*name));
+  scrubber_.Add(value);
+  return nlohmann::json(std::move(value));
 }
 
 absl::Status RunExecution::Record(const StepDef& step, const std::string& path,

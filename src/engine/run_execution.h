@@ -30,6 +30,7 @@
 
 #include "engine/engine_metrics.h"
 #include "engine/run_writer.h"
+#include "engine/secrets.h"
 #include "engine/stop.h"
 #include "engine/template_scope.h"
 
@@ -164,7 +165,10 @@ class RunExecution {
   std::map<std::string, StepRecord> records_;
 
   StopSource root_;
-  RunWriter writer_;  // after root_, which it stops
+  // The secret values this execution knows (given in memory, or resolved
+  // from references); every write is scrubbed of them.
+  mutable SecretScrubber scrubber_;  // thread-safe; Resolve() adds to it
+  RunWriter writer_;  // after root_, which it stops, and scrubber_
   runloom::Mutex phase_mu_;
   std::string phase_ ABSL_GUARDED_BY(phase_mu_);  // the last phase written on the run
 

@@ -7,8 +7,10 @@
 namespace runloom::engine_internal {
 
 RunWriter::RunWriter(Store* store, std::string run_id, Lease lease,
-                     std::optional<FirstLeaseRequest> first_lease, StopSource& root)
+                     std::optional<FirstLeaseRequest> first_lease, StopSource& root,
+                     const SecretScrubber* scrubber)
     : store_(store),
+      scrubber_(scrubber),
       run_id_(std::move(run_id)),
       first_lease_(std::move(first_lease)),
       root_(root),
@@ -34,6 +36,8 @@ bool RunWriter::lease_needs_records() const {
 absl::Status RunWriter::Write(RunWrite write, bool defer) {
   runloom::MutexLock l(&write_mu_);
   if (lease_lost_) return absl::AbortedError("lease lost");
+  // Before anything is kept: deferred records are written later, as they are.
+  if (scrubber_ != nullptr) scrubber_->Scrub(write);
   if (defer) {
     // A finished step's record rides on the next write (the next step's
     // start, a retry, a pause or the terminal status), which always comes

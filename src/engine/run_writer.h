@@ -25,6 +25,7 @@
 #include "runloom/run.h"
 #include "runloom/store.h"
 
+#include "engine/secrets.h"
 #include "engine/stop.h"
 
 #include "absl/base/thread_annotations.h"
@@ -51,8 +52,11 @@ class RunWriter {
  public:
   // `lease`: the lease held (token empty when `first_lease` is set). `root`
   // is stopped when a write is refused; it must outlive the writer.
+  // `scrubber` (may be null; must outlive the writer) removes secret values
+  // from every write before it reaches the store.
   RunWriter(Store* store, std::string run_id, Lease lease,
-            std::optional<FirstLeaseRequest> first_lease, StopSource& root);
+            std::optional<FirstLeaseRequest> first_lease, StopSource& root,
+            const SecretScrubber* scrubber = nullptr);
   RunWriter(const RunWriter&) = delete;
   RunWriter& operator=(const RunWriter&) = delete;
 
@@ -80,6 +84,7 @@ class RunWriter {
 
   // Constant after construction.
   Store* const store_;
+  const SecretScrubber* const scrubber_;
   const std::string run_id_;
   const std::optional<FirstLeaseRequest> first_lease_;
   StopSource& root_;

@@ -35,7 +35,8 @@ absl::StatusOr<nlohmann::json> ResolveRef(const std::string& ref, const Scope& s
     if (!v) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", absl::StrJoin(r.path, "."), "' has no value in this run",
-          " (secret inputs are not stored: they exist only in the process that started the run)"));
+          " (a secret input given as a value exists only in the process that started the run;"
+          " give it as secret://NAME and any worker resolves it)"));
     }
     return *v;
   }

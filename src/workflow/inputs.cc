@@ -5,6 +5,7 @@
 #include "workflow/internal/names.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -155,12 +156,40 @@ absl::StatusOr<nlohmann::json> FreezeInputs(const Workflow& wf, const nlohmann::
     } else {
       continue;
     }
-    RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json checked, CheckValue(in, value));
-    if (!in.secret) {
-      frozen[in.name] = std::move(checked);
+    if (in.secret) {
+      // A reference is stored (any worker resolves it); a value is checked
+      // but never stored, and no error repeats it.
+      if (value.is_string() && absl::StartsWith(value.get_ref<const std::string&>(), kSecretScheme)) {
+        if (!SecretRefName(value).has_value()) {
+          return InputError(in.name, "a secret reference is secret://NAME with NAME made of "
+                                     "letters, digits and _ (not starting with a digit)");
+        }
+        frozen[in.name] = value;
+        continue;
+      }
+      if (!CheckValue(in, value).ok()) {
+        return InputError(in.name, absl::StrCat("the secret value is not a valid ", in.type,
+                                                "; pass ", Example(in.type),
+                                                ", or a reference secret://NAME"));
+      }
+      continue;
     }
+    RUNLOOM_ASSIGN_OR_RETURN(frozen[in.name], CheckValue(in, value));
   }
   return frozen;
+}
+
+std::optional<std::string> SecretRefName(const nlohmann::json& value) {
+  if (!value.is_string()) return std::nullopt;
+  const std::string& s = value.get_ref<const std::string&>();
+  if (!absl::StartsWith(s, kSecretScheme)) return std::nullopt;
+  const std::string name = s.substr(sizeof(kSecretScheme) - 1);
+  constexpr size_t kMaxName = 128;
+  if (name.empty() || name.size() > kMaxName || absl::ascii_isdigit(name[0])) return std::nullopt;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return std::nullopt;
+  }
+  return name;
 }
 
 }  // namespace runloom

@@ -9,6 +9,9 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
+#include <optional>
+#include <string>
+
 namespace runloom {
 
 // Checks `given` (a JSON object of name -> value; null counts as {}) against
@@ -21,11 +24,20 @@ namespace runloom {
 //    number, "true"/"false" for a boolean, JSON text for an object or array;
 //  - a value must be one of the input's enum values when it has any;
 //  - declared inputs not given take their default (none: left out);
-//  - secret inputs are checked but left out of the result, so they are never
-//    stored.
+//  - a secret input given as a reference "secret://NAME" is stored as that
+//    reference (whichever process executes a step resolves it, see
+//    src/engine/secrets.h); one given as a value is checked but left out of
+//    the result, so it is never stored, and no error message repeats it.
 // Errors: kInvalidArgument "input 'x': <what is wrong>; <how to fix it>".
 //
 // Example: FreezeInputs(wf, {{"pages", "3"}}) -> {"pages": 3, "format": "txt"}
 absl::StatusOr<nlohmann::json> FreezeInputs(const Workflow& wf, const nlohmann::json& given);
+
+// The scheme of a secret reference.
+inline constexpr char kSecretScheme[] = "secret://";
+
+// NAME when `value` is the string "secret://NAME" and NAME is a valid secret
+// name ([A-Za-z_][A-Za-z0-9_]*, at most 128 characters); nullopt otherwise.
+std::optional<std::string> SecretRefName(const nlohmann::json& value);
 
 }  // namespace runloom

@@ -44,6 +44,20 @@ TEST(FreezeInputs, AppliesDefaultsAndDropsSecrets) {
               IsOkAndHolds(json::parse(R"({"document_id":"d1","format":"txt","dry_run":false})")));
 }
 
+// Issue 8, finding 4: a reference is stored, so any worker can resolve it; a
+// bad one is refused; a value stays out of the result.
+TEST(FreezeInputs, KeepsSecretReferencesAndRefusesBadOnes) {
+  EXPECT_THAT(
+      FreezeInputs(Declared(), {{"document_id", "d1"}, {"api_key", "secret://API_KEY"}}),
+      IsOkAndHolds(json::parse(
+          R"({"document_id":"d1","format":"txt","dry_run":false,"api_key":"secret://API_KEY"})")));
+  EXPECT_THAT(ErrorOf({{"document_id", "d1"}, {"api_key", "secret://9bad-name"}}),
+              HasSubstr("secret://NAME"));
+  EXPECT_EQ(SecretRefName(json("secret://A_1")), "A_1");
+  EXPECT_EQ(SecretRefName(json("secret://")), std::nullopt);
+  EXPECT_EQ(SecretRefName(json("plain")), std::nullopt);
+}
+
 TEST(FreezeInputs, ConvertsCliStrings) {
   const json given = {{"document_id", "d1"}, {"api_key", "k"},    {"pages", "42"},
                       {"ratio", "1.5"},      {"dry_run", "true"}, {"opts", R"({"a":1})"},

@@ -170,6 +170,71 @@ TEST(Cli, TemplatedValuesNeverRunAsShellCode) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/pwned")) << "the value ran as code";
 }
 
+// Issue 8, finding 3: a step that prints a secret puts it nowhere: not in the
+// database, its WAL, or any CLI output. Given as a reference and as a value.
+TEST(Cli, ALeakedSecretIsScrubbedFromTheDatabaseAndEveryOutput) {
+  const std::string dir = MakeTempDir("secret");
+  const std::string secret = "s3cr3t-v4lue-" + std::to_string(getpid());
+  setenv("RUNLOOM_SECRET_LEAKY_KEY", secret.c_str(), 1);
+  WriteFile(dir + "/leak.yaml",
+            "name: leak\ninputs:\n  key: {type: string, secret: true}\nsteps:\n"
+            "  - id: s\n    kind: exec\n"
+            "    command: [sh, -c, 'echo key-is-$0 >&2; echo \"{\\\"k\\\": \\\"$0\\\"}\"; exit 3', "
+            "'{{ inputs.key }}']\n");
+  for (const std::string& given : {std::string("secret://LEAKY_KEY"), secret}) {
+    const std::string db = dir + "/leak-" + std::to_string(given.size()) + ".db";
+    Result run = RunCli({"run", dir + "/leak.yaml", "--db", db, "--input", "key=" + given});
+    EXPECT_EQ(run.code, 1) << run.out;  // the step fails (exit 3)
+    const std::string run_id = RunIdFrom(run.out);
+    ASSERT_FALSE(run_id.empty()) << run.out;
+    std::string everything = run.out;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"status", run_id, "--db", db},
+          std::vector<std::string>{"status", run_id, "--db", db, "--json"},
+          std::vector<std::string>{"events", run_id, "--db", db},
+          std::vector<std::string>{"events", run_id, "--db", db, "--json"}}) {
+      Result r = RunCli(args);
+      EXPECT_EQ(r.code, 0) << r.out;
+      everything += r.out;
+    }
+    EXPECT_NE(everything.find("key-is-[secret]"), std::string::npos) << everything;
+    EXPECT_EQ(everything.find(secret), std::string::npos) << "printed: " << everything;
+    for (const std::string& file : {db, db + "-wal"}) {
+      EXPECT_EQ(ReadFile(file).find(secret), std::string::npos) << "in " << file;
+    }
+  }
+  unsetenv("RUNLOOM_SECRET_LEAKY_KEY");
+}
+
+// Issue 8, finding 4: a secret given as a reference survives a gate: the run
+// is finished by `worker`, another process, which resolves it again.
+TEST(Cli, ASecretReferenceIsResolvedByTheWorkerAfterAGate) {
+  const std::string dir = MakeTempDir("secret-gate");
+  const std::string db = dir + "/gate.db";
+  setenv("RUNLOOM_SECRET_GATE_KEY", "gate-secret-value", 1);
+  WriteFile(dir + "/gate.yaml",
+            "name: gated\ninputs:\n  key: {type: string, secret: true}\nsteps:\n"
+            "  - id: review\n    kind: approval\n    proposal: {text: hello}\n"
+            "  - id: use\n    kind: exec\n    needs: [review]\n"
+            "    command: [sh, -c, 'printf %s \"$0\" > used.txt; echo \"{}\"', "
+            "'{{ inputs.key }}']\n");
+  Result run = RunCli({"run", dir + "/gate.yaml", "--db", db, "--input", "key=secret://GATE_KEY"});
+  const std::string run_id = RunIdFrom(run.out);
+  ASSERT_FALSE(run_id.empty()) << run.out;
+  nlohmann::json st = StatusJson(db, run_id);
+  ASSERT_EQ(st["status"], "paused") << st.dump(2);
+  const std::string digest = st["pending_gate"]["proposal_digest"];
+  Result decide = RunCli({"decide", run_id, "--db", db, "--digest", digest, "--approve"});
+  ASSERT_EQ(decide.code, 0) << decide.out;
+  Result worker = RunCli({"worker", "--db", db, "--until-idle"});
+  EXPECT_EQ(worker.code, 0) << worker.out;
+  st = StatusJson(db, run_id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  EXPECT_EQ(ReadFile(dir + "/used.txt"), "gate-secret-value") << "the step got the value";
+  EXPECT_EQ(ReadFile(db).find("gate-secret-value"), std::string::npos);
+  unsetenv("RUNLOOM_SECRET_GATE_KEY");
+}
+
 class Ingest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,0 +1,60 @@
+// Secrets of a run: resolving secret://NAME references, and scrubbing the
+// resolved values out of everything an execution writes.
+//
+// A secret input is stored as a reference (FreezeInputs), never as a value,
+// so any process executing the run (a worker after a crash, after a gate)
+// resolves it when a step needs it, from, in order:
+//   1. the environment variable RUNLOOM_SECRET_<NAME>;
+//   2. the file named by RUNLOOM_SECRETS_FILE: lines NAME=value ('#' starts a
+//      comment line); the file must be a regular file owned by this process's
+//      user and readable by no one else (mode 0600 or 0400), or it is refused.
+// Only names exposed this way resolve: a run cannot read other environment
+// variables of the worker through a reference.
+//
+// Every value an execution resolved (or was given in memory) is replaced by
+// "[secret]" in every text it writes: step outputs, errors and stderr tails,
+// event data, the run's error, outcome and context. A secret never reaches
+// the database, the CLI's output or a log line that comes from those.
+//
+// Thread-safety: ResolveSecret is thread-safe; SecretScrubber is thread-safe.
+#pragma once
+
+#include "runloom/mutex.h"
+#include "runloom/store.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+#include <string>
+#include <vector>
+
+namespace runloom::engine_internal {
+
+// The value of secret NAME (see above). kNotFound names where it looked and
+// how to provide it; kPermissionDenied for a secrets file others can read.
+absl::StatusOr<std::string> ResolveSecret(const std::string& name);
+
+inline constexpr char kScrubbed[] = "[secret]";
+
+class SecretScrubber {
+ public:
+  // Values to scrub from now on (empty strings are ignored).
+  void Add(const std::string& value) ABSL_LOCKS_EXCLUDED(mu_);
+  bool empty() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Replaces every known value in `text` / in every string (and key) of
+  // `value` / in every text field of `write`.
+  void Scrub(std::string& text) const ABSL_LOCKS_EXCLUDED(mu_);
+  void Scrub(nlohmann::json& value) const ABSL_LOCKS_EXCLUDED(mu_);
+  void Scrub(RunWrite& write) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void ScrubLocked(std::string& text) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void ScrubLocked(nlohmann::json& value) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  mutable runloom::Mutex mu_;
+  std::vector<std::string> values_ ABSL_GUARDED_BY(mu_);  // longest first
+};
+
+}  // namespace runloom::engine_internal
