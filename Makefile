@@ -10,10 +10,14 @@
 #                                    unit, conformance and chaos tests
 #                test-tsan           build-tsan/ (TSan, RUNLOOM_TESTING): the
 #                                    engine, decision, write-queue and chaos tests
+#                test-fuzz           build-fuzz/ (clang, libFuzzer+ASan+UBSan):
+#                                    the two fuzz targets in tests/fuzz, each
+#                                    run FUZZ_SECONDS (60) on a copy of its
+#                                    checked-in corpus
 #                and prints each step's time.
 #   make bench   build Release and print the benchmark as JSON
 #   make build   build everything in build/ (Release)
-#   make clean   remove build/, build-asan/ and build-tsan/
+#   make clean   remove build/, build-asan/, build-tsan/ and build-fuzz/
 #
 # Every recipe line runs in bash with -euo pipefail: any failure stops make
 # with a non-zero exit.
@@ -26,6 +30,7 @@ JOBS ?= 2
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
+FUZZ_DIR ?= build-fuzz
 CLI_TARGET ?= runloom
 RUNLOOM := ./$(BUILD_DIR)/runloom
 
@@ -37,8 +42,22 @@ DEMO ?= examples/blog.yaml
 RELEASE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DRUNLOOM_WERROR=ON
 ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Asan -DRUNLOOM_WERROR=ON -DRUNLOOM_TESTING=ON
 TSAN_FLAGS := -DCMAKE_BUILD_TYPE=Tsan -DRUNLOOM_WERROR=ON -DRUNLOOM_TESTING=ON
+# The fuzz build: clang, every runloom source instrumented (RUNLOOM_FUZZ in
+# CMakeLists.txt), no tests; only the fuzz targets and what they link are built.
+FUZZ_FLAGS := -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRUNLOOM_WERROR=ON \
+  -DRUNLOOM_FUZZ=ON -DRUNLOOM_BUILD_TESTS=OFF
+FUZZ_TARGETS := workflow_loader inputs
+FUZZ_SECONDS ?= 60
+# An input that runs longer than 5 s, or a process above 512 MB, is a
+# finding, like a crash. ASan's quarantine of freed memory (256 MB by default)
+# alone would take the process past 512 MB within a minute of small inputs,
+# so it is cut to 64 MB: one input's blow-up still shows, the quarantine's
+# slow growth does not.
+FUZZ_ASAN_OPTIONS := quarantine_size_mb=64
+FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -max_len=65536 \
+  -print_final_stats=1
 # Each step of `make test`, in order; each builds its configuration once.
-TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan
+TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
 .PHONY: bootstrap bootstrap-test configure build cli demo bench test $(TEST_STEPS) clean
@@ -77,6 +96,8 @@ test: bootstrap-test
 	  $(MAKE) --no-print-directory $$step; \
 	  echo "$$step: $$(( $$(date +%s) - start )) s" >> $(BUILD_DIR)/test-steps.log; \
 	done
+	@echo "== fuzz: $(FUZZ_DIR) (libFuzzer+ASan+UBSan, $(FUZZ_SECONDS) s per target)"
+	@grep -hE '^Done' $(FUZZ_DIR)/fuzz-*.log
 	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), $(ASAN_DIR) (ASan+UBSan, unit|conformance|chaos), $(TSAN_DIR) (TSan, label tsan)"
 	@grep -hE '$(CTEST_SUMMARY)' $(BUILD_DIR)/ctest.log $(ASAN_DIR)/ctest.log $(TSAN_DIR)/ctest.log
 	@echo "== time per step"
@@ -115,5 +136,28 @@ test-tsan:
 	TSAN_OPTIONS="$${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1} suppressions=$(CURDIR)/tests/tsan.supp" \
 	  ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(TSAN_DIR)/ctest.log
 
+# Each fuzz target runs on a copy of tests/fuzz/corpus/<target>/ in
+# build-fuzz/, so what it finds never lands in the repository; a crash, a
+# timeout or an out-of-memory stops make, leaving the input in
+# build-fuzz/artifacts/<target>/ (fix it, then add the input to the corpus).
+test-fuzz:
+	cmake -S . -B $(FUZZ_DIR) $(FUZZ_FLAGS)
+	cmake --build $(FUZZ_DIR) --target $(FUZZ_TARGETS:%=%_fuzz) -j$(JOBS)
+	for t in $(FUZZ_TARGETS); do \
+	  rm -rf $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
+	  mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts/$$t; \
+	  cp -r tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz-$$t.log)"; \
+	  if ! ASAN_OPTIONS="$${ASAN_OPTIONS:-$(FUZZ_ASAN_OPTIONS)}" \
+	      UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" ./$(FUZZ_DIR)/tests/fuzz/$${t}_fuzz \
+	      $(FUZZ_OPTIONS) -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ $(FUZZ_DIR)/corpus/$$t \
+	      > $(FUZZ_DIR)/fuzz-$$t.log 2>&1; then \
+	    tail -n 60 $(FUZZ_DIR)/fuzz-$$t.log; \
+	    echo "fuzz $$t: found a problem; input in $(FUZZ_DIR)/artifacts/$$t/"; \
+	    exit 1; \
+	  fi; \
+	  grep -E '^(Done|stat::(number_of_executed_units|peak_rss_mb))' $(FUZZ_DIR)/fuzz-$$t.log; \
+	done
+
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

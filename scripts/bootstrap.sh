@@ -4,7 +4,8 @@
 # everything is present it changes nothing and runs no `apt-get update`.
 #
 # Usage: scripts/bootstrap.sh [--test] [--check]
-#   --test    also install what only the tests need (nodejs, npm, clang)
+#   --test    also install what only the tests need (nodejs, npm, clang and
+#             its libFuzzer/sanitizer runtimes)
 #   --check   install nothing; list what is missing and exit 1 if anything is
 #
 # Non-interactive: no prompts, works with no stdin. Runs apt-get directly as
@@ -21,8 +22,11 @@ readonly BUILD_PACKAGES=(
 )
 # clang (clang-14): `make test-thread-safety` runs clang++ -fsyntax-only
 # -Wthread-safety. The ASan and TSan builds use GCC, whose sanitizer runtimes
-# (libasan8, libtsan2) come with g++ (libgcc-12-dev); no clang runtime needed.
-readonly TEST_PACKAGES=(nodejs npm clang)
+# (libasan8, libtsan2) come with g++ (libgcc-12-dev).
+# libclang-rt-14-dev: clang's libFuzzer and ASan/UBSan runtimes, for
+# `make test-fuzz`; clang-14 only recommends it (via libclang-common-14-dev),
+# and --no-install-recommends below would skip it.
+readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev)
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -33,7 +37,7 @@ for arg in "$@"; do
   case "$arg" in
     --test) want_test=1 ;;
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) die "unknown argument '$arg'; use --test, --check or --help" ;;
   esac
 done

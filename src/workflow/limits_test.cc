@@ -84,6 +84,22 @@ TEST(LoadLimits, DepthThroughAnAliasCounts) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_depth")));
 }
 
+// Found by tests/fuzz/workflow_loader_fuzz (issue 8): yaml-cpp made `&x [*x]`
+// a cyclic node and the loader's key check recursed until the stack overflowed.
+TEST(LoadLimits, AliasInsideItsOwnAnchorIsRefused) {
+  const std::string head = "name: r\nsteps:\n  - id: a\n    kind: noop\n    output: ";
+  for (const std::string value :
+       {"&x [*x]", "&m {k: *m}", "&m {k: [1, {j: *m}]}", "&k {*k : 1}", "{a: &o [*o, 1]}"}) {
+    absl::StatusOr<Workflow> wf = LoadWorkflowYaml(head + value + "\n", "cycle.yaml");
+    EXPECT_THAT(wf, StatusIs(absl::StatusCode::kInvalidArgument,
+                             AllOf(HasSubstr("cycle.yaml:5"), HasSubstr("contain itself"))))
+        << value;
+    EXPECT_FALSE(IsLimitError(wf.status())) << value;
+  }
+  // The same alias after its anchor's node closes is an ordinary alias.
+  EXPECT_THAT(LoadWorkflowYaml(head + "{a: &o [1, 2], b: *o}\n", "ok.yaml"), IsOk());
+}
+
 TEST(LoadLimits, TooManyStepsIsRefused) {
   std::string yaml = "name: many\nsteps:\n";
   for (int i = 0; i < 1001; ++i) yaml += absl::StrCat("  - {id: s", i, ", kind: noop}\n");

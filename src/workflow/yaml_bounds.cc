@@ -15,7 +15,7 @@ namespace runloom::workflow_internal {
 namespace {
 
 // Thrown from the event handler to stop the parser at the first node past a
-// limit; caught in CheckYamlBounds.
+// limit (or at a recursive alias); caught in CheckYamlBounds.
 struct LimitExceeded {
   absl::Status status;
 };
@@ -33,6 +33,17 @@ class BoundsHandler : public YAML::EventHandler {
     Leaf(mark, anchor);
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    // yaml-cpp resolves an alias inside its own anchor's node (`&a [*a]`) to
+    // that node: a cycle, which every recursive walk after YAML::Load follows
+    // until the stack overflows. Refused here, while the anchor is open.
+    for (const Frame& f : open_) {
+      if (f.anchor != YAML::NullAnchor && f.anchor == anchor) {
+        throw LimitExceeded{absl::InvalidArgumentError(
+            absl::StrCat(At(mark),
+                         ": an alias is used inside the node its anchor names, which "
+                         "makes the value contain itself; use the alias after that node"))};
+      }
+    }
     // An unknown anchor is a syntax error the loader reports.
     const Subtree t = anchor < anchors_.size() ? anchors_[anchor] : Subtree{1, 0};
     Add(mark, t.nodes);

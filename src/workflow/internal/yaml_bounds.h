@@ -22,7 +22,9 @@ namespace runloom::workflow_internal {
 
 // kInvalidArgument "<source>:<line>: ... (limit max_nodes = N); ..." when the
 // text is over max_bytes, or its expanded node count or depth is over the
-// limits. Syntax errors are left to the loader's own parse (OK here).
+// limits; kInvalidArgument (not a limit error) for an alias inside its own
+// anchor's node (`&a [*a]`), which would make the loaded value cyclic.
+// Syntax errors are left to the loader's own parse (OK here).
 absl::Status CheckYamlBounds(absl::string_view text, const std::string& source,
                              const LoadLimits& limits);
 
