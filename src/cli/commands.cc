@@ -156,12 +156,6 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const CommonFlags& c) {
   return engine;
 }
 
-// Exit code for an OpenEngine failure: the database named is the user's to fix.
-int OpenFailure(const absl::Status& s) {
-  if (s.code() == absl::StatusCode::kInternal) return Failure(std::string(s.message()));
-  return BadInput(std::string(s.message()));
-}
-
 // Exit code for a failed read of the run a command names.
 int RunReadFailure(const CommonFlags& c, const std::string& run_id, const absl::Status& s) {
   if (s.code() == absl::StatusCode::kNotFound) {
@@ -380,6 +374,17 @@ void PrintPausedHint(const RunRecord& run, const std::string& db) {
 
 }  // namespace
 
+int DbOpenFailure(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+      return BadInput(std::string(s.message()));
+    default:
+      return Failure(std::string(s.message()));
+  }
+}
+
 // Long on purpose: the foreground run as one story, in order (check every
 // input before the database is touched, start, execute with decisions at
 // gates, report); the parts that stand alone are the helpers above.
@@ -403,7 +408,7 @@ int RunCommand(const RunFlags& f) {
 
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
-  if (!backend.ok()) return Failure(std::string(backend.status().message()));
+  if (!backend.ok()) return DbOpenFailure(backend.status());
   EngineOptions opts;
   opts.lease_ttl = *ttl;
   opts.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
@@ -510,7 +515,7 @@ int DecideCommand(const DecideFlags& f) {
     d.decision = "edit";
   }
   auto engine = OpenEngine(f.common);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto r = (*engine)->Decide(f.run_id, d, f.as.empty() ? DefaultReviewer() : f.as);
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << r->id << ": decision '" << d.decision << "' recorded; the run is "
@@ -520,7 +525,7 @@ int DecideCommand(const DecideFlags& f) {
 
 int CancelCommand(const CommonFlags& c, const std::string& run_id) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto r = (*engine)->Cancel(run_id, DefaultReviewer());
   if (!r.ok()) return ExitForError(r.status());
   if (r->status == RunStatus::kCancelled) {
@@ -535,7 +540,7 @@ int CancelCommand(const CommonFlags& c, const std::string& run_id) {
 int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::string& phase,
                  const std::string& feedback) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto r = (*engine)->Rerun(run_id, phase, feedback, DefaultReviewer());
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << run_id << " queued as revision " << r->revision << " from phase " << phase
@@ -546,7 +551,7 @@ int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::str
 int ResetCommand(const CommonFlags& c, bool yes) {
   if (!yes) return BadInput("reset cancels every unfinished run; confirm with --yes");
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto n = (*engine)->ResetAll(DefaultReviewer());
   if (!n.ok()) return Failure(std::string(n.status().message()));
   std::cout << "reset: " << *n << " unfinished runs cancelled\n";
@@ -563,7 +568,7 @@ int WorkerCommand(const WorkerFlags& f) {
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
-  if (!backend.ok()) return Failure(std::string(backend.status().message()));
+  if (!backend.ok()) return DbOpenFailure(backend.status());
   EngineOptions opts;
   opts.executors = f.executors;
   opts.lease_ttl = *ttl;
@@ -596,7 +601,7 @@ int WorkerCommand(const WorkerFlags& f) {
 
 int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto run = (*engine)->GetRun(run_id);
   if (!run.ok()) return RunReadFailure(c, run_id, run.status());
   auto steps = (*engine)->ListSteps(run_id, std::nullopt);
@@ -634,7 +639,7 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
 
 int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bool follow) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   Engine* eng = engine->get();
   auto run = eng->GetRun(run_id);
   if (!run.ok()) return RunReadFailure(c, run_id, run.status());
@@ -671,7 +676,7 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
 
 int WorkflowsCommand(const CommonFlags& c, bool json) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto list = (*engine)->ListWorkflows();
   if (!list.ok()) return Failure(std::string(list.status().message()));
   if (json) {
@@ -705,7 +710,7 @@ int RunsCommand(const RunsFlags& f) {
   query.limit = f.limit;
   query.cursor = f.cursor;
   auto engine = OpenEngine(f.common);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto page = (*engine)->ListRuns(query);
   if (!page.ok()) {
     if (page.status().code() == absl::StatusCode::kInvalidArgument) {
