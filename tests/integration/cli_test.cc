@@ -311,6 +311,10 @@ TEST(CliBadInput, UnusableDbExitsTwoInEveryCommandAndIsLeftAlone) {
   const std::string newer = dir + "/newer.db";
   Result made = RunCli({"run", wf, "--db", newer});
   ASSERT_EQ(made.code, 0) << made.out;
+  // Issue 8, finding 9: no `outcome:` and no gate reads plain "completed".
+  Result st = RunCli({"status", RunIdFrom(made.out), "--db", newer});
+  EXPECT_NE(st.out.find("completed"), std::string::npos) << st.out;
+  EXPECT_EQ(st.out.find("outcome"), std::string::npos) << st.out;
   SqliteExec(newer, "PRAGMA user_version = 99");
   struct Db {
     std::string path;
