@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <signal.h>
 #include <sstream>
 #include <sys/stat.h>
@@ -185,13 +186,21 @@ absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
           absl::StrCat("input file '", f.input_file, "' must hold a JSON object of inputs"));
     }
   }
+  // An --input overrides the same key from --input-file; two --input flags
+  // for one key are a mistake, not a last-wins.
+  std::set<std::string> flagged;
   for (const std::string& kv : f.inputs) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--input '", kv, "' is malformed; write --input name=value"));
     }
-    given[kv.substr(0, eq)] = kv.substr(eq + 1);
+    std::string key = kv.substr(0, eq);
+    if (!flagged.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", key, "' is given more than once; give each input once"));
+    }
+    given[key] = kv.substr(eq + 1);
   }
   return given;
 }

@@ -252,6 +252,8 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
       {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "nope=1"}, "nope"},
       {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "format=exe"}, "format"},
       {{"run", wf, "--db", db, "--input", "oops"}, "--input"},
+      {{"run", wf, "--db", db, "--input", "document_id=a", "--input", "document_id=b"},
+       "--input 'document_id' is given more than once"},
       {{"run", wf, "--db", db}, "document_id"},
       {{"run", dir + "/bomb.yaml", "--db", db}, "max_nodes"},
       {{"run", dir + "/huge.yaml", "--db", db}, "max_bytes"},
