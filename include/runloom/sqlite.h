@@ -46,9 +46,13 @@ struct SqliteOptions {
 
 // Opens (creating if needed) the SQLite database at `path` (":memory:" for a
 // private in-memory database), applying migrations. Returns its store and
-// transport (Backend::events is left unset). kFailedPrecondition: a database
-// whose schema is newer than this binary, or another application's file;
-// kInvalidArgument: an empty path or a bad option.
+// transport (Backend::events is left unset). kFailedPrecondition, with the
+// file left untouched, when `path` cannot be a runloom database: a
+// directory or other non-file, not SQLite, another application's file
+// (another application_id, or id 0 with tables of its own), a schema newer
+// than this binary, no read and write permission, a missing parent
+// directory; kInvalidArgument: an empty path or a bad option;
+// kUnavailable: locked or an I/O error (worth a retry).
 //
 // Example:
 //   SqliteOptions o;

@@ -105,10 +105,7 @@ int BenchCommand(const BenchFlags& f) {
   BackendOptions bo;
   bo.durability = f.sync;
   auto backend = OpenBackend(db, bo);
-  if (!backend.ok()) {
-    std::cerr << "runloom: error: " << backend.status() << "\n";
-    return 1;
-  }
+  if (!backend.ok()) return DbOpenFailure(backend.status());
   EngineOptions eo;
   eo.executors = f.executors;
   eo.idle_poll = absl::Milliseconds(20);

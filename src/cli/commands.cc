@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <signal.h>
 #include <sstream>
 #include <sys/stat.h>
@@ -156,12 +157,6 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const CommonFlags& c) {
   return engine;
 }
 
-// Exit code for an OpenEngine failure: the database named is the user's to fix.
-int OpenFailure(const absl::Status& s) {
-  if (s.code() == absl::StatusCode::kInternal) return Failure(std::string(s.message()));
-  return BadInput(std::string(s.message()));
-}
-
 // Exit code for a failed read of the run a command names.
 int RunReadFailure(const CommonFlags& c, const std::string& run_id, const absl::Status& s) {
   if (s.code() == absl::StatusCode::kNotFound) {
@@ -191,13 +186,21 @@ absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
           absl::StrCat("input file '", f.input_file, "' must hold a JSON object of inputs"));
     }
   }
+  // An --input overrides the same key from --input-file; two --input flags
+  // for one key are a mistake, not a last-wins.
+  std::set<std::string> flagged;
   for (const std::string& kv : f.inputs) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--input '", kv, "' is malformed; write --input name=value"));
     }
-    given[kv.substr(0, eq)] = kv.substr(eq + 1);
+    std::string key = kv.substr(0, eq);
+    if (!flagged.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", key, "' is given more than once; give each input once"));
+    }
+    given[key] = kv.substr(eq + 1);
   }
   return given;
 }
@@ -380,6 +383,17 @@ void PrintPausedHint(const RunRecord& run, const std::string& db) {
 
 }  // namespace
 
+int DbOpenFailure(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+      return BadInput(std::string(s.message()));
+    default:
+      return Failure(std::string(s.message()));
+  }
+}
+
 // Long on purpose: the foreground run as one story, in order (check every
 // input before the database is touched, start, execute with decisions at
 // gates, report); the parts that stand alone are the helpers above.
@@ -411,7 +425,7 @@ int RunCommand(const RunFlags& f) {
 
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
-  if (!backend.ok()) return Failure(std::string(backend.status().message()));
+  if (!backend.ok()) return DbOpenFailure(backend.status());
   EngineOptions opts;
   opts.lease_ttl = *ttl;
   opts.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
@@ -518,7 +532,7 @@ int DecideCommand(const DecideFlags& f) {
     d.decision = "edit";
   }
   auto engine = OpenEngine(f.common);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto r = (*engine)->Decide(f.run_id, d, f.as.empty() ? DefaultReviewer() : f.as);
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << r->id << ": decision '" << d.decision << "' recorded; the run is "
@@ -528,7 +542,7 @@ int DecideCommand(const DecideFlags& f) {
 
 int CancelCommand(const CommonFlags& c, const std::string& run_id) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto r = (*engine)->Cancel(run_id, DefaultReviewer());
   if (!r.ok()) return ExitForError(r.status());
   if (r->status == RunStatus::kCancelled) {
@@ -543,7 +557,7 @@ int CancelCommand(const CommonFlags& c, const std::string& run_id) {
 int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::string& phase,
                  const std::string& feedback) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto r = (*engine)->Rerun(run_id, phase, feedback, DefaultReviewer());
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << run_id << " queued as revision " << r->revision << " from phase " << phase
@@ -554,7 +568,7 @@ int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::str
 int ResetCommand(const CommonFlags& c, bool yes) {
   if (!yes) return BadInput("reset cancels every unfinished run; confirm with --yes");
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto n = (*engine)->ResetAll(DefaultReviewer());
   if (!n.ok()) return Failure(std::string(n.status().message()));
   std::cout << "reset: " << *n << " unfinished runs cancelled\n";
@@ -571,7 +585,7 @@ int WorkerCommand(const WorkerFlags& f) {
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
-  if (!backend.ok()) return Failure(std::string(backend.status().message()));
+  if (!backend.ok()) return DbOpenFailure(backend.status());
   EngineOptions opts;
   opts.executors = f.executors;
   opts.lease_ttl = *ttl;
@@ -604,7 +618,7 @@ int WorkerCommand(const WorkerFlags& f) {
 
 int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto run = (*engine)->GetRun(run_id);
   if (!run.ok()) return RunReadFailure(c, run_id, run.status());
   auto steps = (*engine)->ListSteps(run_id, std::nullopt);
@@ -642,7 +656,7 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
 
 int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bool follow) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   Engine* eng = engine->get();
   auto run = eng->GetRun(run_id);
   if (!run.ok()) return RunReadFailure(c, run_id, run.status());
@@ -679,7 +693,7 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
 
 int WorkflowsCommand(const CommonFlags& c, bool json) {
   auto engine = OpenEngine(c);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto list = (*engine)->ListWorkflows();
   if (!list.ok()) return Failure(std::string(list.status().message()));
   if (json) {
@@ -713,7 +727,7 @@ int RunsCommand(const RunsFlags& f) {
   query.limit = f.limit;
   query.cursor = f.cursor;
   auto engine = OpenEngine(f.common);
-  if (!engine.ok()) return OpenFailure(engine.status());
+  if (!engine.ok()) return DbOpenFailure(engine.status());
   auto page = (*engine)->ListRuns(query);
   if (!page.ok()) {
     if (page.status().code() == absl::StatusCode::kInvalidArgument) {

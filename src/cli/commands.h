@@ -2,6 +2,7 @@
 // each returns the process exit code.
 #pragma once
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 #include <string>
@@ -17,6 +18,13 @@ inline constexpr int kExitPaused = 3;        // the run waits for a human decisi
 inline constexpr int kExitConflict =
     4;  // decide/cancel/rerun refused: the run is not in a state that allows it
 inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was released to the queue
+
+// Prints why the database a command was given could not be opened and
+// returns its exit code: kExitBadInput when the file itself is unusable (not
+// a file, not SQLite, another application's, a newer schema, unreadable, a
+// bad URL), whichever command was given it; kExitNotCompleted for transient
+// failures (locked, I/O) and anything else.
+int DbOpenFailure(const absl::Status& s);
 
 struct CommonFlags {
   std::string db = "runloom.db";

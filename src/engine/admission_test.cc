@@ -59,6 +59,10 @@ TEST(Engine, UnknownStepKindIsALoadError) {
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(s.message().find("k.yaml:3"), std::string::npos) << s;
   EXPECT_NE(s.message().find("teleport"), std::string::npos) << s;
+  // Issue 8, finding 9: the list names every kind a workflow may use.
+  EXPECT_NE(s.message().find("use one of approval, exec, fail, llm, loop, noop, parallel, sleep"),
+            std::string::npos)
+      << s;
 }
 
 }  // namespace

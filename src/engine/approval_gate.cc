@@ -116,6 +116,7 @@ Disposition RunExecution::Pause() {
   RunWrite w;
   w.new_status = RunStatus::kPaused;
   w.context = ContextWithPendingGate(run_.context, pending_gate_);
+  w.phase = EnterPhase(pending_gate_.phase);  // the run waits in the gate's phase
   w.events.push_back(RunPausedEvent(run_.id, {.step_path = pending_gate_.step_path,
                                               .proposal_digest = pending_gate_.proposal_digest}));
   absl::Status s = Write(std::move(w));

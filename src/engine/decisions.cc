@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 #include <algorithm>
 #include <map>
@@ -38,6 +39,16 @@ absl::StatusOr<std::vector<StepRecord>> CarriedRecords(const DecisionContext& ct
 
 namespace {
 
+// A JSON value's type as a user names it (all numbers alike).
+absl::string_view JsonShape(const nlohmann::json& v) {
+  if (v.is_object()) return "object";
+  if (v.is_array()) return "array";
+  if (v.is_string()) return "string";
+  if (v.is_number()) return "number";
+  if (v.is_boolean()) return "boolean";
+  return "null";
+}
+
 // The gate's output once decided: what the next execution reads as its
 // step record (the edited proposal for `edit`).
 absl::StatusOr<nlohmann::json> DecisionOutput(const PendingGate& gate, const DecisionRequest& req,
@@ -50,6 +61,14 @@ absl::StatusOr<nlohmann::json> DecisionOutput(const PendingGate& gate, const Dec
   if (req.decision == "edit") {
     if (req.edited_proposal.is_null()) {
       return absl::InvalidArgumentError("decision 'edit' needs the edited proposal");
+    }
+    // Later steps template the proposal's fields; another shape would
+    // render them as "null".
+    if (JsonShape(req.edited_proposal) != JsonShape(gate.proposal)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the edited proposal is a JSON ", JsonShape(req.edited_proposal),
+                       " but the proposal at ", gate.step_path, " is a JSON ",
+                       JsonShape(gate.proposal), "; edit it as a ", JsonShape(gate.proposal)));
     }
     output["proposal"] = req.edited_proposal;
   }
@@ -93,9 +112,12 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
   const PendingGate gate = *std::move(pending);
   const std::string& digest = gate.proposal_digest;
   if (req.proposal_digest != digest) {
+    // The current digest is not in the message: a script that could copy it
+    // from here would decide without reading the proposal.
     return absl::AbortedError(absl::StrCat(
-        "proposal digest '", req.proposal_digest, "' is not the current proposal's (", digest,
-        ") at ", gate.step_path, "; review the current proposal; nothing was recorded"));
+        "proposal digest '", req.proposal_digest, "' is not the current proposal's at ",
+        gate.step_path, "; review the current proposal and its digest with `runloom status ",
+        run_id, "`; nothing was recorded"));
   }
   if (!gate.Allows(req.decision)) {
     return absl::InvalidArgumentError(

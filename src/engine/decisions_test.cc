@@ -4,6 +4,8 @@
 
 #include "engine/engine_test_util.h"
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <fstream>
@@ -15,6 +17,7 @@ namespace runloom {
 namespace {
 
 using ::runloom::testing::StatusIs;
+using ::testing::HasSubstr;
 
 constexpr char kGated[] = R"(
 name: gated
@@ -80,13 +83,23 @@ TEST(Decisions, GatePausesReleasesLeaseAndRecordsProposal) {
   EXPECT_EQ(gate->revision_phase, "drafting");
   EXPECT_EQ(gate->title, "review");
   EXPECT_EQ(h.kind->count.load(), 1);
+  // Issue 8, finding 9: the paused run is in the gate's phase, not the
+  // previous step's.
+  auto run = h.engine->store()->GetRun(s.id);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->phase, "review");
 }
 
 TEST(Decisions, WrongDigestIsRefusedAndNothingIsRecorded) {
   Harness h;
   Started s = StartToPause(h, kGated);
   DecisionRequest d{.proposal_digest = "sha256:0000", .decision = "approve"};
-  EXPECT_THAT(h.engine->Decide(s.id, d, "alice"), StatusIs(absl::StatusCode::kAborted));
+  auto refused = h.engine->Decide(s.id, d, "alice");
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kAborted,
+                                HasSubstr(absl::StrCat("runloom status ", s.id))));
+  // Issue 8, finding 9: the refusal does not hand out the current digest.
+  EXPECT_EQ(refused.status().message().find(Digest(s.paused)), std::string::npos)
+      << refused.status();
   auto run = h.engine->store()->GetRun(s.id);
   ASSERT_OK(run);
   EXPECT_EQ(run->status, RunStatus::kPaused);
@@ -120,6 +133,24 @@ TEST(Decisions, EditBecomesTheGateOutput) {
   auto done = h.engine->ExecuteRun(s.id);
   ASSERT_OK(done);
   EXPECT_EQ(h.Steps(s.id)["after"].output["echo"], "better draft by bob");
+}
+
+// Issue 8, finding 9: an edit of another JSON type than the proposal (an
+// array for an object) is refused; nothing is recorded.
+TEST(Decisions, EditOfAnotherShapeIsRefused) {
+  Harness h;
+  Started s = StartToPause(h, kGated);
+  DecisionRequest d{.proposal_digest = Digest(s.paused),
+                    .decision = "edit",
+                    .edited_proposal = nlohmann::json::array({"better draft"})};
+  EXPECT_THAT(h.engine->Decide(s.id, d, "bob"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the edited proposal is a JSON array but the proposal at review "
+                                 "is a JSON object")));
+  auto run = h.engine->store()->GetRun(s.id);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->status, RunStatus::kPaused);
+  EXPECT_EQ(run->last_event_seq, s.paused.last_event_seq);
 }
 
 TEST(Decisions, RejectEndsTheRunRejected) {

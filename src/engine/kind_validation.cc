@@ -7,6 +7,11 @@
 #include "engine/approval_gate.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 namespace runloom {
 namespace {
@@ -15,6 +20,14 @@ namespace {
 std::string Where(const Workflow& wf, const StepDef& step) {
   std::string file = wf.source_path.empty() ? wf.name : wf.source_path;
   return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
+}
+
+// Every kind a workflow may use, sorted: the registry's and the engine's own.
+std::string KindList(const StepRegistry& registry) {
+  std::vector<std::string> names = registry.Names();
+  names.insert(names.end(), {"approval", "loop", "parallel"});
+  std::sort(names.begin(), names.end());
+  return absl::StrJoin(names, ", ");
 }
 
 absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& steps,
@@ -38,8 +51,7 @@ absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& st
     if (kind == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(Where(wf, step), "step '", step.id,
                                                      "' has unknown kind '", step.kind,
-                                                     "'; use one of exec, noop, sleep, fail, llm, "
-                                                     "loop, parallel or a kind registered in C++"));
+                                                     "'; use one of ", KindList(registry)));
     }
     absl::Status s = kind->Validate(step);
     if (!s.ok()) {

@@ -73,15 +73,16 @@ absl::Status RunExecution::WriteStepStarted(const StepDef& step, const std::stri
                                                 .phase = step.phase,
                                                 .revision = run_.revision,
                                                 .entry = ParseRunEntry(config_.entry)}));
-  bool new_phase;
-  {
-    runloom::MutexLock l(&phase_mu_);
-    new_phase = !step.phase.empty() && step.phase != phase_;
-    if (new_phase) phase_ = step.phase;
-  }
-  if (new_phase) w.phase = step.phase;
+  w.phase = EnterPhase(step.phase);
   w.refuse_if_cancel_requested = true;
   return Write(std::move(w));
+}
+
+std::optional<std::string> RunExecution::EnterPhase(const std::string& phase) {
+  runloom::MutexLock l(&phase_mu_);
+  if (phase.empty() || phase == phase_) return std::nullopt;
+  phase_ = phase;
+  return phase;
 }
 
 absl::StatusOr<StepOutput> RunExecution::ExecuteAttempt(StepKind& kind, const StepDef& step,

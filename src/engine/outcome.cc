@@ -6,6 +6,9 @@ namespace runloom::engine_internal {
 
 RunOutcome ResolveOutcome(bool graph_failed, const std::string& graph_error,
                           const std::optional<absl::StatusOr<nlohmann::json>>& resolved) {
+  // No `outcome:` (workflow-yaml.md): the status alone; a completed run has
+  // no outcome to show ("completed", not "completed (outcome approved)").
+  if (!resolved.has_value() && !graph_failed) return {RunStatus::kCompleted, "", ""};
   std::string outcome = graph_failed ? "failed" : "approved";
   std::string error = graph_error;
   if (resolved.has_value()) {

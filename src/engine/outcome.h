@@ -1,6 +1,6 @@
 // The outcome rule: the terminal status a finished graph writes. With no
 // `outcome:` template, failed if a step that was not allowed to fail failed,
-// else approved (status completed). With one, its value decides: approved or
+// else completed with no outcome (""). With one, its value decides: approved or
 // completed -> completed, rejected, unresolved, failed; anything else (or a
 // template that does not resolve to a string) fails the run and says why.
 // A pure function; RunExecution::Run applies it.
@@ -20,7 +20,7 @@ namespace runloom::engine_internal {
 
 struct RunOutcome {
   RunStatus status = RunStatus::kCompleted;
-  std::string outcome;  // approved | rejected | unresolved | failed
+  std::string outcome;  // approved | rejected | unresolved | failed; "" with no `outcome:`
   std::string error;    // "" for completed; why, otherwise (may be "" for rejected/unresolved)
 };
 

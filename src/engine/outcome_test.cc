@@ -14,9 +14,11 @@ RunOutcome With(const nlohmann::json& v, bool failed = false, const std::string&
 }
 
 TEST(Outcome, WithoutATemplateTheGraphDecides) {
+  // Issue 8, finding 9: no `outcome:` and nothing failed is plain
+  // "completed", as workflow-yaml.md says, not "completed (outcome approved)".
   RunOutcome o = ResolveOutcome(false, "", std::nullopt);
   EXPECT_EQ(o.status, RunStatus::kCompleted);
-  EXPECT_EQ(o.outcome, "approved");
+  EXPECT_EQ(o.outcome, "");
   EXPECT_EQ(o.error, "");
   o = ResolveOutcome(true, "step b failed: boom", std::nullopt);
   EXPECT_EQ(o.status, RunStatus::kFailed);

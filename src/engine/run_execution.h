@@ -130,6 +130,9 @@ class RunExecution {
   absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path, Scope& scope,
                                      StopSource& stop);
   absl::Status WriteStepStarted(const StepDef& step, const std::string& path, int attempt);
+  // `phase` if the run's phase must change to it (then remembered as
+  // written), else nullopt: an empty phase or the current one.
+  std::optional<std::string> EnterPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(phase_mu_);
   absl::StatusOr<StepOutput> ExecuteAttempt(StepKind& kind, const StepDef& step,
                                             const std::string& path, int attempt,
                                             absl::Time deadline, Scope& scope, StopSource& stop);

@@ -103,6 +103,40 @@ TEST_F(SqliteStoreTest, ForeignDatabaseIsRefused) {
   EXPECT_THAT(OpenSqlite(path_, options_), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+// Issue 8, finding 8: an SQLite file with application_id 0 and tables of
+// its own is another application's; it is refused, not migrated, and keeps
+// its header (no WAL mode) and its table list.
+TEST_F(SqliteStoreTest, UnmarkedDatabaseWithTablesIsRefusedAndGetsNoTables) {
+  Raw("CREATE TABLE mine (x); INSERT INTO mine VALUES (1)");
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  EXPECT_THAT(b,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("database ", path_,
+                                              " is an SQLite database of another application"))));
+  EXPECT_EQ(Raw("SELECT group_concat(name) FROM sqlite_master"), "mine");
+  EXPECT_EQ(Raw("PRAGMA application_id"), "0");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "0");
+  EXPECT_EQ(Raw("PRAGMA journal_mode"), "delete");
+}
+
+// An empty file, or an SQLite file with no tables, is a new database.
+TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
+  {
+    std::FILE* f = std::fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  ASSERT_OK(OpenSqlite(path_, options_));
+  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+}
+
+TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
+  EXPECT_THAT(OpenSqlite(dir_.string(), options_),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is a directory")));
+  EXPECT_THAT(OpenSqlite((dir_ / "no" / "such.db").string(), options_),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("does not exist")));
+}
+
 TEST_F(SqliteStoreTest, BadOptionsAreInvalidArguments) {
   SqliteOptions o = options_;
   o.synchronous = "sometimes";

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sqlite3.h>
 #include <thread>
 
 namespace runloom::testing {
@@ -374,6 +375,8 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
       {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "nope=1"}, "nope"},
       {{"run", wf, "--db", db, "--input", "document_id=d", "--input", "format=exe"}, "format"},
       {{"run", wf, "--db", db, "--input", "oops"}, "--input"},
+      {{"run", wf, "--db", db, "--input", "document_id=a", "--input", "document_id=b"},
+       "--input 'document_id' is given more than once"},
       {{"run", wf, "--db", db}, "document_id"},
       {{"run", dir + "/bomb.yaml", "--db", db}, "max_nodes"},
       {{"run", dir + "/huge.yaml", "--db", db}, "max_bytes"},
@@ -395,6 +398,86 @@ TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
   Result wfs = RunCli({"workflows", "--db", db});
   EXPECT_EQ(wfs.code, 0);
   EXPECT_NE(wfs.out.find("ingest"), std::string::npos);
+}
+
+// Runs `sql` on `path` through the SQLite C API (creating the file).
+void SqliteExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+// Every file under `path` (or `path` itself) with its bytes.
+std::map<std::string, std::string> Snapshot(const std::string& path) {
+  std::map<std::string, std::string> out;
+  if (std::filesystem::is_directory(path)) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path)) {
+      out[e.path().string()] = e.is_regular_file() ? ReadFile(e.path().string()) : "";
+    }
+  } else {
+    out[path] = ReadFile(path);
+  }
+  return out;
+}
+
+// Issue 8, finding 8: a --db that cannot be runloom's exits 2 with one line
+// in every command, and the file is left byte for byte as it was (a foreign
+// SQLite database with application_id 0 gets no runloom tables).
+TEST(CliBadInput, UnusableDbExitsTwoInEveryCommandAndIsLeftAlone) {
+  const std::string dir = MakeTempDir("baddb");
+  const std::string wf = dir + "/noop.yaml";
+  WriteFile(wf, "name: noop\nsteps:\n  - id: a\n    kind: noop\n");
+  WriteFile(dir + "/text.db", "this is a text file, not a database\n");
+  std::filesystem::create_directories(dir + "/dir.db");
+  SqliteExec(dir + "/foreign.db", "CREATE TABLE mine (x); INSERT INTO mine VALUES (1)");
+  const std::string newer = dir + "/newer.db";
+  Result made = RunCli({"run", wf, "--db", newer});
+  ASSERT_EQ(made.code, 0) << made.out;
+  // Issue 8, finding 9: no `outcome:` and no gate reads plain "completed".
+  Result st = RunCli({"status", RunIdFrom(made.out), "--db", newer});
+  EXPECT_NE(st.out.find("completed"), std::string::npos) << st.out;
+  EXPECT_EQ(st.out.find("outcome"), std::string::npos) << st.out;
+  SqliteExec(newer, "PRAGMA user_version = 99");
+  struct Db {
+    std::string path;
+    std::string expect;
+  };
+  const std::vector<Db> dbs = {
+      {dir + "/text.db", "not an SQLite database"},
+      {dir + "/dir.db", "is a directory"},
+      {dir + "/foreign.db", "another application"},
+      {newer, "schema version 99"},
+  };
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", wf},
+      {"worker", "--until-idle"},
+      {"status", "r_x"},
+      {"events", "r_x"},
+      {"workflows"},
+      {"runs"},
+      {"decide", "r_x", "--approve", "--digest", "sha256:x"},
+      {"cancel", "r_x"},
+      {"rerun", "r_x", "--from", "a"},
+      {"reset", "--yes"},
+      {"bench", "--runs", "1"},
+  };
+  for (const Db& db : dbs) {
+    const std::map<std::string, std::string> before = Snapshot(db.path);
+    for (std::vector<std::string> args : commands) {
+      const std::string cmd = args[0];
+      args.insert(args.end(), {"--db", db.path});
+      Result r = RunCli(args);
+      EXPECT_EQ(r.code, 2) << cmd << " " << db.path << ": " << r.out;
+      EXPECT_NE(r.out.find(db.expect), std::string::npos) << cmd << ": " << r.out;
+      EXPECT_NE(r.out.find(db.path), std::string::npos) << cmd << " names the file: " << r.out;
+      EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << ": " << r.out;
+      EXPECT_TRUE(Snapshot(db.path) == before) << cmd << " changed " << db.path;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/foreign.db-wal"));
 }
 
 // `runloom runs`: newest first, pages joined by cursors (JSON and the text

@@ -8,6 +8,11 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace runloom::store_internal {
 namespace {
@@ -60,6 +65,38 @@ absl::Status EnableWal(Db& db, absl::Duration busy_timeout) {
   }
 }
 
+// kFailedPrecondition when `path` cannot be a database file whatever we
+// retry: a directory or other non-file, a file we may not read and write, a
+// missing parent directory. SQLite's own errors for these are CANTOPEN or
+// IOERR, which read as transient.
+absl::Status CheckDatabasePath(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", path, " is ", S_ISDIR(st.st_mode) ? "a directory" : "not a file",
+          ", not an SQLite database file; pass the path of a database file"));
+    }
+    if (::access(path.c_str(), R_OK | W_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database ", path, " cannot be read and written (", std::strerror(errno),
+                       "); fix its permissions or pass another file"));
+    }
+    return absl::OkStatus();
+  }
+  if (errno != ENOENT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", path, ": ", std::strerror(errno)));
+  }
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, ": directory ", parent.string(), " does not exist; create it first"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::string& path,
@@ -78,7 +115,13 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   auto h = std::make_shared<SqliteHandle>(path, clock);
   const bool memory = path == kMemoryPath;
 
+  if (!memory) {
+    RUNLOOM_RETURN_IF_ERROR(CheckDatabasePath(path));
+  }
   RUNLOOM_ASSIGN_OR_RETURN(h->writer_, Db::Open(path, options.busy_timeout));
+  // Before the first write (WAL mode rewrites the header): a file that is
+  // not ours is left exactly as it was.
+  RUNLOOM_RETURN_IF_ERROR(CheckDatabaseIsOurs(*h->writer_));
   if (!memory) {
     RUNLOOM_RETURN_IF_ERROR(EnableWal(*h->writer_, options.busy_timeout));
   }

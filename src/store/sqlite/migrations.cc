@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <array>
+#include <utility>
 
 namespace runloom::store_internal {
 namespace {
@@ -141,23 +142,10 @@ constexpr std::array kMigrations = {
 };
 
 absl::Status MigrateLocked(Db& db) {
+  RUNLOOM_RETURN_IF_ERROR(CheckDatabaseIsOurs(db));
   RUNLOOM_ASSIGN_OR_RETURN(int64_t app_id, db.QueryInt("PRAGMA application_id"));
-  if (app_id != 0 && app_id != kApplicationId) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("database ", db.path(), " belongs to another application (application_id ",
-                     app_id, "); point runloom at a new file"));
-  }
   RUNLOOM_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   const int64_t latest = LatestSchemaVersion();
-  if (version > latest) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("database ", db.path(), " has schema version ", version,
-                     " but this runloom supports up to ", latest, "; upgrade runloom"));
-  }
-  if (version < 0) {
-    return absl::DataLossError(
-        absl::StrCat("database ", db.path(), " has a negative schema version ", version));
-  }
   for (const Migration& m : kMigrations) {
     if (m.version <= version) continue;
     RUNLOOM_RETURN_IF_ERROR(
@@ -185,6 +173,46 @@ void RollbackLogged(Db& db, const absl::Status& after) {
 }  // namespace
 
 int64_t LatestSchemaVersion() { return kMigrations.back().version; }
+
+absl::Status CheckDatabaseIsOurs(Db& db) {
+  absl::StatusOr<int64_t> id = db.QueryInt("PRAGMA application_id");
+  if (!id.ok() && id.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", db.path(), " is not an SQLite database (", id.status().message(),
+                     "); pass a runloom database or the path of a new file"));
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t app_id, std::move(id));
+  if (app_id != 0 && app_id != kApplicationId) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", db.path(), " belongs to another application (application_id ",
+                     app_id, "); point runloom at a new file"));
+  }
+  if (app_id == 0) {
+    // No runloom mark: only an empty database is ours to initialize. A file
+    // with tables of its own belongs to someone else, whatever its id.
+    RUNLOOM_ASSIGN_OR_RETURN(
+        int64_t tables,
+        db.QueryInt("SELECT count(*) FROM sqlite_master WHERE substr(name, 1, 7) <> 'sqlite_'"));
+    if (tables > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", db.path(),
+          " is an SQLite database of another application (it has tables of its own and no "
+          "runloom application_id); point runloom at a new file"));
+    }
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
+  const int64_t latest = LatestSchemaVersion();
+  if (version > latest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", db.path(), " has schema version ", version,
+                     " but this runloom supports up to ", latest, "; upgrade runloom"));
+  }
+  if (version < 0) {
+    return absl::DataLossError(
+        absl::StrCat("database ", db.path(), " has a negative schema version ", version));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ApplyMigrations(Db& db) {
   RUNLOOM_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
