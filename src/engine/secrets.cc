@@ -71,11 +71,6 @@ void SecretScrubber::Add(const std::string& value) {
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
 
-bool SecretScrubber::empty() const {
-  runloom::ReaderMutexLock l(&mu_);
-  return values_.empty();
-}
-
 void SecretScrubber::ScrubLocked(std::string& text) const {
   for (const std::string& v : values_) {
     if (text.find(v) != std::string::npos) absl::StrReplaceAll({{v, kScrubbed}}, &text);
@@ -98,16 +93,6 @@ void SecretScrubber::ScrubLocked(nlohmann::json& value) const {
     }
     value = std::move(out);
   }
-}
-
-void SecretScrubber::Scrub(std::string& text) const {
-  runloom::ReaderMutexLock l(&mu_);
-  ScrubLocked(text);
-}
-
-void SecretScrubber::Scrub(nlohmann::json& value) const {
-  runloom::ReaderMutexLock l(&mu_);
-  ScrubLocked(value);
 }
 
 void SecretScrubber::Scrub(RunWrite& write) const {

@@ -41,12 +41,8 @@ class SecretScrubber {
  public:
   // Values to scrub from now on (empty strings are ignored).
   void Add(const std::string& value) ABSL_LOCKS_EXCLUDED(mu_);
-  bool empty() const ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Replaces every known value in `text` / in every string (and key) of
-  // `value` / in every text field of `write`.
-  void Scrub(std::string& text) const ABSL_LOCKS_EXCLUDED(mu_);
-  void Scrub(nlohmann::json& value) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces every known value in every text field of `write` (strings and
+  // keys inside JSON too).
   void Scrub(RunWrite& write) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
