@@ -175,13 +175,24 @@ void RollbackLogged(Db& db, const absl::Status& after) {
 int64_t LatestSchemaVersion() { return kMigrations.back().version; }
 
 absl::Status CheckDatabaseIsOurs(Db& db) {
-  absl::StatusOr<int64_t> id = db.QueryInt("PRAGMA application_id");
-  if (!id.ok() && id.status().code() == absl::StatusCode::kFailedPrecondition) {
+  // One statement, so one snapshot: read separately, a concurrent opener's
+  // first migration could commit between the reads and its tables would be
+  // seen without its application_id (a fresh file taken for a foreign one).
+  absl::StatusOr<Statement> st = db.Prepare(
+      "SELECT (SELECT application_id FROM pragma_application_id),"
+      " (SELECT count(*) FROM sqlite_master WHERE substr(name, 1, 7) <> 'sqlite_'),"
+      " (SELECT user_version FROM pragma_user_version)");
+  absl::StatusOr<bool> row = st.ok() ? st->Step() : absl::StatusOr<bool>(st.status());
+  if (!row.ok() && row.status().code() == absl::StatusCode::kFailedPrecondition) {
     return absl::FailedPreconditionError(
-        absl::StrCat("database ", db.path(), " is not an SQLite database (", id.status().message(),
+        absl::StrCat("database ", db.path(), " is not an SQLite database (", row.status().message(),
                      "); pass a runloom database or the path of a new file"));
   }
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t app_id, std::move(id));
+  RUNLOOM_RETURN_IF_ERROR(row.status());
+  if (!*row) return absl::InternalError("reading the database header returned no row");
+  const int64_t app_id = st->ColumnInt(0);
+  const int64_t tables = st->ColumnInt(1);
+  const int64_t version = st->ColumnInt(2);
   if (app_id != 0 && app_id != kApplicationId) {
     return absl::FailedPreconditionError(
         absl::StrCat("database ", db.path(), " belongs to another application (application_id ",
@@ -190,9 +201,6 @@ absl::Status CheckDatabaseIsOurs(Db& db) {
   if (app_id == 0) {
     // No runloom mark: only an empty database is ours to initialize. A file
     // with tables of its own belongs to someone else, whatever its id.
-    RUNLOOM_ASSIGN_OR_RETURN(
-        int64_t tables,
-        db.QueryInt("SELECT count(*) FROM sqlite_master WHERE substr(name, 1, 7) <> 'sqlite_'"));
     if (tables > 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "database ", db.path(),
@@ -200,7 +208,6 @@ absl::Status CheckDatabaseIsOurs(Db& db) {
           "runloom application_id); point runloom at a new file"));
     }
   }
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
   const int64_t latest = LatestSchemaVersion();
   if (version > latest) {
     return absl::FailedPreconditionError(
