@@ -25,15 +25,18 @@ set(RUNLOOM_TSAN_TESTS engine_test decisions_test chaos_test dead_letter_test st
 if(RUNLOOM_BUILD_TESTS)
   add_custom_target(tsan_tests)
 endif()
+# Where the `servers` fixture keeps the test servers' data and URLs.
+set(RUNLOOM_TEST_SERVERS_DIR ${PROJECT_BINARY_DIR}/test-servers)
 
-# runloom_cc_test(NAME n SRCS ... DEPS ... LABELS ...)
+# runloom_cc_test(NAME n SRCS ... DEPS ... LABELS ... [SERVERS])
+# SERVERS: the tests use the test PostgreSQL and Redis (src/testing/test_servers.h).
 # One GoogleTest binary registered with ctest via gtest_discover_tests so the
 # ctest summary counts every TEST, not every binary.
 function(runloom_cc_test)
   if(NOT RUNLOOM_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(RL "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(RL "SERVERS" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   set(_t ${RL_NAME})
   add_executable(${_t} ${RL_SRCS})
   target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
@@ -54,7 +57,16 @@ function(runloom_cc_test)
     set(RL_TIMEOUT 120)
   endif()
   include(GoogleTest)
-  gtest_discover_tests(${_t}
-    PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT}
-    DISCOVERY_TIMEOUT 60)
+  if(RL_SERVERS)
+    # Needs the PostgreSQL and Redis that the `servers` fixture starts
+    # (tests/CMakeLists.txt); RUNLOOM_TEST_SERVERS tells it where they are.
+    gtest_discover_tests(${_t}
+      PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT} FIXTURES_REQUIRED servers
+        ENVIRONMENT "RUNLOOM_TEST_SERVERS=${RUNLOOM_TEST_SERVERS_DIR}"
+      DISCOVERY_TIMEOUT 60)
+  else()
+    gtest_discover_tests(${_t}
+      PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT}
+      DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()

@@ -17,6 +17,7 @@ readonly BUILD_PACKAGES=(
   build-essential cmake pkg-config g++ make
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libssl-dev libsqlite3-dev sqlite3
+  libpq-dev libhiredis-dev  # the PostgreSQL store, the Redis transport and stage events
   libgtest-dev libgmock-dev libbenchmark-dev
   python3  # examples/ingest/*.py and other exec steps
 )
@@ -26,7 +27,9 @@ readonly BUILD_PACKAGES=(
 # libclang-rt-14-dev: clang's libFuzzer and ASan/UBSan runtimes, for
 # `make test-fuzz`; clang-14 only recommends it (via libclang-common-14-dev),
 # and --no-install-recommends below would skip it.
-readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev)
+# postgresql-15, redis-server: the servers the PostgreSQL and Redis tests
+# start on loopback (scripts/test-servers.sh).
+readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server)
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

@@ -48,6 +48,10 @@ struct BackendOptions {
   // SQLite: busy_timeout.
   absl::Duration lock_timeout = absl::Seconds(10);
   TransportOptions transport;
+  // Where jobs travel when not on the store's own queue: "" = the store's
+  // queue (SQLite table; PostgreSQL table), or redis://host:port[/n] (a
+  // Redis Stream fed by the store's outbox).
+  std::string queue_url;
 };
 
 // Opens the backend `url` names. Accepted forms:

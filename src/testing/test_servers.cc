@@ -1,0 +1,123 @@
+#include "testing/test_servers.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#ifndef RUNLOOM_SOURCE_DIR_DEFAULT
+#define RUNLOOM_SOURCE_DIR_DEFAULT "."
+#endif
+
+namespace runloom::testing {
+namespace {
+
+absl::StatusOr<std::string> ReadUrl(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string url;
+  if (!in || !std::getline(in, url) || url.empty()) {
+    return absl::UnavailableError(absl::StrCat("no test server URL in ", file.string()));
+  }
+  return url;
+}
+
+// Runs scripts/test-servers.sh `cmd` `dir` and waits for it (argv, no shell
+// string).
+int RunScript(const char* cmd, const std::string& dir) {
+  const char* src = std::getenv("RUNLOOM_SOURCE_DIR");
+  const std::string script =
+      absl::StrCat(src != nullptr ? src : RUNLOOM_SOURCE_DIR_DEFAULT, "/scripts/test-servers.sh");
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execlp("bash", "bash", script.c_str(), cmd, dir.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Servers this process started itself (no ctest fixture), stopped at exit.
+std::string* own_dir = nullptr;
+
+void StopOwnServers() {
+  if (own_dir != nullptr) RunScript("stop", *own_dir);
+}
+
+absl::StatusOr<TestServers> FindOrStart() {
+  std::string dir;
+  if (const char* env = std::getenv("RUNLOOM_TEST_SERVERS"); env != nullptr && *env != '\0') {
+    dir = env;
+  } else {
+    dir = (std::filesystem::temp_directory_path() / absl::StrCat("runloom-servers-", getpid()))
+              .string();
+    if (RunScript("start", dir) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("could not start the test servers (scripts/test-servers.sh start ", dir,
+                       "); install them with `bash scripts/bootstrap.sh --test`"));
+    }
+    own_dir = new std::string(dir);
+    std::atexit(StopOwnServers);
+  }
+  TestServers s;
+  s.dir = dir;
+  auto pg = ReadUrl(std::filesystem::path(dir) / "postgres.url");
+  if (!pg.ok()) return pg.status();
+  auto redis = ReadUrl(std::filesystem::path(dir) / "redis.url");
+  if (!redis.ok()) return redis.status();
+  s.postgres_url = *pg;
+  s.redis_url = *redis;
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<TestServers> GetTestServers() {
+  // Found or started once, on first use (a function-local static's
+  // initialization is thread-safe).
+  static const absl::StatusOr<TestServers>* servers = new absl::StatusOr<TestServers>(FindOrStart());
+  return *servers;
+}
+
+absl::StatusOr<std::string> CreateTestPostgresDatabase(const std::string& hint) {
+  absl::StatusOr<TestServers> servers = GetTestServers();
+  if (!servers.ok()) return servers.status();
+  static std::atomic<int> counter{0};
+  std::string name = absl::StrCat("rl_", getpid(), "_", counter++, "_");
+  for (char c : hint) {
+    if (name.size() >= 60) break;  // PostgreSQL names are at most 63 bytes
+    name += (std::isalnum(static_cast<unsigned char>(c)) != 0) ? static_cast<char>(std::tolower(c))
+                                                                : '_';
+  }
+  PGconn* conn = PQconnectdb(servers->postgres_url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string why = PQerrorMessage(conn);
+    PQfinish(conn);
+    return absl::UnavailableError(absl::StrCat("test PostgreSQL: ", why));
+  }
+  // `name` is [a-z0-9_] only, so quoting it is enough.
+  PGresult* r = PQexec(conn, absl::StrCat("CREATE DATABASE \"", name, "\"").c_str());
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  std::string why = ok ? "" : PQresultErrorMessage(r);
+  PQclear(r);
+  PQfinish(conn);
+  if (!ok) return absl::UnavailableError(absl::StrCat("CREATE DATABASE ", name, ": ", why));
+  absl::string_view base = servers->postgres_url;
+  if (!absl::ConsumeSuffix(&base, "/postgres")) {
+    return absl::InternalError(absl::StrCat("unexpected test URL ", servers->postgres_url));
+  }
+  return absl::StrCat(base, "/", name);
+}
+
+}  // namespace runloom::testing
