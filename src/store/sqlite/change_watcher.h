@@ -18,6 +18,7 @@
 #pragma once
 
 #include "runloom/event_bus.h"
+#include "runloom/mutex.h"
 
 #include "store/sqlite/db.h"
 #include "store/sqlite/write_queue.h"
@@ -26,7 +27,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runloom/mutex.h"
 #include "absl/time/time.h"
 
 #include <atomic>

@@ -45,9 +45,6 @@ absl::Status SqliteStatus(sqlite3* db, int rc, std::string_view context) {
   }
 }
 
-int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }
-absl::Time FromMicros(int64_t micros) { return absl::FromUnixMicros(micros); }
-
 // ---- Statement ----
 
 Statement::Statement(Statement&& other) noexcept

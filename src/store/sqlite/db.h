@@ -13,6 +13,8 @@
 //   std::string status = st.ColumnText(0);
 #pragma once
 
+#include "store/record_codec.h"  // ToMicros, FromMicros
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,10 +36,6 @@ namespace runloom::store_internal {
 // kDataLoss / kFailedPrecondition, FULL -> kResourceExhausted, IOERR and
 // CANTOPEN -> kUnavailable, anything else -> kInternal.
 absl::Status SqliteStatus(sqlite3* db, int rc, std::string_view context);
-
-// Times are stored as unix microseconds.
-int64_t ToMicros(absl::Time t);
-absl::Time FromMicros(int64_t micros);
 
 // A cached prepared statement in use. Resets and clears its bindings when
 // destroyed, so a read never keeps a snapshot open.

@@ -5,6 +5,7 @@
 #include "core/status_macros.h"
 #include "store/sqlite/codec.h"
 #include "store/sqlite/sqlite_store.h"
+#include "store/write_checks.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -61,16 +62,6 @@ constexpr char kProgressUpdate[] =
 // What finished_at does in kCommitUpdate.
 enum FinishedAt : int64_t { kKeep = 0, kSet = 1, kClear = 2 };
 
-struct Fence {
-  RunStatus status = RunStatus::kQueued;
-  std::string lease_token;
-  int64_t last_event_seq = 0;
-  std::optional<absl::Time> lease_expires_at;
-  std::string lease_owner;
-  int attempts = 0;
-  bool cancel_requested = false;
-};
-
 absl::StatusOr<Fence> LoadFence(Db& db, const std::string& run_id) {
   RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFence));
   st.BindText(1, run_id);
@@ -91,39 +82,6 @@ absl::StatusOr<Fence> LoadFence(Db& db, const std::string& run_id) {
   f.attempts = static_cast<int>(st.ColumnInt(5));
   f.cancel_requested = st.ColumnInt(6) != 0;
   return f;
-}
-
-absl::Status CheckTtl(absl::Duration ttl) {
-  if (ttl <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lease ttl must be positive, got ", absl::FormatDuration(ttl)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Time LeaseDeadline(absl::Time now, absl::Duration ttl) {
-  return FromMicros(ToMicros(now + ttl));
-}
-
-// Checks the step records of a write and serializes their outputs.
-absl::StatusOr<std::vector<std::string>> EncodeSteps(const std::string& run_id,
-                                                     const std::vector<StepRecord>& steps) {
-  std::vector<std::string> outputs;
-  outputs.reserve(steps.size());
-  for (const StepRecord& s : steps) {
-    if (!s.run_id.empty() && s.run_id != run_id) {
-      return absl::InvalidArgumentError(absl::StrCat("step record ", s.path, " names run ",
-                                                     s.run_id, " but is written to run ", run_id));
-    }
-    if (s.path.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a step record for run ", run_id, " has an empty path"));
-    }
-    RUNLOOM_ASSIGN_OR_RETURN(std::string output,
-                             DumpJson(s.output, absl::StrCat("output of step ", s.path)));
-    outputs.push_back(std::move(output));
-  }
-  return outputs;
 }
 
 absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<StepRecord>& steps,
@@ -149,72 +107,6 @@ absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<St
     RUNLOOM_RETURN_IF_ERROR(st.Run());
   }
   return absl::OkStatus();
-}
-
-std::string StatusList(const std::vector<RunStatus>& statuses) {
-  return absl::StrJoin(statuses, ", ",
-                       [](std::string* out, RunStatus s) { out->append(StatusName(s)); });
-}
-
-// The fence checks of a RunWrite, before anything is written.
-absl::Status CheckFence(const RunWrite& w, const Fence& f) {
-  const std::string& id = w.run_id;
-  if (!w.expected.empty()) {
-    bool match = false;
-    for (RunStatus s : w.expected) match = match || s == f.status;
-    if (!match) {
-      return absl::AbortedError(absl::StrCat("run ", id, " is ", StatusName(f.status),
-                                             ", expected ", StatusList(w.expected)));
-    }
-  }
-  if (w.party == Party::kExecutor && f.status != RunStatus::kRunning) {
-    return absl::AbortedError(absl::StrCat("stale lease token for run ", id, ": the run is ",
-                                           StatusName(f.status), ", no lease is held"));
-  }
-  const bool token_required = w.party == Party::kExecutor || !w.lease_token.empty();
-  if (token_required && (w.lease_token.empty() || w.lease_token != f.lease_token)) {
-    return absl::AbortedError(absl::StrCat("stale lease token for run ", id,
-                                           ": the lease is now held by '", f.lease_owner,
-                                           "'; stop executing this run"));
-  }
-  if (w.expected_last_event_seq.has_value() && *w.expected_last_event_seq != f.last_event_seq) {
-    return absl::AbortedError(
-        absl::StrCat("run ", id, " changed since it was read: its last event is ", f.last_event_seq,
-                     ", expected ", *w.expected_last_event_seq, "; re-read it and retry"));
-  }
-  if (w.refuse_if_cancel_requested && f.cancel_requested) {
-    return absl::CancelledError(absl::StrCat("run ", id, " has a cancel request; stop it"));
-  }
-  if (w.new_status.has_value()) {
-    const Transition* t = FindTransition(f.status, *w.new_status, w.party);
-    if (t == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("run ", id, ": ", PartyName(w.party), " may not move a run from ",
-                       StatusName(f.status), " to ", StatusName(*w.new_status)));
-    }
-    if (t->needs_lease_token && w.lease_token != f.lease_token) {
-      return absl::AbortedError(absl::StrCat("stale lease token for run ", id));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// A RunWrite's JSON, serialized on the caller's thread.
-struct EncodedWrite {
-  std::vector<EncodedEvent> events;
-  std::vector<std::string> step_outputs;
-  std::optional<std::string> context;
-};
-
-absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write) {
-  EncodedWrite out;
-  RUNLOOM_ASSIGN_OR_RETURN(out.events, EncodeEvents(write.run_id, write.events));
-  RUNLOOM_ASSIGN_OR_RETURN(out.step_outputs, EncodeSteps(write.run_id, write.steps));
-  if (write.context.has_value()) {
-    RUNLOOM_ASSIGN_OR_RETURN(
-        out.context, DumpJson(*write.context, absl::StrCat("context of run ", write.run_id)));
-  }
-  return out;
 }
 
 // Applies `write` to a run whose fence is `f` (read in this transaction).
@@ -271,22 +163,6 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
     RUNLOOM_RETURN_IF_ERROR(st.Run());
   }
   return absl::OkStatus();
-}
-
-absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,
-                            const std::vector<Event>& events) {
-  if (owner.empty()) return absl::InvalidArgumentError("lease owner is empty");
-  RUNLOOM_RETURN_IF_ERROR(CheckTtl(ttl));
-  return CheckEvents(run_id, events);
-}
-
-// True when `w` only appends events and maybe moves the phase (a step
-// start): the lease's own statements can carry it.
-bool RidesOnLease(const RunWrite& w) {
-  return !w.new_status.has_value() && w.steps.empty() && !w.outcome.has_value() &&
-         !w.error.has_value() && !w.revision.has_value() && !w.entry.has_value() &&
-         !w.context.has_value() && !w.cancel_requested.has_value() && !w.reset_attempts &&
-         !w.expected_last_event_seq.has_value();
 }
 
 // A first write offered to LeaseInTxn, and what became of it.

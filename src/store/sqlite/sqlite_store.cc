@@ -113,41 +113,6 @@ absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id) {
   return RunFromRow(st);
 }
 
-absl::Status CheckEvents(const std::string& run_id, const std::vector<Event>& events) {
-  for (const Event& e : events) {
-    if (e.type.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("an event for run ", run_id, " has an empty type"));
-    }
-    if (!e.run_id.empty() && e.run_id != run_id) {
-      return absl::InvalidArgumentError(absl::StrCat("event ", e.type, " names run ", e.run_id,
-                                                     " but is written to run ", run_id));
-    }
-    if (!e.data.is_null() && !e.data.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("event ", e.type, " for run ", run_id, " has non-object data"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
-                                                       const std::vector<Event>& events) {
-  RUNLOOM_RETURN_IF_ERROR(CheckEvents(run_id, events));
-  std::vector<EncodedEvent> out;
-  out.reserve(events.size());
-  for (const Event& e : events) {
-    EncodedEvent enc{e.type, e.schema_version, ""};
-    if (e.data.is_null()) {
-      enc.data = "{}";
-    } else {
-      RUNLOOM_ASSIGN_OR_RETURN(enc.data, DumpJson(e.data, "event data"));
-    }
-    out.push_back(std::move(enc));
-  }
-  return out;
-}
-
 absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t last_seq,
                                      const std::vector<EncodedEvent>& events, absl::Time now) {
 #ifdef RUNLOOM_TESTING
@@ -255,7 +220,7 @@ absl::StatusOr<WorkflowVersion> SqliteStore::GetWorkflow(const std::string& name
 absl::StatusOr<std::vector<WorkflowVersion>> SqliteStore::ListWorkflows() {
   return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<WorkflowVersion>> {
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListWorkflows));
-    return CollectRows<WorkflowVersion>(st, WorkflowFromRow);
+    return CollectRows<WorkflowVersion>(st, WorkflowFromRow<Statement>);
   });
 }
 
@@ -365,7 +330,7 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& fi
       st.BindTime(4, filter.after->created_at);
       st.BindText(5, filter.after->id);
     }
-    return CollectRows<RunRecord>(st, RunFromRow);
+    return CollectRows<RunRecord>(st, RunFromRow<Statement>);
   });
 }
 
@@ -378,7 +343,7 @@ absl::StatusOr<std::vector<StepRecord>> SqliteStore::ListSteps(const std::string
                              db.Prepare(revision.has_value() ? kListStepsOfRevision : kListSteps));
     st.BindText(1, run_id);
     if (revision.has_value()) st.BindInt(2, *revision);
-    return CollectRows<StepRecord>(st, StepFromRow);
+    return CollectRows<StepRecord>(st, StepFromRow<Statement>);
   });
 }
 
@@ -389,7 +354,7 @@ absl::StatusOr<std::vector<Event>> SqliteStore::ListEvents(const std::string& ru
     st.BindText(1, run_id);
     st.BindInt(2, after_seq);
     st.BindInt(3, SqlLimit(limit));
-    return CollectRows<Event>(st, EventFromRow);
+    return CollectRows<Event>(st, EventFromRow<Statement>);
   });
 }
 

@@ -9,6 +9,7 @@
 #include "runloom/store.h"
 
 #include "store/sqlite/handle.h"
+#include "store/write_checks.h"
 
 #include <memory>
 #include <optional>
@@ -57,24 +58,6 @@ class SqliteStore final : public Store {
  private:
   const std::shared_ptr<SqliteHandle> h_;
 };
-
-// An event checked and serialized before its write transaction, so that the
-// single writer does no JSON work.
-struct EncodedEvent {
-  std::string type;
-  int schema_version = 0;
-  std::string data;  // JSON text
-};
-
-// kInvalidArgument when an event of `events` has no type, names another run
-// than `run_id`, or has data that is not a JSON object.
-absl::Status CheckEvents(const std::string& run_id, const std::vector<Event>& events);
-
-// CheckEvents, then serializes the events' data.
-// kInvalidArgument: an event without a type, naming another run, or with
-// data that is not a JSON object or not valid UTF-8.
-absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
-                                                       const std::vector<Event>& events);
 
 // Appends `events` to run `run_id` after `last_seq`, all at `now`. Returns
 // the new last seq.

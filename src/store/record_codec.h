@@ -1,40 +1,62 @@
-#include "store/sqlite/codec.h"
+// Row <-> record conversion shared by the store backends (SQLite,
+// PostgreSQL): both keep the same columns, times as Unix microseconds and
+// JSON as text, so one reader per record serves both. A backend's row type
+// provides ColumnText(i), ColumnInt(i), ColumnTime(i) and
+// ColumnOptionalTime(i) for the columns below, in this order.
+//
+// Thread-safety: stateless functions.
+#pragma once
+
+#include "runloom/run.h"
+#include "runloom/status.h"
 
 #include "core/status_macros.h"
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
-#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+
+// The runs columns in the order RunFromRow reads them.
+#define RUNLOOM_RUN_COLUMNS                                                               \
+  "id, workflow_name, workflow_version, workflow_digest, status, inputs, inputs_digest, " \
+  "idempotency_key, phase, revision, entry, context, lease_owner, lease_token, "          \
+  "lease_expires_at, attempts, max_attempts, cancel_requested, outcome, error, "          \
+  "last_event_seq, created_at, updated_at, finished_at"
+
+// The step_records columns in the order StepFromRow reads them.
+#define RUNLOOM_STEP_COLUMNS                                                      \
+  "run_id, revision, path, step_id, kind, phase, attempt, state, output, error, " \
+  "error_class, stderr_tail, started_at, finished_at"
+
+// The run_events columns in the order EventFromRow reads them.
+#define RUNLOOM_EVENT_COLUMNS "run_id, seq, type, schema_version, at, data"
 
 namespace runloom::store_internal {
 
-std::string StatusName(RunStatus s) { return std::string(ToString(s)); }
-std::string PartyName(Party p) { return std::string(ToString(p)); }
+// Times are stored as Unix microseconds.
+inline int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }
+inline absl::Time FromMicros(int64_t micros) { return absl::FromUnixMicros(micros); }
 
-std::string StepStateName(StepState s) { return std::string(ToString(s)); }
+std::string StatusName(RunStatus s);
+std::string PartyName(Party p);
+std::string StepStateName(StepState s);
+// A step record's error_class column: ToString(*c), or "" when unset.
+std::string ErrorClassName(const std::optional<ErrorClass>& c);
 
-std::string ErrorClassName(const std::optional<ErrorClass>& c) {
-  return c.has_value() ? std::string(ToString(*c)) : std::string();
-}
+// JSON <-> TEXT. Dump fails (kInvalidArgument) on invalid UTF-8; Parse fails
+// (kDataLoss) on a corrupt cell. `what` names the cell in the error.
+absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_view what);
+absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, std::string_view what);
 
-absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_view what) {
-  try {
-    return value.dump();
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " cannot be stored as JSON: ",
-                                                   e.what(), "; strings must be valid UTF-8"));
-  }
-}
-
-absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, std::string_view what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat("corrupt JSON in ", std::string(what), ": ", e.what()));
-  }
-}
-
-absl::StatusOr<RunRecord> RunFromRow(const Statement& st) {
+// Read the current row of a query selecting the columns above
+// (WorkflowFromRow: name, version, digest, canonical, created_at).
+template <typename Row>
+absl::StatusOr<RunRecord> RunFromRow(const Row& st) {
   RunRecord r;
   r.id = st.ColumnText(0);
   r.workflow_name = st.ColumnText(1);
@@ -69,7 +91,8 @@ absl::StatusOr<RunRecord> RunFromRow(const Statement& st) {
   return r;
 }
 
-absl::StatusOr<StepRecord> StepFromRow(const Statement& st) {
+template <typename Row>
+absl::StatusOr<StepRecord> StepFromRow(const Row& st) {
   StepRecord s;
   s.run_id = st.ColumnText(0);
   s.revision = st.ColumnInt(1);
@@ -104,7 +127,8 @@ absl::StatusOr<StepRecord> StepFromRow(const Statement& st) {
   return s;
 }
 
-absl::StatusOr<Event> EventFromRow(const Statement& st) {
+template <typename Row>
+absl::StatusOr<Event> EventFromRow(const Row& st) {
   Event e;
   e.run_id = st.ColumnText(0);
   e.seq = st.ColumnInt(1);
@@ -117,7 +141,8 @@ absl::StatusOr<Event> EventFromRow(const Statement& st) {
   return e;
 }
 
-absl::StatusOr<WorkflowVersion> WorkflowFromRow(const Statement& st) {
+template <typename Row>
+absl::StatusOr<WorkflowVersion> WorkflowFromRow(const Row& st) {
   WorkflowVersion w;
   w.name = st.ColumnText(0);
   w.version = st.ColumnInt(1);

@@ -1,0 +1,80 @@
+// The checks and encodings of a write that do not depend on the backend:
+// events and step records checked and serialized before the write
+// transaction, and the fence rules of a RunWrite (include/runloom/store.h)
+// against the run's current fence. Every backend applies the same rules, so a
+// compare-and-set means the same on SQLite and PostgreSQL.
+//
+// Thread-safety: stateless functions.
+#pragma once
+
+#include "runloom/run.h"
+#include "runloom/status.h"
+#include "runloom/store.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runloom::store_internal {
+
+// An event checked and serialized before its write transaction, so that the
+// single writer does no JSON work.
+struct EncodedEvent {
+  std::string type;
+  int schema_version = 0;
+  std::string data;  // JSON text
+};
+
+// kInvalidArgument when an event of `events` has no type, names another run
+// than `run_id`, or has data that is not a JSON object.
+absl::Status CheckEvents(const std::string& run_id, const std::vector<Event>& events);
+
+// CheckEvents, then serializes the events' data.
+// kInvalidArgument: an event without a type, naming another run, or with
+// data that is not a JSON object or not valid UTF-8.
+absl::StatusOr<std::vector<EncodedEvent>> EncodeEvents(const std::string& run_id,
+                                                       const std::vector<Event>& events);
+
+// What a write is checked against: the run's row as the write's transaction
+// reads it (under its lock).
+struct Fence {
+  RunStatus status = RunStatus::kQueued;
+  std::string lease_token;
+  int64_t last_event_seq = 0;
+  std::optional<absl::Time> lease_expires_at;
+  std::string lease_owner;
+  int attempts = 0;
+  bool cancel_requested = false;
+};
+
+// kInvalidArgument unless ttl > 0.
+absl::Status CheckTtl(absl::Duration ttl);
+// now + ttl, in whole microseconds (what the stores keep).
+absl::Time LeaseDeadline(absl::Time now, absl::Duration ttl);
+
+// The fence checks of a RunWrite, before anything is written: kAborted
+// (status, token or last event seq moved), kCancelled (a cancel request and
+// refuse_if_cancel_requested), kFailedPrecondition (not in the transition table).
+absl::Status CheckFence(const RunWrite& w, const Fence& f);
+
+// A RunWrite's JSON, serialized on the caller's thread.
+struct EncodedWrite {
+  std::vector<EncodedEvent> events;
+  std::vector<std::string> step_outputs;
+  std::optional<std::string> context;
+};
+absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write);
+
+// AcquireLease's argument checks.
+absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,
+                            const std::vector<Event>& events);
+
+// True when `w` only appends events and maybe moves the phase (a step
+// start): a lease's own statements can carry it.
+bool RidesOnLease(const RunWrite& w);
+
+}  // namespace runloom::store_internal
