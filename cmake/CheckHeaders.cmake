@@ -13,6 +13,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   gate.h
   limits.h
   mutex.h
+  postgres.h
   run.h
   sqlite.h
   status.h

@@ -1,6 +1,7 @@
 // OpenBackend: a backend URL to the factory of its backend.
 #include "runloom/backend.h"
 
+#include "runloom/postgres.h"
 #include "runloom/sqlite.h"
 
 #include "absl/strings/ascii.h"
@@ -13,7 +14,7 @@ namespace {
 
 constexpr char kAccepted[] =
     "accepted: sqlite:///abs/path.db, sqlite://relative/path.db, sqlite::memory:, "
-    "or a plain file path";
+    "a plain file path, or postgres://user@host:port/dbname";
 
 absl::Status BadUrl(const std::string& url, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -58,6 +59,14 @@ absl::StatusOr<Backend> OpenBackend(const std::string& url, const BackendOptions
   const absl::string_view scheme = SchemeOf(url);
   if (scheme.empty() || url == ":memory:") {
     path = url;  // a plain path: today's `--db path`
+  } else if (scheme == "postgres" || scheme == "postgresql") {
+    if (!absl::StartsWith(absl::string_view(url).substr(scheme.size()), "://")) {
+      return BadUrl(url, absl::StrCat("after '", scheme, ":' comes '//user@host:port/dbname'"));
+    }
+    PostgresOptions o;
+    o.lock_timeout = options.lock_timeout;
+    o.transport = options.transport;
+    return OpenPostgres(url, o);
   } else if (scheme == "sqlite") {
     absl::StatusOr<std::string> p = SqlitePath(url);
     if (!p.ok()) return p.status();

@@ -3,16 +3,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
-#include <libpq-fe.h>
-
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <libpq-fe.h>
 #include <sstream>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #ifndef RUNLOOM_SOURCE_DIR_DEFAULT
 #define RUNLOOM_SOURCE_DIR_DEFAULT "."
@@ -86,7 +85,8 @@ absl::StatusOr<TestServers> FindOrStart() {
 absl::StatusOr<TestServers> GetTestServers() {
   // Found or started once, on first use (a function-local static's
   // initialization is thread-safe).
-  static const absl::StatusOr<TestServers>* servers = new absl::StatusOr<TestServers>(FindOrStart());
+  static const absl::StatusOr<TestServers>* servers =
+      new absl::StatusOr<TestServers>(FindOrStart());
   return *servers;
 }
 
@@ -98,7 +98,7 @@ absl::StatusOr<std::string> CreateTestPostgresDatabase(const std::string& hint) 
   for (char c : hint) {
     if (name.size() >= 60) break;  // PostgreSQL names are at most 63 bytes
     name += (std::isalnum(static_cast<unsigned char>(c)) != 0) ? static_cast<char>(std::tolower(c))
-                                                                : '_';
+                                                               : '_';
   }
   PGconn* conn = PQconnectdb(servers->postgres_url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) {

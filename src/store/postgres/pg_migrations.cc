@@ -1,0 +1,211 @@
+#include "store/postgres/pg_migrations.h"
+
+#include "core/status_macros.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <array>
+
+namespace runloom::store_internal {
+namespace {
+
+struct Migration {
+  int64_t version;
+  const char* sql;
+};
+
+// Version 1. The tables are SQLite's (docs/formats/sqlite-schema.md) with
+// PostgreSQL types: times are Unix microseconds (BIGINT), JSON is TEXT, so
+// both stores share their row readers. Never edit a released migration; add one.
+constexpr char kV1[] = R"sql(
+CREATE TABLE clock (offset_us BIGINT NOT NULL);
+INSERT INTO clock VALUES (0);
+-- The time authority: the server's clock (plus an offset tests move; 0 otherwise).
+CREATE FUNCTION runloom_now() RETURNS BIGINT LANGUAGE sql STABLE AS
+  $$ SELECT (extract(epoch FROM now()) * 1000000)::bigint + offset_us FROM runloom.clock $$;
+
+CREATE TABLE workflows (
+  name TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  digest TEXT NOT NULL,
+  canonical TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (name, version),
+  UNIQUE (name, digest)
+);
+
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY,
+  workflow_name TEXT NOT NULL,
+  workflow_version BIGINT NOT NULL,
+  workflow_digest TEXT NOT NULL,
+  status TEXT NOT NULL,
+  inputs TEXT NOT NULL,
+  inputs_digest TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL DEFAULT '',
+  phase TEXT NOT NULL DEFAULT '',
+  revision BIGINT NOT NULL DEFAULT 1,
+  entry TEXT NOT NULL DEFAULT 'fresh',
+  context TEXT NOT NULL DEFAULT '{}',
+  lease_owner TEXT NOT NULL DEFAULT '',
+  lease_token TEXT NOT NULL DEFAULT '',
+  lease_expires_at BIGINT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  last_event_seq BIGINT NOT NULL DEFAULT 0,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  finished_at BIGINT
+);
+CREATE UNIQUE INDEX runs_idempotency ON runs (workflow_name, idempotency_key)
+  WHERE idempotency_key <> '';
+CREATE INDEX runs_status_lease ON runs (status, lease_expires_at);
+CREATE INDEX runs_status_updated ON runs (status, updated_at);
+CREATE INDEX runs_created_id ON runs (created_at, id);
+
+CREATE TABLE step_records (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  revision BIGINT NOT NULL,
+  path TEXT NOT NULL,
+  step_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  output TEXT NOT NULL,
+  error TEXT NOT NULL,
+  error_class TEXT NOT NULL,
+  stderr_tail TEXT NOT NULL,
+  started_at BIGINT NOT NULL,
+  finished_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, revision, path)
+);
+
+CREATE TABLE run_events (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  seq BIGINT NOT NULL,
+  type TEXT NOT NULL,
+  schema_version INTEGER NOT NULL,
+  at BIGINT NOT NULL,
+  data TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+
+CREATE TABLE queue (
+  id BIGSERIAL PRIMARY KEY,
+  run_id TEXT NOT NULL UNIQUE REFERENCES runs (id),
+  enqueued_at BIGINT NOT NULL,
+  visible_at BIGINT NOT NULL,
+  deliveries INTEGER NOT NULL DEFAULT 0,
+  claimed_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX queue_visible ON queue (visible_at, id);
+
+CREATE TABLE dead_letters (
+  id BIGSERIAL PRIMARY KEY,
+  message_id BIGINT NOT NULL,
+  run_id TEXT NOT NULL,
+  deliveries INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  at BIGINT NOT NULL,
+  redriven_at BIGINT
+);
+CREATE INDEX dead_letters_run ON dead_letters (run_id);
+CREATE INDEX dead_letters_live ON dead_letters (id) WHERE redriven_at IS NULL;
+
+CREATE TABLE write_operations (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  action_key TEXT NOT NULL,
+  status TEXT NOT NULL,
+  request_digest TEXT NOT NULL,
+  response TEXT,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, step_path, action_key)
+);
+
+-- Live changes: every committed change to a run's status or events is
+-- announced (NOTIFY is delivered at commit, never for a rollback).
+CREATE FUNCTION notify_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('runloom_runs', NEW.id || '|' || NEW.status || '|' || NEW.last_event_seq);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_inserted AFTER INSERT ON runs
+  FOR EACH ROW EXECUTE FUNCTION notify_run();
+CREATE TRIGGER runs_changed AFTER UPDATE ON runs FOR EACH ROW
+  WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.last_event_seq <> NEW.last_event_seq)
+  EXECUTE FUNCTION notify_run();
+-- Queue wake-ups: a new message, or one given back (Release).
+CREATE FUNCTION notify_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('runloom_queue', '');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER queue_inserted AFTER INSERT ON queue
+  FOR EACH STATEMENT EXECUTE FUNCTION notify_queue();
+CREATE TRIGGER queue_released AFTER UPDATE ON queue FOR EACH ROW
+  WHEN (NEW.claimed_by = '') EXECUTE FUNCTION notify_queue();
+)sql";
+
+constexpr std::array kMigrations = {Migration{1, kV1}};
+
+// One advisory lock key for runloom's migrations (any constant works; this
+// one spells "rlm1").
+constexpr char kLock[] = "SELECT pg_advisory_xact_lock(1919708465)";
+constexpr char kMetaExists[] = "SELECT to_regclass('runloom.meta') IS NOT NULL";
+constexpr char kVersion[] = "SELECT value::bigint FROM runloom.meta WHERE key = 'schema_version'";
+
+absl::Status MigrateLocked(PgConn& c, const std::string& where) {
+  RUNLOOM_RETURN_IF_ERROR(c.Exec(kLock).status());
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult exists, c.Exec(kMetaExists));
+  int64_t version = 0;
+  if (exists.row(0).ColumnInt(0) != 0) {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult v, c.Exec(kVersion));
+    if (v.rows() > 0) version = v.row(0).ColumnInt(0);
+  }
+  const int64_t latest = LatestPostgresSchemaVersion();
+  if (version > latest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PostgreSQL database ", where, " has runloom schema version ", version,
+                     " but this runloom supports up to ", latest, "; upgrade runloom"));
+  }
+  if (version == latest) return absl::OkStatus();
+  if (version == 0) {
+    RUNLOOM_RETURN_IF_ERROR(c.ExecScript(
+        "CREATE SCHEMA IF NOT EXISTS runloom; "
+        "CREATE TABLE runloom.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); "
+        "INSERT INTO runloom.meta VALUES ('schema_version', '0'), ('application', 'runloom')"));
+  }
+  RUNLOOM_RETURN_IF_ERROR(c.ExecScript("SET LOCAL search_path TO runloom"));
+  for (const Migration& m : kMigrations) {
+    if (m.version <= version) continue;
+    absl::Status s = c.ExecScript(m.sql);
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("migration to schema version ", m.version, ": ", s.message()));
+    }
+  }
+  return c.ExecScript(
+      absl::StrCat("UPDATE runloom.meta SET value = '", latest, "' WHERE key = 'schema_version'"));
+}
+
+}  // namespace
+
+int64_t LatestPostgresSchemaVersion() { return kMigrations.back().version; }
+
+absl::Status MigratePostgres(PgConn& c, const std::string& where) {
+  RUNLOOM_RETURN_IF_ERROR(c.ExecScript("BEGIN"));
+  absl::Status s = MigrateLocked(c, where);
+  if (!s.ok()) {
+    (void)c.ExecScript("ROLLBACK");  // `s` is the error to report
+    return s;
+  }
+  return c.ExecScript("COMMIT");
+}
+
+}  // namespace runloom::store_internal

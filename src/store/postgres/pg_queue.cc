@@ -1,0 +1,284 @@
+// The PostgreSQL transport: the queue table of the store's database.
+// Consumers claim with FOR UPDATE SKIP LOCKED, so any number of them, on any
+// machine, never claim the same message in one visibility window and never
+// wait on each other's locks; they wait for work on LISTEN (PgHandle's
+// listener), woken by the queue table's NOTIFY trigger.
+#include "core/status_macros.h"
+#include "events/events.h"
+#include "store/postgres/pg_store.h"
+#include "store/record_codec.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace runloom::store_internal {
+namespace {
+
+// How often WaitForMessages also looks at the table (and at the server's
+// clock, for its deadline): a message whose visibility timeout ran out is
+// announced by nobody.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+
+constexpr char kClaim[] =
+    "WITH c AS (SELECT id FROM queue WHERE visible_at <= runloom_now() AND deliveries < $3 "
+    "ORDER BY visible_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) "
+    "UPDATE queue q SET claimed_by = $2, visible_at = runloom_now() + $4, "
+    "deliveries = q.deliveries + 1 FROM c WHERE q.id = c.id "
+    "RETURNING q.id, q.run_id, q.deliveries";
+constexpr char kExhausted[] =
+    "SELECT id, run_id, deliveries FROM queue WHERE visible_at <= runloom_now() "
+    "AND deliveries >= $1 ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED";
+constexpr char kDeleteById[] = "DELETE FROM queue WHERE id = $1";
+constexpr char kDeadLetter[] =
+    "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
+    "VALUES ($1, $2, $3, $4, $5)";
+constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
+constexpr char kAck[] = "DELETE FROM queue WHERE id = $1 AND run_id = $2";
+constexpr char kRelease[] =
+    "UPDATE queue SET claimed_by = '', visible_at = runloom_now(), "
+    "deliveries = GREATEST(deliveries - 1, 0) WHERE id = $1 AND run_id = $2 AND claimed_by <> ''";
+constexpr char kPendingOf[] = "SELECT DISTINCT run_id FROM queue WHERE run_id = ANY($1::text[])";
+constexpr char kDeadLetteredOf[] =
+    "SELECT DISTINCT run_id FROM dead_letters WHERE redriven_at IS NULL "
+    "AND run_id = ANY($1::text[])";
+constexpr char kListDeadLetters[] =
+    "SELECT id, message_id, run_id, deliveries, reason, at FROM dead_letters "
+    "WHERE redriven_at IS NULL ORDER BY id LIMIT $1";
+constexpr char kDeadLetterById[] =
+    "SELECT run_id FROM dead_letters WHERE id = $1 AND redriven_at IS NULL FOR UPDATE";
+constexpr char kMarkRedriven[] = "UPDATE dead_letters SET redriven_at = $2 WHERE id = $1";
+constexpr char kPoll[] =
+    "SELECT runloom_now(), EXISTS (SELECT 1 FROM queue WHERE visible_at <= runloom_now())";
+
+absl::StatusOr<int64_t> ParseId(const std::string& id, absl::string_view what) {
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(id, &n) || n <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " id '", id, "' is not a PostgreSQL ", what, " id"));
+  }
+  return n;
+}
+
+class PgTransport final : public Transport {
+ public:
+  explicit PgTransport(std::shared_ptr<PgHandle> h)
+      : h_(std::move(h)), max_deliveries_(h_->transport_options().max_deliveries) {}
+
+  absl::StatusOr<std::vector<QueueMessage>> Claim(const std::string& consumer, int max,
+                                                  absl::Duration visibility) override;
+  absl::Status Ack(const QueueMessage& message) override;
+  absl::Status Release(const QueueMessage& message) override;
+  void WaitForMessages(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Interrupt() override { h_->Interrupt(); }
+  absl::Status Publish(const std::string& run_id) override;
+  absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
+  absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override;
+  absl::Status Redrive(const std::string& dead_letter_id) override;
+  absl::StatusOr<int> RedriveAll() override;
+
+ private:
+  absl::Status DeadLetterInTxn(PgConn& c, int64_t id, const std::string& run_id, int deliveries);
+
+  const std::shared_ptr<PgHandle> h_;
+  const int max_deliveries_;
+  runloom::Mutex mu_;
+  uint64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;  // queue_signals() when the last wait returned
+};
+
+absl::Status PgTransport::DeadLetterInTxn(PgConn& c, int64_t id, const std::string& run_id,
+                                          int deliveries) {
+  const std::string reason = absl::StrCat(
+      "delivered ", deliveries, " times without an ack (the cap is ", max_deliveries_, ")");
+  absl::StatusOr<std::pair<Fence, absl::Time>> locked = PgLockFence(c, run_id);
+  if (!locked.ok() && locked.status().code() != absl::StatusCode::kNotFound) return locked.status();
+  const absl::Time now = locked.ok() ? locked->second : h_->Now();
+  PgParams p;
+  p.Int(id).Text(run_id).Int(deliveries).Text(reason).Time(now);
+  RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeadLetter, p).status());
+  RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeleteById, PgParams().Int(id)).status());
+  if (!locked.ok()) return absl::OkStatus();  // the run is gone: the dead letter is enough
+  // The run says so too: a reader of its events sees why nothing runs it.
+  Event e = RunDeadLetteredEvent(
+      run_id, {.message_id = absl::StrCat(id), .deliveries = deliveries, .reason = reason});
+  std::vector<EncodedEvent> events = {EncodedEvent{e.type, e.schema_version, e.data.dump()}};
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                           PgAppendEvents(c, run_id, locked->first.last_event_seq, events, now));
+  return c.Exec(kSetLastSeq, PgParams().Text(run_id).Int(last)).status();
+}
+
+absl::StatusOr<std::vector<QueueMessage>> PgTransport::Claim(const std::string& consumer, int max,
+                                                             absl::Duration visibility) {
+  if (consumer.empty()) return absl::InvalidArgumentError("queue consumer name is empty");
+  if (max <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Claim max must be positive, got ", max));
+  }
+  if (visibility <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Claim visibility must be positive, got ", absl::FormatDuration(visibility)));
+  }
+  std::vector<QueueMessage> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
+    out.clear();
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult spent, c.Exec(kExhausted, PgParams().Int(max_deliveries_)));
+    for (int i = 0; i < spent.rows(); ++i) {
+      const PgRow r = spent.row(i);
+      RUNLOOM_RETURN_IF_ERROR(
+          DeadLetterInTxn(c, r.ColumnInt(0), r.ColumnText(1), static_cast<int>(r.ColumnInt(2))));
+    }
+    PgParams p;
+    p.Int(max).Text(consumer).Int(max_deliveries_).Int(absl::ToInt64Microseconds(visibility));
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult claimed, c.Exec(kClaim, p));
+    for (int i = 0; i < claimed.rows(); ++i) {
+      const PgRow r = claimed.row(i);
+      out.push_back(QueueMessage{absl::StrCat(r.ColumnInt(0)), r.ColumnText(1),
+                                 static_cast<int>(r.ColumnInt(2))});
+    }
+    return absl::OkStatus();
+  }));
+  std::sort(out.begin(), out.end(), [](const QueueMessage& a, const QueueMessage& b) {
+    return a.id.size() != b.id.size() ? a.id.size() < b.id.size() : a.id < b.id;
+  });
+  return out;
+}
+
+absl::Status PgTransport::Ack(const QueueMessage& message) {
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t id, ParseId(message.id, "queue message"));
+  return h_->Read(
+      [&](PgConn& c) { return c.Exec(kAck, PgParams().Int(id).Text(message.run_id)).status(); });
+}
+
+absl::Status PgTransport::Release(const QueueMessage& message) {
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t id, ParseId(message.id, "queue message"));
+  return h_->Read([&](PgConn& c) {
+    return c.Exec(kRelease, PgParams().Int(id).Text(message.run_id)).status();
+  });
+}
+
+absl::Status PgTransport::Publish(const std::string& run_id) {
+  if (run_id.empty()) return absl::InvalidArgumentError("Publish: run id is empty");
+  return h_->Txn([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(auto locked, PgLockFence(c, run_id));  // kNotFound: no such run
+    return PgEnsureQueueMessage(c, run_id, locked.second).status();
+  });
+}
+
+absl::StatusOr<MessagePresence> PgTransport::FindMessages(const std::vector<std::string>& run_ids) {
+  MessagePresence out;
+  if (run_ids.empty()) return out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    for (auto [sql, list] :
+         {std::pair{kPendingOf, &out.pending}, std::pair{kDeadLetteredOf, &out.dead_lettered}}) {
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(sql, PgParams().TextArray(run_ids)));
+      list->clear();
+      for (int i = 0; i < r.rows(); ++i) list->push_back(r.row(i).ColumnText(0));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<DeadLetter>> PgTransport::ListDeadLetters(int limit) {
+  std::vector<DeadLetter> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    PgParams p;
+    p.OptionalInt(limit <= 0 ? std::nullopt : std::optional<int64_t>(limit));
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kListDeadLetters, p));
+    out.clear();
+    for (int i = 0; i < r.rows(); ++i) {
+      const PgRow row = r.row(i);
+      out.push_back(DeadLetter{absl::StrCat(row.ColumnInt(0)), absl::StrCat(row.ColumnInt(1)),
+                               row.ColumnText(2), static_cast<int>(row.ColumnInt(3)),
+                               row.ColumnText(4), row.ColumnTime(5)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PgTransport::Redrive(const std::string& dead_letter_id) {
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t id, ParseId(dead_letter_id, "dead letter"));
+  return h_->Txn([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult d, c.Exec(kDeadLetterById, PgParams().Int(id)));
+    if (d.rows() == 0) {
+      return absl::NotFoundError(
+          absl::StrCat("no dead letter ", id, " waiting for a redrive (unknown, or redriven)"));
+    }
+    const std::string run_id = d.row(0).ColumnText(0);
+    absl::StatusOr<std::pair<Fence, absl::Time>> locked = PgLockFence(c, run_id);
+    if (!locked.ok() && locked.status().code() != absl::StatusCode::kNotFound) {
+      return locked.status();
+    }
+    const absl::Time now = locked.ok() ? locked->second : h_->Now();
+    RUNLOOM_RETURN_IF_ERROR(c.Exec(kMarkRedriven, PgParams().Int(id).Time(now)).status());
+    // A run that moved on (cancelled, finished) or is gone needs no message.
+    if (!locked.ok() || (locked->first.status != RunStatus::kQueued &&
+                         locked->first.status != RunStatus::kRunning)) {
+      return absl::OkStatus();
+    }
+    return PgEnsureQueueMessage(c, run_id, now).status();
+  });
+}
+
+absl::StatusOr<int> PgTransport::RedriveAll() {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<DeadLetter> all, ListDeadLetters(0));
+  int done = 0;
+  for (const DeadLetter& d : all) {
+    absl::Status s = Redrive(d.id);
+    if (s.code() == absl::StatusCode::kNotFound) continue;  // redriven meanwhile
+    RUNLOOM_RETURN_IF_ERROR(s);
+    ++done;
+  }
+  return done;
+}
+
+void PgTransport::WaitForMessages(absl::Time deadline) {
+  uint64_t seen;
+  {
+    runloom::MutexLock l(&mu_);
+    seen = last_seen_;
+  }
+  while (true) {
+    const uint64_t now_seen = h_->queue_signals();
+    if (now_seen != seen) {
+      runloom::MutexLock l(&mu_);
+      last_seen_ = now_seen;
+      return;
+    }
+    // The deadline is in the server's time; look at it, and at the table.
+    absl::Time server_now;
+    bool visible = false;
+    absl::Status s = h_->Read([&](PgConn& c) -> absl::Status {
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kPoll));
+      server_now = r.row(0).ColumnTime(0);
+      visible = r.row(0).ColumnInt(1) != 0;
+      return absl::OkStatus();
+    });
+    if (!s.ok() || visible || server_now >= deadline) return;  // Claim reports an error
+    h_->AwaitQueueSignal(seen, absl::Now() + std::min(kPollInterval, deadline - server_now));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> NewPgTransport(std::shared_ptr<PgHandle> handle) {
+  return std::make_unique<PgTransport>(std::move(handle));
+}
+
+}  // namespace runloom::store_internal
+
+namespace runloom {
+
+absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptions& options) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::PgHandle> h,
+                           store_internal::PgHandle::Open(url, options));
+  Backend b;
+  b.events = std::shared_ptr<EventBus>(h, h->bus());
+  b.store = std::make_unique<store_internal::PgStore>(h);
+  b.transport = store_internal::NewPgTransport(std::move(h));
+  return b;
+}
+
+}  // namespace runloom

@@ -1,0 +1,401 @@
+#include "store/postgres/pg_store.h"
+
+#include "core/status_macros.h"
+#include "store/event_check.h"
+#include "store/record_codec.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <utility>
+
+namespace runloom::store_internal {
+namespace {
+
+// LIMIT NULL is "no limit" in PostgreSQL.
+std::optional<int64_t> SqlLimit(int limit) {
+  return limit <= 0 ? std::nullopt : std::optional<int64_t>(limit);
+}
+
+constexpr char kWorkflowByDigest[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows "
+    "WHERE name = $1 AND digest = $2";
+// ON CONFLICT: a concurrent registration of the same digest wins; the
+// caller re-reads it. The version is the next one under the name's lock
+// (the advisory lock of the name's hash serializes registrations of one name).
+constexpr char kLockName[] = "SELECT pg_advisory_xact_lock(hashtext('runloom.workflow:' || $1))";
+constexpr char kInsertWorkflow[] =
+    "INSERT INTO workflows (name, version, digest, canonical, created_at) "
+    "SELECT $1, COALESCE(MAX(version), 0) + 1, $2, $3, runloom_now() FROM workflows "
+    "WHERE name = $1 RETURNING name, version, digest, canonical, created_at";
+constexpr char kWorkflowByVersion[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows "
+    "WHERE name = $1 AND version = $2";
+constexpr char kWorkflowLatest[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows "
+    "WHERE name = $1 ORDER BY version DESC LIMIT 1";
+constexpr char kListWorkflows[] =
+    "SELECT name, version, digest, canonical, created_at FROM workflows ORDER BY name, version";
+
+constexpr char kGetRun[] = "SELECT " RUNLOOM_RUN_COLUMNS " FROM runs WHERE id = $1";
+constexpr char kRunByKey[] =
+    "SELECT " RUNLOOM_RUN_COLUMNS " FROM runs WHERE workflow_name = $1 AND idempotency_key = $2";
+constexpr char kInsertRun[] =
+    "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
+    "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
+    "last_event_seq, created_at, updated_at) "
+    "VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, 1, 'fresh', $11, 0, $9, $10, "
+    "runloom_now(), runloom_now()) RETURNING created_at";
+constexpr char kListRuns[] =
+    "SELECT " RUNLOOM_RUN_COLUMNS
+    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
+    "ORDER BY created_at DESC, id DESC LIMIT $3";
+constexpr char kListRunsAfter[] =
+    "SELECT " RUNLOOM_RUN_COLUMNS
+    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
+    "AND (created_at, id) < ($4::bigint, $5::text) ORDER BY created_at DESC, id DESC LIMIT $3";
+constexpr char kInsertEvent[] =
+    "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
+    "VALUES ($1, $2, $3, $4, $5, $6)";
+constexpr char kListEvents[] = "SELECT " RUNLOOM_EVENT_COLUMNS
+                               " FROM run_events WHERE run_id = $1 AND seq > $2 "
+                               "ORDER BY seq LIMIT $3";
+constexpr char kListSteps[] = "SELECT " RUNLOOM_STEP_COLUMNS
+                              " FROM step_records WHERE run_id = $1 "
+                              "ORDER BY revision, started_at, path";
+constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_STEP_COLUMNS
+                                        " FROM step_records WHERE run_id = $1 AND revision = $2 "
+                                        "ORDER BY revision, started_at, path";
+constexpr char kCancelRequested[] =
+    "SELECT id FROM runs WHERE id = ANY($1::text[]) AND status = 'running' "
+    "AND cancel_requested = 1";
+constexpr char kExpiredLeases[] =
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
+    "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= runloom_now()) "
+    "ORDER BY lease_expires_at LIMIT $1";
+constexpr char kStrandedQueued[] =
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
+    "WHERE status = 'queued' AND updated_at <= runloom_now() - $1 "
+    "ORDER BY updated_at LIMIT $2";
+constexpr char kFence[] =
+    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
+    "cancel_requested, runloom_now() FROM runs WHERE id = $1 FOR UPDATE";
+constexpr char kMessageOfRun[] = "SELECT id, claimed_by FROM queue WHERE run_id = $1";
+constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE id = $1";
+constexpr char kInsertMessage[] =
+    "INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by) "
+    "VALUES ($1, $2, $2, 0, '')";
+
+absl::Status RequireNonEmpty(const std::string& value, absl::string_view what) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  return absl::OkStatus();
+}
+
+template <typename T, typename F>
+absl::StatusOr<std::vector<T>> CollectRows(const PgResult& r, F from_row) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    RUNLOOM_ASSIGN_OR_RETURN(T value, from_row(r.row(i)));
+    out.push_back(std::move(value));
+  }
+  return out;
+}
+
+absl::StatusOr<RecoveryCandidate> CandidateFromRow(const PgRow& row) {
+  RecoveryCandidate c;
+  c.run_id = row.ColumnText(0);
+  const std::string status = row.ColumnText(1);
+  std::optional<RunStatus> parsed = ParseRunStatus(status);
+  if (!parsed.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat("run ", c.run_id, " has unknown status '", status, "' in the database"));
+  }
+  c.status = *parsed;
+  c.attempts = static_cast<int>(row.ColumnInt(2));
+  c.max_attempts = static_cast<int>(row.ColumnInt(3));
+  c.lease_token = row.ColumnText(4);
+  return c;
+}
+
+// The run's row, read by `c` (in or out of a transaction).
+absl::StatusOr<RunRecord> LoadRun(PgConn& c, const std::string& run_id) {
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kGetRun, PgParams().Text(run_id)));
+  if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  return RunFromRow(r.row(0));
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::string& run_id) {
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kFence, PgParams().Text(run_id)));
+  if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  const PgRow row = r.row(0);
+  Fence f;
+  const std::string status = row.ColumnText(0);
+  std::optional<RunStatus> parsed = ParseRunStatus(status);
+  if (!parsed.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat("run ", run_id, " has unknown status '", status, "' in the database"));
+  }
+  f.status = *parsed;
+  f.lease_token = row.ColumnText(1);
+  f.last_event_seq = row.ColumnInt(2);
+  f.lease_expires_at = row.ColumnOptionalTime(3);
+  f.lease_owner = row.ColumnText(4);
+  f.attempts = static_cast<int>(row.ColumnInt(5));
+  f.cancel_requested = row.ColumnInt(6) != 0;
+  return std::make_pair(std::move(f), row.ColumnTime(7));
+}
+
+absl::StatusOr<int64_t> PgAppendEvents(PgConn& c, const std::string& run_id, int64_t last_seq,
+                                       const std::vector<EncodedEvent>& events, absl::Time now) {
+  for (const EncodedEvent& e : events) {
+#ifdef RUNLOOM_TESTING
+    RUNLOOM_RETURN_IF_ERROR(CheckEventOnWrite(run_id, e.type, e.schema_version, e.data));
+#endif
+    PgParams p;
+    p.Text(run_id).Int(++last_seq).Text(e.type).Int(e.schema_version).Time(now).Text(e.data);
+    RUNLOOM_RETURN_IF_ERROR(c.Exec(kInsertEvent, p).status());
+  }
+  return last_seq;
+}
+
+absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, absl::Time now) {
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult m, c.Exec(kMessageOfRun, PgParams().Text(run_id)));
+  if (m.rows() > 0) {
+    if (m.row(0).ColumnText(1).empty()) return false;  // pending: keep it
+    RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeleteMessage, PgParams().Int(m.row(0).ColumnInt(0))).status());
+  }
+  RUNLOOM_RETURN_IF_ERROR(c.Exec(kInsertMessage, PgParams().Text(run_id).Time(now)).status());
+  return true;
+}
+
+// ---- catalog ----
+
+absl::StatusOr<WorkflowVersion> PgStore::RegisterWorkflow(const std::string& name,
+                                                          const std::string& digest,
+                                                          const nlohmann::json& canonical) {
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(name, "workflow name"));
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(digest, "workflow digest"));
+  RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(canonical, absl::StrCat("workflow ", name)));
+  WorkflowVersion out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
+    RUNLOOM_RETURN_IF_ERROR(c.Exec(kLockName, PgParams().Text(name)).status());
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult found,
+                             c.Exec(kWorkflowByDigest, PgParams().Text(name).Text(digest)));
+    if (found.rows() > 0) {
+      RUNLOOM_ASSIGN_OR_RETURN(out, WorkflowFromRow(found.row(0)));
+      return absl::OkStatus();
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(
+        PgResult ins, c.Exec(kInsertWorkflow, PgParams().Text(name).Text(digest).Text(text)));
+    RUNLOOM_ASSIGN_OR_RETURN(out, WorkflowFromRow(ins.row(0)));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<WorkflowVersion> PgStore::GetWorkflow(const std::string& name, int64_t version) {
+  if (version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workflow version ", version, " is negative; use 0 for the latest"));
+  }
+  std::optional<WorkflowVersion> found;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    PgParams p;
+    p.Text(name);
+    if (version != 0) p.Int(version);
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r,
+                             c.Exec(version == 0 ? kWorkflowLatest : kWorkflowByVersion, p));
+    if (r.rows() == 0) return absl::OkStatus();
+    RUNLOOM_ASSIGN_OR_RETURN(found, WorkflowFromRow(r.row(0)));
+    return absl::OkStatus();
+  }));
+  if (!found.has_value()) {
+    if (version == 0) {
+      return absl::NotFoundError(absl::StrCat("workflow ", name, " is not in the catalog"));
+    }
+    return absl::NotFoundError(
+        absl::StrCat("workflow ", name, " has no version ", version, " in the catalog"));
+  }
+  return std::move(*found);
+}
+
+absl::StatusOr<std::vector<WorkflowVersion>> PgStore::ListWorkflows() {
+  std::vector<WorkflowVersion> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kListWorkflows));
+    RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<WorkflowVersion>(r, WorkflowFromRow<PgRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+// ---- runs ----
+
+absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vector<Event> events) {
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.id, "run id"));
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.workflow_name, "workflow name of a new run"));
+  if (run.max_attempts < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
+                                                   run.max_attempts, "; it must be at least 1"));
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(std::string inputs,
+                           DumpJson(run.inputs, absl::StrCat("inputs of run ", run.id)));
+  const nlohmann::json context_json =
+      run.context.is_null() ? nlohmann::json::object() : run.context;
+  RUNLOOM_ASSIGN_OR_RETURN(std::string context,
+                           DumpJson(context_json, absl::StrCat("context of run ", run.id)));
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(run.id, events));
+  CreateRunResult out;
+  auto existing = [&](PgConn& c) -> absl::StatusOr<bool> {
+    if (run.idempotency_key.empty()) return false;
+    RUNLOOM_ASSIGN_OR_RETURN(
+        PgResult r,
+        c.Exec(kRunByKey, PgParams().Text(run.workflow_name).Text(run.idempotency_key)));
+    if (r.rows() == 0) return false;
+    RUNLOOM_ASSIGN_OR_RETURN(out.run, RunFromRow(r.row(0)));
+    out.created = false;
+    return true;
+  };
+  absl::Status s = h_->Txn([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(bool found, existing(c));
+    if (found) return absl::OkStatus();
+    PgParams p;
+    p.Text(run.id).Text(run.workflow_name).Int(run.workflow_version).Text(run.workflow_digest);
+    p.Text(inputs).Text(run.inputs_digest).Text(run.idempotency_key).Text(run.phase);
+    p.Int(run.max_attempts).Int(static_cast<int64_t>(encoded.size())).Text(context);
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kInsertRun, p));
+    const absl::Time now = r.row(0).ColumnTime(0);
+    RUNLOOM_RETURN_IF_ERROR(PgAppendEvents(c, run.id, 0, encoded, now).status());
+    RUNLOOM_RETURN_IF_ERROR(c.Exec(kInsertMessage, PgParams().Text(run.id).Time(now)).status());
+    out.created = true;
+    out.run = RunRecord{};
+    out.run.id = run.id;
+    out.run.workflow_name = run.workflow_name;
+    out.run.workflow_version = run.workflow_version;
+    out.run.workflow_digest = run.workflow_digest;
+    out.run.status = RunStatus::kQueued;
+    out.run.inputs = run.inputs;
+    out.run.inputs_digest = run.inputs_digest;
+    out.run.idempotency_key = run.idempotency_key;
+    out.run.phase = run.phase;
+    out.run.max_attempts = run.max_attempts;
+    out.run.context = context_json;
+    out.run.last_event_seq = static_cast<int64_t>(encoded.size());
+    out.run.created_at = now;
+    out.run.updated_at = now;
+    return absl::OkStatus();
+  });
+  if (s.code() == absl::StatusCode::kAlreadyExists) {
+    // A concurrent admission with the same key won the unique index; or the
+    // id is taken.
+    bool found = false;
+    RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+      RUNLOOM_ASSIGN_OR_RETURN(found, existing(c));
+      return absl::OkStatus();
+    }));
+    if (found) return out;
+    return absl::AlreadyExistsError(absl::StrCat("run ", run.id, " already exists"));
+  }
+  RUNLOOM_RETURN_IF_ERROR(s);
+  return out;
+}
+
+absl::StatusOr<RunRecord> PgStore::GetRun(const std::string& run_id) {
+  RunRecord out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(out, LoadRun(c, run_id));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter) {
+  std::vector<RunRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    PgParams p;
+    if (filter.status.has_value()) {
+      p.Text(StatusName(*filter.status));
+    } else {
+      p.Null();
+    }
+    p.Text(filter.workflow_name).OptionalInt(SqlLimit(filter.limit));
+    if (filter.after.has_value()) p.Time(filter.after->created_at).Text(filter.after->id);
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r,
+                             c.Exec(filter.after.has_value() ? kListRunsAfter : kListRuns, p));
+    RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<RunRecord>(r, RunFromRow<PgRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+// ---- reads ----
+
+absl::StatusOr<std::vector<StepRecord>> PgStore::ListSteps(const std::string& run_id,
+                                                           std::optional<int64_t> revision) {
+  std::vector<StepRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    PgParams p;
+    p.Text(run_id);
+    if (revision.has_value()) p.Int(*revision);
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r,
+                             c.Exec(revision.has_value() ? kListStepsOfRevision : kListSteps, p));
+    RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<StepRecord>(r, StepFromRow<PgRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<Event>> PgStore::ListEvents(const std::string& run_id, int64_t after_seq,
+                                                       int limit) {
+  std::vector<Event> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    PgParams p;
+    p.Text(run_id).Int(after_seq).OptionalInt(SqlLimit(limit));
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kListEvents, p));
+    RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<Event>(r, EventFromRow<PgRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+// ---- recovery ----
+
+absl::StatusOr<std::vector<RecoveryCandidate>> PgStore::FindRecoverable(absl::Duration queued_grace,
+                                                                        int limit) {
+  if (queued_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queued_grace is negative (", absl::FormatDuration(queued_grace), ")"));
+  }
+  std::vector<RecoveryCandidate> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult expired,
+                             c.Exec(kExpiredLeases, PgParams().OptionalInt(SqlLimit(limit))));
+    RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<RecoveryCandidate>(expired, CandidateFromRow));
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) return absl::OkStatus();
+    PgParams p;
+    p.Int(absl::ToInt64Microseconds(queued_grace));
+    p.OptionalInt(SqlLimit(limit > 0 ? limit - static_cast<int>(out.size()) : 0));
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult queued, c.Exec(kStrandedQueued, p));
+    RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> more,
+                             CollectRows<RecoveryCandidate>(queued, CandidateFromRow));
+    for (RecoveryCandidate& m : more) out.push_back(std::move(m));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> PgStore::FindCancelRequested(
+    const std::vector<std::string>& run_ids) {
+  std::vector<std::string> out;
+  if (run_ids.empty()) return out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kCancelRequested, PgParams().TextArray(run_ids)));
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.row(i).ColumnText(0));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+}  // namespace runloom::store_internal

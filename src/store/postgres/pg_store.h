@@ -1,0 +1,74 @@
+// The PostgreSQL implementation of Store (include/runloom/store.h) and of
+// its queue-table Transport. pg_store.cc has the catalog, creation, reads and
+// recovery; pg_commit.cc the lease and fenced writes; pg_queue.cc the
+// transport. Each write is one transaction that locks the run's row
+// (SELECT ... FOR UPDATE) and checks the same fence as SQLite
+// (store/write_checks.h) before writing.
+//
+// Thread-safety: every method is thread-safe (see PgHandle).
+#pragma once
+
+#include "runloom/store.h"
+#include "runloom/transport.h"
+
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_handle.h"
+#include "store/write_checks.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runloom::store_internal {
+
+class PgStore final : public Store {
+ public:
+  explicit PgStore(std::shared_ptr<PgHandle> handle) : h_(std::move(handle)) {}
+
+  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
+                                                   const std::string& digest,
+                                                   const nlohmann::json& canonical) override;
+  absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) override;
+  absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows() override;
+  absl::StatusOr<CreateRunResult> CreateRun(const NewRun& run, std::vector<Event> events) override;
+  absl::StatusOr<RunRecord> GetRun(const std::string& run_id) override;
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override;
+  using Store::AcquireLease;
+  // Lease and `first` in one transaction.
+  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
+                                     absl::Duration ttl, std::vector<Event> events,
+                                     const RunWrite* first) override;
+  absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
+                                       absl::Duration ttl) override;
+  absl::Status Commit(const RunWrite& write) override;
+  absl::StatusOr<std::vector<StepRecord>> ListSteps(const std::string& run_id,
+                                                    std::optional<int64_t> revision) override;
+  absl::StatusOr<std::vector<Event>> ListEvents(const std::string& run_id, int64_t after_seq,
+                                                int limit) override;
+  absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
+                                                                 int limit) override;
+  absl::StatusOr<std::vector<std::string>> FindCancelRequested(
+      const std::vector<std::string>& run_ids) override;
+  absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
+  absl::Time Now() override { return h_->Now(); }
+  Clock* clock() override { return h_->clock(); }
+
+ private:
+  const std::shared_ptr<PgHandle> h_;
+};
+
+// Appends `events` to run `run_id` after `last_seq`, at `now`, in the
+// current transaction. Returns the new last seq.
+absl::StatusOr<int64_t> PgAppendEvents(PgConn& c, const std::string& run_id, int64_t last_seq,
+                                       const std::vector<EncodedEvent>& events, absl::Time now);
+// Gives run `run_id` a pending message unless it has one (a claimed one is
+// replaced, so its consumer's ack becomes a no-op). True when one was made.
+absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, absl::Time now);
+// The run's fence, its row locked until the transaction ends, and the
+// server time. kNotFound when absent.
+absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::string& run_id);
+
+std::unique_ptr<Transport> NewPgTransport(std::shared_ptr<PgHandle> handle);
+
+}  // namespace runloom::store_internal
