@@ -4,7 +4,9 @@
 
 #include "absl/synchronization/mutex.h"
 
+#include <functional>
 #include <iostream>
+#include <vector>
 
 // One flat table of every subcommand and flag, then the dispatch: long, but
 // read top to bottom like the --help it produces.
@@ -21,16 +23,26 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "runloom 0.1.0");
 
-  auto add_db = [](CLI::App* sub, runloom::cli::CommonFlags& c) {
-    sub->add_option("--db", c.db,
-                    "backend: a SQLite file path, sqlite:///abs/path.db, sqlite://rel/path.db "
-                    "or sqlite::memory:")
-        ->capture_default_str();
+  // --db and --queue on every command that opens a backend; after parsing,
+  // RUNLOOM_DB and RUNLOOM_QUEUE fill in the ones not given.
+  std::vector<std::function<void()>> apply_environment;
+  auto add_db = [&apply_environment](CLI::App* sub, runloom::cli::CommonFlags& c) {
+    CLI::Option* db =
+        sub->add_option("--db", c.db,
+                        "backend (else $RUNLOOM_DB): a SQLite file path, sqlite:///abs/path.db, "
+                        "sqlite://rel/path.db or sqlite::memory:")
+            ->capture_default_str();
+    CLI::Option* queue = sub->add_option(
+        "--queue", c.queue,
+        "queue (else $RUNLOOM_QUEUE): redis://host:port[/n]; empty = the store's own queue");
+    apply_environment.push_back([&c, db, queue] {
+      c = runloom::cli::WithEnvironment(std::move(c), db->count() > 0, queue->count() > 0);
+    });
   };
 
   runloom::cli::RunFlags run;
-  CLI::App* run_cmd =
-      app.add_subcommand("run", "Run a workflow file in this process until it ends or pauses");
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Run a workflow file in this process until it ends or pauses (or --detach)");
   run_cmd->add_option("file", run.file, "workflow YAML file")->required();
   run_cmd->add_option("--input", run.inputs, "an input as key=value (repeatable)");
   run_cmd->add_option("--input-file", run.input_file, "a JSON object file of inputs");
@@ -40,8 +52,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   run_cmd->add_flag("--json", run.json, "print the final run as JSON");
-  run_cmd->add_flag("--auto-approve", run.auto_approve,
-                    "approve every approval gate automatically (reviewer \"auto\")");
+  auto* auto_approve_flag =
+      run_cmd->add_flag("--auto-approve", run.auto_approve,
+                        "approve every approval gate automatically (reviewer \"auto\")");
+  run_cmd
+      ->add_flag("--detach", run.detach,
+                 "admit the run and exit 0 without executing it (prints its id; with --json "
+                 "{\"id\", \"status\", \"created\"}); `runloom worker` executes it")
+      ->excludes(auto_approve_flag);
   add_db(run_cmd, run.common);
 
   runloom::cli::WorkerFlags worker;
@@ -56,6 +74,10 @@ int main(int argc, char** argv) {
                    "re-enqueue a queued run with no queue message after this long")
       ->capture_default_str();
   worker_cmd->add_option("--max-attempts", worker.max_attempts, "leases a new run may take")
+      ->capture_default_str();
+  worker_cmd
+      ->add_option("--max-deliveries", worker.max_deliveries,
+                   "deliveries of a queue message without an ack before it is dead-lettered")
       ->capture_default_str();
   worker_cmd->add_option("--sync", worker.common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
@@ -138,6 +160,21 @@ int main(int argc, char** argv) {
                      "JSON output: {\"runs\": [...], \"next_cursor\": \"...\"}");
   add_db(runs_cmd, runs.common);
 
+  runloom::cli::DeadLettersFlags dead;
+  CLI::App* dead_cmd = app.add_subcommand(
+      "dead-letters", "List queue messages that reached the delivery cap, or redrive them");
+  auto* redrive_opt =
+      dead_cmd->add_option("--redrive", dead.redrive, "deliver this dead letter's run again");
+  auto* redrive_all_flag =
+      dead_cmd->add_flag("--redrive-all", dead.redrive_all, "redrive every dead letter");
+  auto* dead_limit_opt =
+      dead_cmd->add_option("--limit", dead.limit, "dead letters listed (at most 1000)")
+          ->capture_default_str();
+  redrive_opt->excludes(redrive_all_flag)->excludes(dead_limit_opt);
+  redrive_all_flag->excludes(dead_limit_opt);
+  dead_cmd->add_flag("--json", dead.json, "JSON output");
+  add_db(dead_cmd, dead.common);
+
   runloom::cli::BenchFlags bench;
   CLI::App* bench_cmd =
       app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
@@ -147,7 +184,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("--sync", bench.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
-  bench_cmd->add_option("--db", bench.db, "database file (default: a fresh temp file)");
+  bench_cmd->add_option("--db", bench.db,
+                        "backend (default: a fresh temp file; RUNLOOM_DB is not read)");
+  bench_cmd->add_option("--queue", bench.queue,
+                        "queue: redis://host:port[/n] (default: the store's own; RUNLOOM_QUEUE "
+                        "is not read)");
   bench_cmd->add_flag("--json", bench.json, "print one JSON object");
 
   try {
@@ -156,6 +197,7 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitBadInput;
   }
+  for (const auto& apply : apply_environment) apply();
   if (*run_cmd) return runloom::cli::RunCommand(run);
   if (*worker_cmd) return runloom::cli::WorkerCommand(worker);
   if (*decide_cmd) return runloom::cli::DecideCommand(decide);
@@ -168,6 +210,7 @@ int main(int argc, char** argv) {
     return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
   if (*wf_cmd) return runloom::cli::WorkflowsCommand(wf_db, wf_json);
   if (*runs_cmd) return runloom::cli::RunsCommand(runs);
+  if (*dead_cmd) return runloom::cli::DeadLettersCommand(dead);
   if (*bench_cmd) return runloom::cli::BenchCommand(bench);
   return kExitBadInput;
 }
