@@ -19,6 +19,8 @@
 #include "wire/wire.h"
 
 #include <iostream>
+#include <optional>
+#include <set>
 
 namespace runloom::cli {
 
@@ -87,6 +89,31 @@ int ResetCommand(const CommonFlags& c, bool yes) {
   return 0;
 }
 
+namespace {
+
+// A dead-lettered run stays queued, but no worker gets it before a redrive:
+// `worker --until-idle` would wait for it forever. How many runs are left
+// when every queued run is dead-lettered and nothing runs; nullopt while
+// anything else is queued or running (or when the lists are too long to
+// tell).
+std::optional<size_t> OnlyDeadLettersLeft(Engine* e) {
+  if (e->ActiveRuns() > 0) return std::nullopt;
+  auto running = e->ListRuns({.status = RunStatus::kRunning, .limit = 1});
+  if (!running.ok() || !running->runs.empty()) return std::nullopt;
+  auto queued = e->ListRuns({.status = RunStatus::kQueued, .limit = kMaxReadLimit});
+  if (!queued.ok() || queued->runs.empty() || !queued->next_cursor.empty()) return std::nullopt;
+  auto dead = e->ListDeadLetters(kMaxReadLimit);
+  if (!dead.ok()) return std::nullopt;
+  std::set<std::string> dead_runs;
+  for (const DeadLetter& d : *dead) dead_runs.insert(d.run_id);
+  for (const RunRecord& r : queued->runs) {
+    if (dead_runs.count(r.id) == 0) return std::nullopt;
+  }
+  return queued->runs.size();
+}
+
+}  // namespace
+
 int WorkerCommand(const WorkerFlags& f) {
   auto ttl = PositiveDurationFlag("--lease-ttl", f.lease_ttl);
   if (!ttl.ok()) return BadInput(std::string(ttl.status().message()));
@@ -121,6 +148,11 @@ int WorkerCommand(const WorkerFlags& f) {
       continue;
     }
     if (e->AwaitIdle(RealClock()->Now() + absl::Seconds(1)).ok()) break;
+    if (std::optional<size_t> dead = OnlyDeadLettersLeft(e)) {
+      std::cerr << "runloom worker: idle; " << *dead << " queued runs are dead-lettered and wait "
+                << "for a redrive: runloom dead-letters" << BackendArgs(f.common) << "\n";
+      break;
+    }
   }
   signals.OnSignal(nullptr);  // `stop` goes before `signals`
   e->Stop();

@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   CLI::App* worker_cmd =
       app.add_subcommand("worker", "Execute every unfinished run in the database");
   worker_cmd->add_flag("--until-idle", worker.until_idle,
-                       "exit when no queued or running run is left");
+                       "exit when no queued or running run is left (dead-lettered runs wait "
+                       "for a redrive)");
   worker_cmd->add_option("--executors", worker.executors, "concurrent runs")->capture_default_str();
   worker_cmd->add_option("--lease-ttl", worker.lease_ttl, "lease lifetime")->capture_default_str();
   worker_cmd
