@@ -129,6 +129,8 @@ int DbOpenFailure(const CommonFlags& c, const absl::Status& s) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
       return BadInput(std::string(s.message()));
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:

@@ -42,7 +42,8 @@ CommonFlags WithEnvironment(CommonFlags c, bool db_given, bool queue_given);
 // Prints why the backend `c` names could not be opened and returns the exit
 // code: kExitBadInput when the flags or the database are unusable (a bad
 // URL, not a file, not SQLite, another application's, a newer schema,
-// unreadable, an unreachable server), whichever command was given them;
+// unreadable, an unreachable server or one that refuses us), whichever
+// command was given them;
 // kExitNotCompleted for transient failures of an SQLite file (locked, I/O)
 // and anything else.
 int DbOpenFailure(const CommonFlags& c, const absl::Status& s);
