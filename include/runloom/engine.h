@@ -244,6 +244,23 @@ class Engine {
   // One version of `name`; version 0 = the latest. kNotFound: no such
   // workflow or version; kInvalidArgument: empty name or version < 0.
   absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version);
+
+  // Dead letters (runloom/transport.h): messages the transport stopped
+  // delivering after TransportOptions::max_deliveries deliveries without an
+  // ack. The runs stay queued and the sweeper leaves them alone until a
+  // redrive. These delegate to the backend's transport after checking
+  // their arguments.
+  //
+  // Dead letters not yet redriven, oldest first, at most `limit` (clamped
+  // to kMaxReadLimit). kInvalidArgument: limit < 1.
+  absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit);
+  // Delivers dead letter `id`'s run again, with a fresh delivery count
+  // (Transport::Redrive). kInvalidArgument: an empty or over-long id, or
+  // one this transport never issues; kNotFound: no such dead letter, or it
+  // was redriven already.
+  absl::Status RedriveDeadLetter(const std::string& id);
+  // Redrives every dead letter not yet redriven; returns how many.
+  absl::StatusOr<int> RedriveAllDeadLetters();
   // ---- end of read model ----
 
   // ---- watches: woken by the backend's event bus, never a poll ----

@@ -7,6 +7,7 @@
 // timers, so it covers the queue wait.
 #include "runloom/engine.h"
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,52 @@ Measured MeasureFromEvents(Engine& e, const std::vector<std::vector<std::string>
   return m;
 }
 
+// Prints the measurements (one JSON object with --json); returns how many
+// runs completed.
+int Report(const BenchFlags& f, const std::string& db, Measured m, double elapsed) {
+  const int completed = m.completed;
+  std::vector<double>& lat = m.start_latency_ms;
+  const double runs_per_s = completed / elapsed;
+  nlohmann::json out = {
+      {"runs", f.runs},
+      {"completed", completed},
+      {"steps", completed * 3},
+      {"executors", f.executors},
+      {"producers", f.producers},
+      {"synchronous", f.sync},
+      {"elapsed_s", elapsed},
+      {"runs_per_s", runs_per_s},
+      {"steps_per_s", runs_per_s * 3},
+      {"p50_ms", Percentile(lat, 0.50)},
+      {"p99_ms", Percentile(lat, 0.99)},
+      {"peak_rss_mb", PeakRssMb()},
+      {"db", db},
+      {"queue", f.queue},
+  };
+  if (f.json) {
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << absl::StrFormat(
+        "%d runs (%d completed) in %.2f s: %.0f runs/s, %.0f steps/s; enqueue->step start p50 "
+        "%.2f ms, p99 %.2f ms; peak RSS %.1f MiB (synchronous=%s, %d executors)\n",
+        f.runs, completed, elapsed, runs_per_s, runs_per_s * 3, Percentile(lat, 0.5),
+        Percentile(lat, 0.99), PeakRssMb(), f.sync, f.executors);
+  }
+  return completed;
+}
+
+// Flags only: RUNLOOM_DB and RUNLOOM_QUEUE never send a benchmark's runs to
+// the database or queue a shell points at.
+CommonFlags BackendFlags(const BenchFlags& f) {
+  CommonFlags c;
+  c.db = f.db;
+  c.db_from = "--db";
+  c.queue = f.queue;
+  c.queue_from = "--queue";
+  c.sync = f.sync;
+  return c;
+}
+
 }  // namespace
 
 int BenchCommand(const BenchFlags& f) {
@@ -91,21 +138,24 @@ int BenchCommand(const BenchFlags& f) {
     std::cerr << "runloom: error: --runs, --executors and --producers must be at least 1\n";
     return kExitBadInput;
   }
+  CommonFlags c = BackendFlags(f);
+  if (absl::Status s = CheckQueueUrl(c); !s.ok()) return BadInput(std::string(s.message()));
   std::string dir;
-  std::string db = f.db;
-  if (db.empty()) {
+  if (c.db.empty()) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "runloom-bench-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
       std::cerr << "runloom: error: cannot create a temp dir\n";
       return 1;
     }
     dir = tmpl;
-    db = dir + "/bench.db";
+    c.db = dir + "/bench.db";
   }
-  BackendOptions bo;
-  bo.durability = f.sync;
-  auto backend = OpenBackend(db, bo);
-  if (!backend.ok()) return DbOpenFailure(backend.status());
+  const std::string& db = c.db;
+  auto backend = OpenDb(c);
+  if (!backend.ok()) {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+    return DbOpenFailure(c, backend.status());
+  }
   EngineOptions eo;
   eo.executors = f.executors;
   eo.idle_poll = absl::Milliseconds(20);
@@ -153,34 +203,7 @@ int BenchCommand(const BenchFlags& f) {
   e->Stop();
   const double elapsed = absl::ToDoubleSeconds(t1 - t0);
 
-  Measured m = MeasureFromEvents(*e, ids);
-  const int completed = m.completed;
-  std::vector<double>& lat = m.start_latency_ms;
-  const double runs_per_s = completed / elapsed;
-  nlohmann::json out = {
-      {"runs", f.runs},
-      {"completed", completed},
-      {"steps", completed * 3},
-      {"executors", f.executors},
-      {"producers", f.producers},
-      {"synchronous", f.sync},
-      {"elapsed_s", elapsed},
-      {"runs_per_s", runs_per_s},
-      {"steps_per_s", runs_per_s * 3},
-      {"p50_ms", Percentile(lat, 0.50)},
-      {"p99_ms", Percentile(lat, 0.99)},
-      {"peak_rss_mb", PeakRssMb()},
-      {"db", db},
-  };
-  if (f.json) {
-    std::cout << out.dump() << "\n";
-  } else {
-    std::cout << absl::StrFormat(
-        "%d runs (%d completed) in %.2f s: %.0f runs/s, %.0f steps/s; enqueue->step start p50 "
-        "%.2f ms, p99 %.2f ms; peak RSS %.1f MiB (synchronous=%s, %d executors)\n",
-        f.runs, completed, elapsed, runs_per_s, runs_per_s * 3, Percentile(lat, 0.5),
-        Percentile(lat, 0.99), PeakRssMb(), f.sync, f.executors);
-  }
+  const int completed = Report(f, db, MeasureFromEvents(*e, ids), elapsed);
   engine->reset();
   if (!dir.empty()) std::filesystem::remove_all(dir);
   return completed == f.runs ? 0 : 1;

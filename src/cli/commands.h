@@ -2,6 +2,8 @@
 // each returns the process exit code.
 #pragma once
 
+#include "runloom/transport.h"
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
@@ -19,17 +21,32 @@ inline constexpr int kExitConflict =
     4;  // decide/cancel/rerun refused: the run is not in a state that allows it
 inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was released to the queue
 
-// Prints why the database a command was given could not be opened and
-// returns its exit code: kExitBadInput when the file itself is unusable (not
-// a file, not SQLite, another application's, a newer schema, unreadable, a
-// bad URL), whichever command was given it; kExitNotCompleted for transient
-// failures (locked, I/O) and anything else.
-int DbOpenFailure(const absl::Status& s);
-
 struct CommonFlags {
+  // The backend (OpenBackend's URL forms). Set by --db, else RUNLOOM_DB,
+  // else this default.
   std::string db = "runloom.db";
+  // The queue: "" = the store's own, else redis://host:port[/n]. Set by
+  // --queue (an empty --queue means the store's own), else RUNLOOM_QUEUE.
+  std::string queue;
+  // Where db and queue came from, for error messages: "--db"/"--queue", the
+  // environment variable's name, or "" (the default).
+  std::string db_from;
+  std::string queue_from;
   std::string sync = "normal";  // SQLite synchronous: normal | full
 };
+
+// `c` with RUNLOOM_DB and RUNLOOM_QUEUE applied to the values whose flag was
+// not given (a flag beats the environment; an empty variable is unset).
+CommonFlags WithEnvironment(CommonFlags c, bool db_given, bool queue_given);
+
+// Prints why the backend `c` names could not be opened and returns the exit
+// code: kExitBadInput when the flags or the database are unusable (a bad
+// URL, not a file, not SQLite, another application's, a newer schema,
+// unreadable, an unreachable server or one that refuses us), whichever
+// command was given them;
+// kExitNotCompleted for transient failures of an SQLite file (locked, I/O)
+// and anything else.
+int DbOpenFailure(const CommonFlags& c, const absl::Status& s);
 
 struct RunFlags {
   CommonFlags common;
@@ -40,6 +57,8 @@ struct RunFlags {
   std::string lease_ttl = "30s";
   bool json = false;
   bool auto_approve = false;  // approve every gate (demos, CI)
+  // Admit the run (queued), print its id and exit 0; a worker executes it.
+  bool detach = false;
 };
 int RunCommand(const RunFlags& flags);
 
@@ -50,6 +69,8 @@ struct WorkerFlags {
   std::string lease_ttl = "30s";
   std::string queued_grace = "30s";
   int max_attempts = 5;
+  // Deliveries of a queue message without an ack before it is dead-lettered.
+  int max_deliveries = TransportOptions{}.max_deliveries;
 };
 int WorkerCommand(const WorkerFlags& flags);
 
@@ -86,6 +107,16 @@ struct RunsFlags {
 // command for the next page when there is one.
 int RunsCommand(const RunsFlags& flags);
 
+struct DeadLettersFlags {
+  CommonFlags common;
+  std::string redrive;  // a dead letter id to redrive; "" = none
+  bool redrive_all = false;
+  int limit = 100;  // dead letters listed, 1..1000
+  bool json = false;
+};
+// Lists dead letters, or redrives one (--redrive) or all (--redrive-all).
+int DeadLettersCommand(const DeadLettersFlags& flags);
+
 struct BenchFlags {
   int runs = 50000;
   // A service's shape: many executor threads (steps mostly wait on models and
@@ -94,7 +125,8 @@ struct BenchFlags {
   int executors = 64;
   int producers = 8;
   std::string sync = "normal";
-  std::string db;  // "" = a fresh temp file
+  std::string db;     // "" = a fresh temp file
+  std::string queue;  // "" = the store's own queue
   bool json = false;
 };
 int BenchCommand(const BenchFlags& flags);

@@ -1,13 +1,233 @@
-// runloom: flag parsing and dispatch only; the commands live in commands.cc.
+// runloom: flag parsing and dispatch only; the commands live in commands.cc,
+// run.cc, dead_letters.cc and bench.cc.
+//
+// Each subcommand is declared by one Add* function below, in --help order:
+// its flags (owned by the returned command, since CLI11 writes into them
+// while it parses) and the call that runs it.
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
 
 #include "absl/synchronization/mutex.h"
 
+#include <functional>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 
-// One flat table of every subcommand and flag, then the dispatch: long, but
-// read top to bottom like the --help it produces.
+namespace runloom::cli {
+namespace {
+
+// A subcommand and what runs it once it was parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// --db and --queue on every command that opens a backend; after parsing,
+// RUNLOOM_DB and RUNLOOM_QUEUE fill in the ones not given.
+class BackendFlags {
+ public:
+  void Add(CLI::App* sub, CommonFlags& c) {
+    CLI::Option* db =
+        sub->add_option("--db", c.db,
+                        "backend (else $RUNLOOM_DB): a SQLite file path, sqlite:///abs/path.db, "
+                        "sqlite://rel/path.db or sqlite::memory:")
+            ->capture_default_str();
+    CLI::Option* queue = sub->add_option(
+        "--queue", c.queue,
+        "queue (else $RUNLOOM_QUEUE): redis://host:port[/n]; empty = the store's own queue");
+    apply_.push_back([&c, db, queue] {
+      c = WithEnvironment(std::move(c), db->count() > 0, queue->count() > 0);
+    });
+  }
+  void ApplyEnvironment() {
+    for (const auto& apply : apply_) apply();
+  }
+
+ private:
+  std::vector<std::function<void()>> apply_;
+};
+
+Command AddRun(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a workflow file in this process until it ends or pauses (or --detach)");
+  cmd->add_option("file", f->file, "workflow YAML file")->required();
+  cmd->add_option("--input", f->inputs, "an input as key=value (repeatable)");
+  cmd->add_option("--input-file", f->input_file, "a JSON object file of inputs");
+  cmd->add_option("--idempotency-key", f->idempotency_key, "same key -> the same run");
+  cmd->add_option("--lease-ttl", f->lease_ttl, "lease lifetime, e.g. 30s")->capture_default_str();
+  cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "print the final run as JSON");
+  auto* auto_approve_flag =
+      cmd->add_flag("--auto-approve", f->auto_approve,
+                    "approve every approval gate automatically (reviewer \"auto\")");
+  cmd->add_flag("--detach", f->detach,
+                "admit the run and exit 0 without executing it (prints its id; with --json "
+                "{\"id\", \"status\", \"created\"}); `runloom worker` executes it")
+      ->excludes(auto_approve_flag);
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return RunCommand(*f); }};
+}
+
+Command AddWorker(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<WorkerFlags>();
+  CLI::App* cmd = app.add_subcommand("worker", "Execute every unfinished run in the database");
+  cmd->add_flag("--until-idle", f->until_idle,
+                "exit when no queued or running run is left (dead-lettered runs wait for a "
+                "redrive)");
+  cmd->add_option("--executors", f->executors, "concurrent runs")->capture_default_str();
+  cmd->add_option("--lease-ttl", f->lease_ttl, "lease lifetime")->capture_default_str();
+  cmd->add_option("--queued-grace", f->queued_grace,
+                  "re-enqueue a queued run with no queue message after this long")
+      ->capture_default_str();
+  cmd->add_option("--max-attempts", f->max_attempts, "leases a new run may take")
+      ->capture_default_str();
+  cmd->add_option("--max-deliveries", f->max_deliveries,
+                  "deliveries of a queue message without an ack before it is dead-lettered")
+      ->capture_default_str();
+  cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
+      ->capture_default_str();
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return WorkerCommand(*f); }};
+}
+
+Command AddDecide(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<DecideFlags>();
+  CLI::App* cmd = app.add_subcommand("decide", "Decide on a paused run's approval gate");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  cmd->add_option("--digest", f->digest, "digest of the proposal you reviewed")->required();
+  auto* approve_flag = cmd->add_flag("--approve", f->approve, "approve the proposal");
+  auto* reject_flag = cmd->add_flag("--reject", f->reject, "reject: the run ends rejected");
+  auto* edit_opt =
+      cmd->add_option("--edit", f->edit_file, "approve your edited proposal (a JSON file)");
+  auto* revise_opt =
+      cmd->add_option("--revise", f->revise, "request a revision with this feedback");
+  cmd->add_option("--from", f->from_phase, "with --revise: the phase to rerun from")
+      ->needs(revise_opt);
+  cmd->add_option("--as", f->as, "reviewer name (default: $USER)");
+  approve_flag->excludes(reject_flag)->excludes(edit_opt)->excludes(revise_opt);
+  reject_flag->excludes(edit_opt)->excludes(revise_opt);
+  edit_opt->excludes(revise_opt);
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return DecideCommand(*f); }};
+}
+
+// The flags of the smaller commands (each uses some).
+struct Args {
+  CommonFlags common;
+  std::string run_id;
+  std::string from;
+  std::string feedback;
+  bool json = false;
+  bool follow = false;
+  bool yes = false;
+};
+
+Command AddCancel(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("cancel", "Cancel a run");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return CancelCommand(f->common, f->run_id); }};
+}
+
+Command AddRerun(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("rerun", "Rerun a finished run from a phase (a new revision)");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  cmd->add_option("--from", f->from, "the phase to rerun from")->required();
+  cmd->add_option("--feedback", f->feedback, "feedback for the new revision (run.feedback)");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return RerunCommand(f->common, f->run_id, f->from, f->feedback); }};
+}
+
+Command AddReset(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("reset", "Admin reset: cancel every unfinished run");
+  cmd->add_flag("--yes", f->yes, "confirm");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return ResetCommand(f->common, f->yes); }};
+}
+
+Command AddStatus(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("status", "Show a run and its steps");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  cmd->add_flag("--json", f->json, "JSON output");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return StatusCommand(f->common, f->run_id, f->json); }};
+}
+
+Command AddEvents(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("events", "Show a run's events");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  cmd->add_flag("--json", f->json, "one JSON object per line");
+  cmd->add_flag("--follow", f->follow, "keep printing until the run ends or pauses");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return EventsCommand(f->common, f->run_id, f->json, f->follow); }};
+}
+
+Command AddWorkflows(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("workflows", "List the workflow catalog");
+  cmd->add_flag("--json", f->json, "JSON output");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return WorkflowsCommand(f->common, f->json); }};
+}
+
+Command AddRuns(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<RunsFlags>();
+  CLI::App* cmd = app.add_subcommand("runs", "List runs, newest first, a page at a time");
+  cmd->add_option("--status", f->status,
+                  "only runs with this status (queued, running, paused, completed, ...)");
+  cmd->add_option("--workflow", f->workflow, "only runs of this workflow");
+  cmd->add_option("--limit", f->limit, "runs per page (at most 1000)")->capture_default_str();
+  cmd->add_option("--cursor", f->cursor, "continue after a previous page (its next cursor)");
+  cmd->add_flag("--json", f->json, "JSON output: {\"runs\": [...], \"next_cursor\": \"...\"}");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return RunsCommand(*f); }};
+}
+
+Command AddDeadLetters(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<DeadLettersFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "dead-letters", "List queue messages that reached the delivery cap, or redrive them");
+  auto* redrive_opt =
+      cmd->add_option("--redrive", f->redrive, "deliver this dead letter's run again");
+  auto* redrive_all_flag =
+      cmd->add_flag("--redrive-all", f->redrive_all, "redrive every dead letter");
+  auto* limit_opt = cmd->add_option("--limit", f->limit, "dead letters listed (at most 1000)")
+                        ->capture_default_str();
+  redrive_opt->excludes(redrive_all_flag)->excludes(limit_opt);
+  redrive_all_flag->excludes(limit_opt);
+  cmd->add_flag("--json", f->json, "JSON output");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return DeadLettersCommand(*f); }};
+}
+
+Command AddBench(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
+  cmd->add_option("--runs", f->runs, "number of runs")->capture_default_str();
+  cmd->add_option("--executors", f->executors, "executor threads")->capture_default_str();
+  cmd->add_option("--producers", f->producers, "threads creating runs")->capture_default_str();
+  cmd->add_option("--sync", f->sync, "SQLite synchronous: normal or full")->capture_default_str();
+  cmd->add_option("--db", f->db, "backend (default: a fresh temp file; RUNLOOM_DB is not read)");
+  cmd->add_option("--queue", f->queue,
+                  "queue: redis://host:port[/n] (default: the store's own; RUNLOOM_QUEUE is not "
+                  "read)");
+  cmd->add_flag("--json", f->json, "print one JSON object");
+  return {cmd, [f] { return BenchCommand(*f); }};
+}
+
+}  // namespace
+}  // namespace runloom::cli
+
 int main(int argc, char** argv) {
 #ifndef RUNLOOM_TESTING
   // Debian builds Abseil with its debug default: every Mutex acquisition
@@ -16,158 +236,28 @@ int main(int argc, char** argv) {
   // check; test builds (RUNLOOM_TESTING, the sanitizer jobs) keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
-  using runloom::cli::kExitBadInput;
+  namespace cli = runloom::cli;
   CLI::App app{"runloom: a durable run engine for LLM-agent pipelines"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "runloom 0.1.0");
-
-  auto add_db = [](CLI::App* sub, runloom::cli::CommonFlags& c) {
-    sub->add_option("--db", c.db,
-                    "backend: a SQLite file path, sqlite:///abs/path.db, sqlite://rel/path.db "
-                    "or sqlite::memory:")
-        ->capture_default_str();
+  cli::BackendFlags backend;
+  const std::vector<cli::Command> commands = {
+      cli::AddRun(app, backend),         cli::AddWorker(app, backend),
+      cli::AddDecide(app, backend),      cli::AddCancel(app, backend),
+      cli::AddRerun(app, backend),       cli::AddReset(app, backend),
+      cli::AddStatus(app, backend),      cli::AddEvents(app, backend),
+      cli::AddWorkflows(app, backend),   cli::AddRuns(app, backend),
+      cli::AddDeadLetters(app, backend), cli::AddBench(app),
   };
-
-  runloom::cli::RunFlags run;
-  CLI::App* run_cmd =
-      app.add_subcommand("run", "Run a workflow file in this process until it ends or pauses");
-  run_cmd->add_option("file", run.file, "workflow YAML file")->required();
-  run_cmd->add_option("--input", run.inputs, "an input as key=value (repeatable)");
-  run_cmd->add_option("--input-file", run.input_file, "a JSON object file of inputs");
-  run_cmd->add_option("--idempotency-key", run.idempotency_key, "same key -> the same run");
-  run_cmd->add_option("--lease-ttl", run.lease_ttl, "lease lifetime, e.g. 30s")
-      ->capture_default_str();
-  run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")
-      ->capture_default_str();
-  run_cmd->add_flag("--json", run.json, "print the final run as JSON");
-  run_cmd->add_flag("--auto-approve", run.auto_approve,
-                    "approve every approval gate automatically (reviewer \"auto\")");
-  add_db(run_cmd, run.common);
-
-  runloom::cli::WorkerFlags worker;
-  CLI::App* worker_cmd =
-      app.add_subcommand("worker", "Execute every unfinished run in the database");
-  worker_cmd->add_flag("--until-idle", worker.until_idle,
-                       "exit when no queued or running run is left");
-  worker_cmd->add_option("--executors", worker.executors, "concurrent runs")->capture_default_str();
-  worker_cmd->add_option("--lease-ttl", worker.lease_ttl, "lease lifetime")->capture_default_str();
-  worker_cmd
-      ->add_option("--queued-grace", worker.queued_grace,
-                   "re-enqueue a queued run with no queue message after this long")
-      ->capture_default_str();
-  worker_cmd->add_option("--max-attempts", worker.max_attempts, "leases a new run may take")
-      ->capture_default_str();
-  worker_cmd->add_option("--sync", worker.common.sync, "SQLite synchronous: normal or full")
-      ->capture_default_str();
-  add_db(worker_cmd, worker.common);
-
-  runloom::cli::DecideFlags decide;
-  CLI::App* decide_cmd = app.add_subcommand("decide", "Decide on a paused run's approval gate");
-  decide_cmd->add_option("run", decide.run_id, "run id")->required();
-  decide_cmd->add_option("--digest", decide.digest, "digest of the proposal you reviewed")
-      ->required();
-  auto* approve_flag = decide_cmd->add_flag("--approve", decide.approve, "approve the proposal");
-  auto* reject_flag =
-      decide_cmd->add_flag("--reject", decide.reject, "reject: the run ends rejected");
-  auto* edit_opt = decide_cmd->add_option("--edit", decide.edit_file,
-                                          "approve your edited proposal (a JSON file)");
-  auto* revise_opt =
-      decide_cmd->add_option("--revise", decide.revise, "request a revision with this feedback");
-  decide_cmd->add_option("--from", decide.from_phase, "with --revise: the phase to rerun from")
-      ->needs(revise_opt);
-  decide_cmd->add_option("--as", decide.as, "reviewer name (default: $USER)");
-  approve_flag->excludes(reject_flag)->excludes(edit_opt)->excludes(revise_opt);
-  reject_flag->excludes(edit_opt)->excludes(revise_opt);
-  edit_opt->excludes(revise_opt);
-  add_db(decide_cmd, decide.common);
-
-  runloom::cli::CommonFlags cancel_db;
-  std::string cancel_run;
-  CLI::App* cancel_cmd = app.add_subcommand("cancel", "Cancel a run");
-  cancel_cmd->add_option("run", cancel_run, "run id")->required();
-  add_db(cancel_cmd, cancel_db);
-
-  runloom::cli::CommonFlags rerun_db;
-  std::string rerun_run, rerun_from, rerun_feedback;
-  CLI::App* rerun_cmd =
-      app.add_subcommand("rerun", "Rerun a finished run from a phase (a new revision)");
-  rerun_cmd->add_option("run", rerun_run, "run id")->required();
-  rerun_cmd->add_option("--from", rerun_from, "the phase to rerun from")->required();
-  rerun_cmd->add_option("--feedback", rerun_feedback,
-                        "feedback for the new revision (run.feedback)");
-  add_db(rerun_cmd, rerun_db);
-
-  runloom::cli::CommonFlags reset_db;
-  bool reset_yes = false;
-  CLI::App* reset_cmd = app.add_subcommand("reset", "Admin reset: cancel every unfinished run");
-  reset_cmd->add_flag("--yes", reset_yes, "confirm");
-  add_db(reset_cmd, reset_db);
-
-  runloom::cli::CommonFlags status_db;
-  std::string status_run;
-  bool status_json = false;
-  CLI::App* status_cmd = app.add_subcommand("status", "Show a run and its steps");
-  status_cmd->add_option("run", status_run, "run id")->required();
-  status_cmd->add_flag("--json", status_json, "JSON output");
-  add_db(status_cmd, status_db);
-
-  runloom::cli::CommonFlags events_db;
-  std::string events_run;
-  bool events_json = false, events_follow = false;
-  CLI::App* events_cmd = app.add_subcommand("events", "Show a run's events");
-  events_cmd->add_option("run", events_run, "run id")->required();
-  events_cmd->add_flag("--json", events_json, "one JSON object per line");
-  events_cmd->add_flag("--follow", events_follow, "keep printing until the run ends or pauses");
-  add_db(events_cmd, events_db);
-
-  runloom::cli::CommonFlags wf_db;
-  bool wf_json = false;
-  CLI::App* wf_cmd = app.add_subcommand("workflows", "List the workflow catalog");
-  wf_cmd->add_flag("--json", wf_json, "JSON output");
-  add_db(wf_cmd, wf_db);
-
-  runloom::cli::RunsFlags runs;
-  CLI::App* runs_cmd = app.add_subcommand("runs", "List runs, newest first, a page at a time");
-  runs_cmd->add_option("--status", runs.status,
-                       "only runs with this status (queued, running, paused, completed, ...)");
-  runs_cmd->add_option("--workflow", runs.workflow, "only runs of this workflow");
-  runs_cmd->add_option("--limit", runs.limit, "runs per page (at most 1000)")
-      ->capture_default_str();
-  runs_cmd->add_option("--cursor", runs.cursor, "continue after a previous page (its next cursor)");
-  runs_cmd->add_flag("--json", runs.json,
-                     "JSON output: {\"runs\": [...], \"next_cursor\": \"...\"}");
-  add_db(runs_cmd, runs.common);
-
-  runloom::cli::BenchFlags bench;
-  CLI::App* bench_cmd =
-      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
-  bench_cmd->add_option("--runs", bench.runs, "number of runs")->capture_default_str();
-  bench_cmd->add_option("--executors", bench.executors, "executor threads")->capture_default_str();
-  bench_cmd->add_option("--producers", bench.producers, "threads creating runs")
-      ->capture_default_str();
-  bench_cmd->add_option("--sync", bench.sync, "SQLite synchronous: normal or full")
-      ->capture_default_str();
-  bench_cmd->add_option("--db", bench.db, "database file (default: a fresh temp file)");
-  bench_cmd->add_flag("--json", bench.json, "print one JSON object");
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitBadInput;
+    return rc == 0 ? 0 : cli::kExitBadInput;
   }
-  if (*run_cmd) return runloom::cli::RunCommand(run);
-  if (*worker_cmd) return runloom::cli::WorkerCommand(worker);
-  if (*decide_cmd) return runloom::cli::DecideCommand(decide);
-  if (*cancel_cmd) return runloom::cli::CancelCommand(cancel_db, cancel_run);
-  if (*rerun_cmd)
-    return runloom::cli::RerunCommand(rerun_db, rerun_run, rerun_from, rerun_feedback);
-  if (*reset_cmd) return runloom::cli::ResetCommand(reset_db, reset_yes);
-  if (*status_cmd) return runloom::cli::StatusCommand(status_db, status_run, status_json);
-  if (*events_cmd)
-    return runloom::cli::EventsCommand(events_db, events_run, events_json, events_follow);
-  if (*wf_cmd) return runloom::cli::WorkflowsCommand(wf_db, wf_json);
-  if (*runs_cmd) return runloom::cli::RunsCommand(runs);
-  if (*bench_cmd) return runloom::cli::BenchCommand(bench);
-  return kExitBadInput;
+  backend.ApplyEnvironment();
+  for (const cli::Command& c : commands) {
+    if (*c.app) return c.run();
+  }
+  return cli::kExitBadInput;
 }

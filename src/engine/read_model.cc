@@ -1,7 +1,7 @@
 // The engine's read model (runloom/engine.h, "read model"): the queries the
-// CLI and the HTTP API show runs with. Every argument is untrusted (a flag, a
-// query string), so each is checked here, before the store sees it, and a bad
-// one is kInvalidArgument naming the argument and the fix.
+// CLI and the HTTP API show runs with, and the dead letters of the transport.
+// Every argument is untrusted (a flag, a query string), so each is checked here, before the store
+// sees it, and a bad one is kInvalidArgument naming the argument and the fix.
 //
 // Run paging is keyset paging on the store's total order (created_at DESC,
 // id DESC). A cursor is the last run's position, encoded as base64url of
@@ -162,5 +162,17 @@ absl::StatusOr<WorkflowVersion> Engine::GetWorkflow(const std::string& name, int
   }
   return store()->GetWorkflow(name, version);
 }
+
+absl::StatusOr<std::vector<DeadLetter>> Engine::ListDeadLetters(int limit) {
+  RUNLOOM_ASSIGN_OR_RETURN(int clamped, CheckLimit(limit));
+  return transport()->ListDeadLetters(clamped);
+}
+
+absl::Status Engine::RedriveDeadLetter(const std::string& id) {
+  RUNLOOM_RETURN_IF_ERROR(CheckName("dead letter id", id));
+  return transport()->Redrive(id);
+}
+
+absl::StatusOr<int> Engine::RedriveAllDeadLetters() { return transport()->RedriveAll(); }
 
 }  // namespace runloom

@@ -16,6 +16,7 @@
 namespace runloom {
 namespace {
 
+using ::runloom::testing::IsOkAndHolds;
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -215,6 +216,61 @@ steps:
   gate = h.engine->GetPendingGate(paused.id);
   ASSERT_OK(gate);
   EXPECT_FALSE(gate->has_value());
+}
+
+// Claims every visible message and dies, until the transport dead-letters
+// them (the default cap is 10 deliveries).
+void ClaimAndDieUntilDeadLettered(Engine& engine, SimulatedClock& clock) {
+  constexpr absl::Duration kVisibility = absl::Seconds(1);
+  for (int i = 0; i <= TransportOptions{}.max_deliveries; ++i) {
+    EXPECT_OK(engine.transport()->Claim("dies", 10, kVisibility));
+    clock.Advance(kVisibility);
+  }
+}
+
+TEST_F(ReadModelTest, DeadLettersAreListedAndRedrivenOneByOneOrAll) {
+  const std::string first = Start(engine(), "first");
+  const std::string second = Start(engine(), "second");
+  ClaimAndDieUntilDeadLettered(engine(), clock_);
+
+  absl::StatusOr<std::vector<DeadLetter>> all = engine().ListDeadLetters(10);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].run_id, first);
+  EXPECT_EQ((*all)[1].run_id, second);
+  EXPECT_EQ((*all)[0].deliveries, TransportOptions{}.max_deliveries);
+  EXPECT_THAT((*all)[0].reason, HasSubstr("without an ack"));
+  absl::StatusOr<std::vector<DeadLetter>> one = engine().ListDeadLetters(1);
+  ASSERT_OK(one);
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].id, (*all)[0].id);
+
+  ASSERT_OK(engine().RedriveDeadLetter((*all)[0].id));
+  EXPECT_THAT(engine().RedriveDeadLetter((*all)[0].id), StatusIs(absl::StatusCode::kNotFound));
+  absl::StatusOr<std::vector<DeadLetter>> left = engine().ListDeadLetters(10);
+  ASSERT_OK(left);
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].run_id, second);
+  EXPECT_THAT(engine().RedriveAllDeadLetters(), IsOkAndHolds(1));
+  EXPECT_THAT(engine().RedriveAllDeadLetters(), IsOkAndHolds(0));
+  EXPECT_THAT(engine().ListDeadLetters(10), IsOkAndHolds(::testing::IsEmpty()));
+
+  // Both runs are delivered again, each with a fresh count.
+  absl::StatusOr<std::vector<QueueMessage>> again =
+      engine().transport()->Claim("worker", 10, absl::Seconds(60));
+  ASSERT_OK(again);
+  ASSERT_EQ(again->size(), 2u);
+  for (const QueueMessage& m : *again) EXPECT_EQ(m.deliveries, 1) << m.run_id;
+}
+
+TEST_F(ReadModelTest, DeadLetterCallsCheckTheirArguments) {
+  EXPECT_THAT(engine().ListDeadLetters(0).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(engine().RedriveDeadLetter(""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(engine().RedriveDeadLetter(std::string(300, '1')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(engine().RedriveDeadLetter("x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(engine().RedriveDeadLetter("999"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(engine().RedriveAllDeadLetters(), IsOkAndHolds(0));
 }
 
 }  // namespace

@@ -68,4 +68,13 @@ nlohmann::json RunPageToJson(const RunPage& page) {
   return {{"runs", std::move(runs)}, {"next_cursor", page.next_cursor}};
 }
 
+nlohmann::json DeadLetterToJson(const DeadLetter& d) {
+  return {{"id", d.id},
+          {"run_id", d.run_id},
+          {"message_id", d.message_id},
+          {"deliveries", d.deliveries},
+          {"reason", d.reason},
+          {"at", FormatEventTime(d.at)}};
+}
+
 }  // namespace runloom::wire

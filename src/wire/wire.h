@@ -1,5 +1,5 @@
-// The wire form: one JSON shape for runs, steps, events and workflow
-// versions, shared by the CLI's `--json` output and the HTTP API, so a script
+// The wire form: one JSON shape for runs, steps, events, workflow versions
+// and dead letters, shared by the CLI's `--json` output and the HTTP API, so a script
 // that reads one reads the other. Times are ISO-8601 UTC strings; absent
 // optional times are null. Field names are part of the user-visible contract:
 // add fields, never rename or remove one.
@@ -28,6 +28,9 @@ nlohmann::json GateToJson(const PendingGate& gate);
 // A page of runs: {"runs": [RunToJson...], "next_cursor": "..."}, where
 // next_cursor "" means there is no next page.
 nlohmann::json RunPageToJson(const RunPage& page);
+// A dead letter (runloom/transport.h): id, run_id, message_id, deliveries,
+// reason, at.
+nlohmann::json DeadLetterToJson(const DeadLetter& d);
 // The event envelope of docs/formats/events.md (what schemas/events/
 // validate), defined beside the event types in events/events.h.
 using ::runloom::EventToJson;

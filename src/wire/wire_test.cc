@@ -112,5 +112,22 @@ TEST(Wire, RunPageHasRunsAndNextCursor) {
   EXPECT_EQ(last["next_cursor"], "");
 }
 
+TEST(Wire, DeadLetterHasEveryDocumentedField) {
+  DeadLetter d{.id = "7",
+               .message_id = "12",
+               .run_id = "r1",
+               .deliveries = 3,
+               .reason = "delivered 3 times",
+               .at = absl::FromUnixSeconds(0)};
+  nlohmann::json j = DeadLetterToJson(d);
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"id", "run_id", "message_id", "deliveries", "reason", "at"}));
+  EXPECT_EQ(j["id"], "7");
+  EXPECT_EQ(j["message_id"], "12");
+  EXPECT_EQ(j["run_id"], "r1");
+  EXPECT_EQ(j["deliveries"], 3);
+  EXPECT_EQ(j["at"], FormatEventTime(absl::FromUnixSeconds(0)));
+}
+
 }  // namespace
 }  // namespace runloom::wire

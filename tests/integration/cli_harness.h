@@ -13,6 +13,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace runloom::testing {
@@ -47,12 +48,28 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// How a child starts: in `cwd` ("" = the test's), with `env` set (an empty
+// value unsets the variable).
+struct ChildSetup {
+  std::string cwd;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
 // A child process running `runloom args...`, stdout+stderr to `log`.
 class Child {
  public:
-  Child(const std::vector<std::string>& args, const std::string& log) {
+  Child(const std::vector<std::string>& args, const std::string& log,
+        const ChildSetup& setup = {}) {
     pid_ = fork();
     if (pid_ == 0) {
+      if (!setup.cwd.empty() && chdir(setup.cwd.c_str()) != 0) _exit(126);
+      for (const auto& [name, value] : setup.env) {
+        if (value.empty()) {
+          unsetenv(name.c_str());
+        } else {
+          setenv(name.c_str(), value.c_str(), 1);
+        }
+      }
       int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
@@ -88,9 +105,9 @@ struct Result {
 };
 
 // Runs to completion and captures the combined output.
-inline Result RunCli(const std::vector<std::string>& args) {
+inline Result RunCli(const std::vector<std::string>& args, const ChildSetup& setup = {}) {
   std::string log = MakeTempDir("log") + "/out.txt";
-  Child c(args, log);
+  Child c(args, log, setup);
   Result r;
   r.code = c.Wait();
   r.out = ReadFile(log);
@@ -126,6 +143,26 @@ inline std::vector<nlohmann::json> EventsJson(const std::string& db, const std::
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
   }
   return out;
+}
+
+// Every command that opens a backend (but bench, which reads no environment
+// variable), with arguments that would otherwise get as far as opening it.
+inline std::vector<std::vector<std::string>> BackendCommands(const std::string& wf) {
+  return {
+      {"run", wf},
+      {"run", wf, "--detach"},
+      {"worker", "--until-idle"},
+      {"status", "r_x"},
+      {"events", "r_x"},
+      {"workflows"},
+      {"runs"},
+      {"decide", "r_x", "--approve", "--digest", "sha256:x"},
+      {"cancel", "r_x"},
+      {"rerun", "r_x", "--from", "a"},
+      {"reset", "--yes"},
+      {"dead-letters"},
+      {"dead-letters", "--redrive-all"},
+  };
 }
 
 // The run id from `runloom run` output ("run r_...: ...").
