@@ -426,7 +426,10 @@ int RunCommand(const RunFlags& f) {
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(backend.status());
+  auto stage_events = StageEventsSetting(f.stage_events);
+  if (!stage_events.ok()) return BadInput(std::string(stage_events.status().message()));
   EngineOptions opts;
+  opts.stage_events = *stage_events;
   opts.lease_ttl = *ttl;
   opts.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
   opts.registry = std::move(registry);
@@ -586,7 +589,10 @@ int WorkerCommand(const WorkerFlags& f) {
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(backend.status());
+  auto stage_events = StageEventsSetting(f.stage_events);
+  if (!stage_events.ok()) return BadInput(std::string(stage_events.status().message()));
   EngineOptions opts;
+  opts.stage_events = *stage_events;
   opts.executors = f.executors;
   opts.lease_ttl = *ttl;
   opts.queued_grace = *grace;

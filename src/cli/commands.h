@@ -2,7 +2,10 @@
 // each returns the process exit code.
 #pragma once
 
+#include "runloom/engine.h"
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include <string>
@@ -26,6 +29,13 @@ inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was rel
 // failures (locked, I/O) and anything else.
 int DbOpenFailure(const absl::Status& s);
 
+// The stage-event settings of `run` and `worker` (docs/operations.md, "Stage
+// events"): on when `flag` (--stage-events) or else $RUNLOOM_STAGE_EVENTS
+// is a redis://host:port[/db] URL, off when both are empty; the channel
+// prefix is $RUNLOOM_STAGE_EVENTS_PREFIX (default "pipeline").
+// kInvalidArgument naming the flag or variable for a malformed URL.
+absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag);
+
 struct CommonFlags {
   std::string db = "runloom.db";
   std::string sync = "normal";  // SQLite synchronous: normal | full
@@ -40,6 +50,7 @@ struct RunFlags {
   std::string lease_ttl = "30s";
   bool json = false;
   bool auto_approve = false;  // approve every gate (demos, CI)
+  std::string stage_events;   // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
 };
 int RunCommand(const RunFlags& flags);
 
@@ -50,6 +61,7 @@ struct WorkerFlags {
   std::string lease_ttl = "30s";
   std::string queued_grace = "30s";
   int max_attempts = 5;
+  std::string stage_events;  // as RunFlags::stage_events
 };
 int WorkerCommand(const WorkerFlags& flags);
 

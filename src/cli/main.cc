@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "runloom 0.1.0");
 
+  constexpr const char* kStageEventsHelp =
+      "publish stage events to this Redis (redis://host:port[/db]); default "
+      "$RUNLOOM_STAGE_EVENTS, off when empty";
   auto add_db = [](CLI::App* sub, runloom::cli::CommonFlags& c) {
     sub->add_option("--db", c.db,
                     "backend: a SQLite file path, sqlite:///abs/path.db, sqlite://rel/path.db "
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--sync", run.common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   run_cmd->add_flag("--json", run.json, "print the final run as JSON");
+  run_cmd->add_option("--stage-events", run.stage_events, kStageEventsHelp);
   run_cmd->add_flag("--auto-approve", run.auto_approve,
                     "approve every approval gate automatically (reviewer \"auto\")");
   add_db(run_cmd, run.common);
@@ -59,6 +63,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   worker_cmd->add_option("--sync", worker.common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
+  worker_cmd->add_option("--stage-events", worker.stage_events, kStageEventsHelp);
   add_db(worker_cmd, worker.common);
 
   runloom::cli::DecideFlags decide;
