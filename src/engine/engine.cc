@@ -16,6 +16,7 @@
 
 #include "runloom/mutex.h"
 
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/active_runs.h"
 #include "engine/admission.h"
@@ -95,7 +96,7 @@ class Engine::Impl {
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
         cancel_watch_(store(), clock(), &active_, options_.cancel_check, logger()),
         sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace,
-                 logger(), metrics_.get()),
+                 logger(), metrics_.get(), [this](const RunRecord& run) { PublishFinished(run); }),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
   ~Impl() { Stop(); }
 
@@ -115,7 +116,22 @@ class Engine::Impl {
 
   engine_internal::DecisionContext Decisions() {
     return engine_internal::DecisionContext{
-        store(), clock(), [this](const RunRecord& run) { return catalog_.LoadPinned(run); }};
+        store(), clock(), [this](const RunRecord& run) { return catalog_.LoadPinned(run); },
+        [this](const RunRecord& run) { PublishFinished(run); }};
+  }
+
+  // The terminal stage event of a run that ended without an execution
+  // holding it (the sweeper's attempt cap, a cancel or reset of a run
+  // nobody held); executions publish their own (RunExecution::Finish).
+  void PublishFinished(const RunRecord& run) {
+    if (stage_events_ == nullptr) return;
+    absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
+    if (!wf.ok()) {
+      Log(logger(), LogLevel::kWarning, "stage events: run ", run.id,
+          ": terminal event not published: its workflow: ", wf.status().ToString());
+      return;
+    }
+    stage_events_->Publish(run, **wf, engine_internal::TerminalStageUpdate(run.status, run.error));
   }
 
   // The lease keeper, and the sweeper if enabled. Idempotent.

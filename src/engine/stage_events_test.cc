@@ -256,6 +256,57 @@ TEST(StageEvents, WorkflowWithoutTheBlockPublishesNothing) {
   EXPECT_EQ(logger.Count(LogLevel::kWarning, "stage events"), 0);
 }
 
+// Runs that end without an execution holding them publish their end too.
+TEST(StageEvents, CancelAndResetOfRunsNobodyHoldsPublishFailed) {
+  const std::string prefix = UniquePrefix();
+  testing::CapturingLogger logger;
+  Subscriber sub(prefix);
+  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
+  auto wf = LoadWorkflowYaml(kPipeline, "ingest.yaml");
+  ASSERT_OK(wf);
+  StartRunRequest req{.workflow = *wf, .inputs = Inputs()};
+  auto first = h.engine->StartRun(req);
+  ASSERT_OK(first);
+  ASSERT_OK(h.engine->Cancel(first->run.id, "ops"));
+  auto second = h.engine->StartRun(req);
+  ASSERT_OK(second);
+  auto reset = h.engine->ResetAll("admin");
+  ASSERT_OK(reset);
+  EXPECT_EQ(*reset, 1);
+  std::vector<Message> ms = sub.Drain();
+  EXPECT_THAT(Stages(ms), ElementsAre("failed/failed", "failed/failed"));
+  ASSERT_EQ(ms.size(), 2u);
+  EXPECT_EQ(ms[0].payload["correlation_id"], first->run.id);
+  EXPECT_EQ(ms[0].payload["error"], "cancelled by ops");
+  EXPECT_EQ(ms[1].payload["correlation_id"], second->run.id);
+  EXPECT_EQ(ms[1].payload["error"], "admin reset by admin");
+}
+
+TEST(StageEvents, SweeperFailingARunAtTheAttemptCapPublishesFailed) {
+  const std::string prefix = UniquePrefix();
+  testing::CapturingLogger logger;
+  Subscriber sub(prefix);
+  SimulatedClock clock;
+  EngineOptions opts = WithStageEvents(RedisUrl(), prefix, &logger);
+  opts.lease_ttl = absl::Seconds(10);
+  opts.max_attempts = 1;
+  opts.enable_sweeper = false;
+  Harness h(std::move(opts), &clock);
+  auto wf = LoadWorkflowYaml(kPipeline, "ingest.yaml");
+  ASSERT_OK(wf);
+  auto started = h.engine->StartRun({.workflow = *wf, .inputs = Inputs()});
+  ASSERT_OK(started);
+  ASSERT_OK(h.engine->store()->AcquireLease(started->run.id, "crashy", absl::Seconds(10), {}));
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  std::vector<Message> ms = sub.Drain();
+  EXPECT_THAT(Stages(ms), ElementsAre("failed/failed"));
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].payload["correlation_id"], started->run.id);
+  EXPECT_THAT(ms[0].payload["error"].get<std::string>(), HasSubstr("attempt cap reached"));
+  EXPECT_EQ(ms[0].payload["timestamp"], engine_internal::StageTimestamp(clock.Now()));
+}
+
 TEST(StageEvents, BadSettingsAreRefusedAtOpen) {
   for (const StageEventOptions& o :
        {StageEventOptions{.enabled = true, .redis_url = "localhost:6379"},
