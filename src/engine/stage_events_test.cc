@@ -53,6 +53,18 @@ steps:
   - {id: index, kind: noop, stage: indexing}
 )";
 
+// A workflow `name` with string id inputs doc_id, tenant and node, and
+// `steps` (YAML list items).
+std::string StringIdWorkflow(const std::string& name, const std::string& steps) {
+  return absl::StrCat("name: ", name, "\n", R"(inputs:
+  doc_id: {type: string}
+  tenant: {type: string}
+  node: {type: string}
+stage_events: {document_id: doc_id, tenant_id: tenant, node_id: node}
+steps:)",
+                      steps);
+}
+
 std::string RedisUrl() {
   auto servers = testing::GetTestServers();
   EXPECT_OK(servers);
@@ -107,6 +119,21 @@ EngineOptions WithStageEvents(const std::string& url, const std::string& prefix,
   return opts;
 }
 
+// A run's engine publishing to the test Redis under a prefix of its own,
+// and a subscriber to that prefix.
+class StageEventsOnRedis : public ::testing::Test {
+ protected:
+  StageEventsOnRedis()
+      : prefix_(UniquePrefix()),
+        sub_(prefix_),
+        h_(WithStageEvents(RedisUrl(), prefix_, &logger_)) {}
+
+  const std::string prefix_;
+  testing::CapturingLogger logger_;
+  Subscriber sub_;
+  Harness h_;
+};
+
 json Inputs() {
   return {{"doc_id", "doc-42"},
           {"tenant", "acme"},
@@ -123,18 +150,14 @@ std::vector<std::string> Stages(const std::vector<Message>& ms) {
   return out;
 }
 
-TEST(StageEvents, HappyPathOneEventPerStageThenCompleted) {
-  const std::string prefix = UniquePrefix();
-  testing::CapturingLogger logger;
-  Subscriber sub(prefix);
-  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
-  RunRecord r = h.RunYaml(kPipeline, Inputs());
+TEST_F(StageEventsOnRedis, HappyPathOneEventPerStageThenCompleted) {
+  RunRecord r = h_.RunYaml(kPipeline, Inputs());
   ASSERT_EQ(r.status, RunStatus::kCompleted);
-  std::vector<Message> ms = sub.Drain();
+  std::vector<Message> ms = sub_.Drain();
   EXPECT_THAT(Stages(ms), ElementsAre("parsing/started", "chunking/started", "indexing/started",
                                       "completed/succeeded"));
   for (const Message& m : ms) {
-    EXPECT_EQ(m.channel, prefix + ":acme:7");
+    EXPECT_EQ(m.channel, prefix_ + ":acme:7");
     std::vector<std::string> keys;
     for (auto it = m.payload.begin(); it != m.payload.end(); ++it) keys.push_back(it.key());
     EXPECT_THAT(keys, ElementsAre("correlation_id", "document_id", "node_id", "stage", "status",
@@ -145,45 +168,31 @@ TEST(StageEvents, HappyPathOneEventPerStageThenCompleted) {
     EXPECT_EQ(m.payload["node_id"], "7");
     EXPECT_THAT(m.payload["timestamp"].get<std::string>(), MatchesRegex(kTimestamp));
   }
-  EXPECT_EQ(logger.Count(LogLevel::kWarning, "stage events"), 0);
+  EXPECT_EQ(logger_.Count(LogLevel::kWarning, "stage events"), 0);
 }
 
-TEST(StageEvents, NoInputValueBeyondTheIdsIsPublished) {
-  const std::string prefix = UniquePrefix();
-  testing::CapturingLogger logger;
-  Subscriber sub(prefix);
-  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
-  ASSERT_EQ(h.RunYaml(kPipeline, Inputs()).status, RunStatus::kCompleted);
-  ASSERT_EQ(sub.Drain().size(), 4u);
-  EXPECT_THAT(sub.raw(), HasSubstr("doc-42"));  // the check below can fail
-  EXPECT_THAT(sub.raw(), Not(HasSubstr("TOP-SECRET-CONTENT")));
-  EXPECT_THAT(sub.raw(), Not(HasSubstr("sk-very-secret")));
-  EXPECT_THAT(sub.raw(), Not(HasSubstr("body")));
-  EXPECT_THAT(sub.raw(), Not(HasSubstr("api_key")));
+TEST_F(StageEventsOnRedis, NoInputValueBeyondTheIdsIsPublished) {
+  ASSERT_EQ(h_.RunYaml(kPipeline, Inputs()).status, RunStatus::kCompleted);
+  ASSERT_EQ(sub_.Drain().size(), 4u);
+  EXPECT_THAT(sub_.raw(), HasSubstr("doc-42"));  // the check below can fail
+  EXPECT_THAT(sub_.raw(), Not(HasSubstr("TOP-SECRET-CONTENT")));
+  EXPECT_THAT(sub_.raw(), Not(HasSubstr("sk-very-secret")));
+  EXPECT_THAT(sub_.raw(), Not(HasSubstr("body")));
+  EXPECT_THAT(sub_.raw(), Not(HasSubstr("api_key")));
 }
 
-TEST(StageEvents, UpstreamFailureEndsWithFailedEventCarryingTheError) {
-  const std::string prefix = UniquePrefix();
-  testing::CapturingLogger logger;
-  Subscriber sub(prefix);
-  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
-  RunRecord r = h.RunYaml(R"(name: ingest_fails
-inputs:
-  doc_id: {type: string}
-  tenant: {type: string}
-  node: {type: string}
-stage_events: {document_id: doc_id, tenant_id: tenant, node_id: node}
-steps:
+TEST_F(StageEventsOnRedis, UpstreamFailureEndsWithFailedEventCarryingTheError) {
+  RunRecord r = h_.RunYaml(StringIdWorkflow("ingest_fails", R"(
   - {id: parse, kind: noop, stage: parsing}
   - {id: index, kind: fail, stage: indexing}
   - {id: never, kind: noop, stage: chunking}
-)",
-                          {{"doc_id", "d1"}, {"tenant", "t1"}, {"node", "n1"}});
+)"),
+                           {{"doc_id", "d1"}, {"tenant", "t1"}, {"node", "n1"}});
   ASSERT_EQ(r.status, RunStatus::kFailed);
-  std::vector<Message> ms = sub.Drain();
+  std::vector<Message> ms = sub_.Drain();
   EXPECT_THAT(Stages(ms), ElementsAre("parsing/started", "indexing/started", "failed/failed"));
   ASSERT_FALSE(ms.empty());
-  EXPECT_EQ(ms.back().channel, prefix + ":t1:n1");
+  EXPECT_EQ(ms.back().channel, prefix_ + ":t1:n1");
   ASSERT_TRUE(ms.back().payload.contains("error"));
   EXPECT_FALSE(ms.back().payload["error"].get<std::string>().empty());
   EXPECT_EQ(ms.back().payload["error"], r.error);
@@ -229,51 +238,53 @@ TEST(StageEvents, RedisDownRunCompletesWithAWarningPerPublish) {
   for (const auto& line : logger.lines()) EXPECT_THAT(line.message, Not(HasSubstr("TOP-SECRET")));
 }
 
-TEST(StageEvents, MissingTenantOrNodeSkipsThePublishWithAWarning) {
-  const std::string prefix = UniquePrefix();
-  testing::CapturingLogger logger;
-  Subscriber sub(prefix);
-  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
+TEST_F(StageEventsOnRedis, MissingTenantOrNodeSkipsThePublishWithAWarning) {
   json no_tenant = Inputs();
   no_tenant.erase("tenant");
-  EXPECT_EQ(h.RunYaml(kPipeline, no_tenant).status, RunStatus::kCompleted);
-  EXPECT_EQ(logger.Count(LogLevel::kWarning, "input 'tenant' (tenant_id) is missing or empty"), 4);
+  EXPECT_EQ(h_.RunYaml(kPipeline, no_tenant).status, RunStatus::kCompleted);
+  EXPECT_EQ(logger_.Count(LogLevel::kWarning, "input 'tenant' (tenant_id) is missing or empty"), 4);
   json empty_node = Inputs();
   empty_node.erase("node");
-  EXPECT_EQ(h.RunYaml(kPipeline, empty_node).status, RunStatus::kCompleted);
-  EXPECT_EQ(logger.Count(LogLevel::kWarning, "input 'node' (node_id) is missing or empty"), 4);
-  EXPECT_THAT(sub.Drain(), ::testing::IsEmpty());
+  EXPECT_EQ(h_.RunYaml(kPipeline, empty_node).status, RunStatus::kCompleted);
+  EXPECT_EQ(logger_.Count(LogLevel::kWarning, "input 'node' (node_id) is missing or empty"), 4);
+  EXPECT_THAT(sub_.Drain(), ::testing::IsEmpty());
 }
 
-TEST(StageEvents, WorkflowWithoutTheBlockPublishesNothing) {
-  const std::string prefix = UniquePrefix();
-  testing::CapturingLogger logger;
-  Subscriber sub(prefix);
-  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
-  EXPECT_EQ(h.RunYaml("name: plain\nsteps:\n  - {id: a, kind: noop}\n").status,
+TEST_F(StageEventsOnRedis, WorkflowWithoutTheBlockPublishesNothing) {
+  EXPECT_EQ(h_.RunYaml("name: plain\nsteps:\n  - {id: a, kind: noop}\n").status,
             RunStatus::kCompleted);
-  EXPECT_THAT(sub.Drain(), ::testing::IsEmpty());
-  EXPECT_EQ(logger.Count(LogLevel::kWarning, "stage events"), 0);
+  EXPECT_THAT(sub_.Drain(), ::testing::IsEmpty());
+  EXPECT_EQ(logger_.Count(LogLevel::kWarning, "stage events"), 0);
+}
+
+TEST_F(StageEventsOnRedis, RetriesDoNotRepeatAStagesStartedEvent) {
+  RunRecord r = h_.RunYaml(StringIdWorkflow("flaky_parse", R"(
+  - id: parse
+    kind: fail
+    times: 2
+    stage: parsing
+    retry: {max_attempts: 3, initial_delay: 1ms}
+)"),
+                           {{"doc_id", "d"}, {"tenant", "t"}, {"node", "n"}});
+  ASSERT_EQ(r.status, RunStatus::kCompleted);
+  ASSERT_EQ(h_.Steps(r.id)["parse"].attempt, 3);
+  EXPECT_THAT(Stages(sub_.Drain()), ElementsAre("parsing/started", "completed/succeeded"));
 }
 
 // Runs that end without an execution holding them publish their end too.
-TEST(StageEvents, CancelAndResetOfRunsNobodyHoldsPublishFailed) {
-  const std::string prefix = UniquePrefix();
-  testing::CapturingLogger logger;
-  Subscriber sub(prefix);
-  Harness h(WithStageEvents(RedisUrl(), prefix, &logger));
+TEST_F(StageEventsOnRedis, CancelAndResetOfRunsNobodyHoldsPublishFailed) {
   auto wf = LoadWorkflowYaml(kPipeline, "ingest.yaml");
   ASSERT_OK(wf);
   StartRunRequest req{.workflow = *wf, .inputs = Inputs()};
-  auto first = h.engine->StartRun(req);
+  auto first = h_.engine->StartRun(req);
   ASSERT_OK(first);
-  ASSERT_OK(h.engine->Cancel(first->run.id, "ops"));
-  auto second = h.engine->StartRun(req);
+  ASSERT_OK(h_.engine->Cancel(first->run.id, "ops"));
+  auto second = h_.engine->StartRun(req);
   ASSERT_OK(second);
-  auto reset = h.engine->ResetAll("admin");
+  auto reset = h_.engine->ResetAll("admin");
   ASSERT_OK(reset);
   EXPECT_EQ(*reset, 1);
-  std::vector<Message> ms = sub.Drain();
+  std::vector<Message> ms = sub_.Drain();
   EXPECT_THAT(Stages(ms), ElementsAre("failed/failed", "failed/failed"));
   ASSERT_EQ(ms.size(), 2u);
   EXPECT_EQ(ms[0].payload["correlation_id"], first->run.id);
