@@ -42,6 +42,28 @@
 
 namespace runloom {
 
+// Stage events (docs/operations.md, "Stage events"): a JSON message on Redis
+// pub/sub each time a step that names a `stage:` starts, and when a run ends,
+// for workflows with a `stage_events:` block (runloom/workflow.h). Published
+// after the write it reports has committed; at most once (pub/sub keeps
+// nothing for a subscriber that is not listening). A publish that fails is
+// a logged warning and never fails or retries a step.
+struct StageEventOptions {
+  // Off by default: then no Redis connection is made, not even a connect.
+  bool enabled = false;
+  // redis://host:port[/db]; required when enabled (kInvalidArgument from
+  // Engine::Open when malformed). Connected on the first event.
+  std::string redis_url;
+  // Channel: {channel_prefix}:{tenant_id}:{node_id}.
+  std::string channel_prefix = "pipeline";
+  // Bounds one connect and one PUBLISH, so a step start waits at most about
+  // twice this for its event. After a failure the publisher does not try to
+  // reconnect for 1 s, doubling to 30 s while Redis stays down (events in
+  // between are dropped with a warning each), so a down Redis costs steps
+  // nothing. Shorter: less waiting on a slow Redis; longer: fewer drops.
+  absl::Duration timeout = absl::Milliseconds(250);
+};
+
 struct EngineOptions {
   // The engine's side effects (runloom/env.h): env.clock is the time source
   // for leases, retries and sweeps (nullptr = the store's clock); env.logger
@@ -88,6 +110,8 @@ struct EngineOptions {
   std::shared_ptr<StepRegistry> registry;
   // Run the sweeper in this engine (a `runloom run` process does not).
   bool enable_sweeper = true;
+  // Redis pub/sub stage events; off by default (see StageEventOptions).
+  StageEventOptions stage_events;
 };
 
 struct StartRunRequest {

@@ -65,6 +65,9 @@ struct StepDef {
   std::string id;     // unique among its siblings; [a-z][a-z0-9_]*
   std::string kind;   // exec, noop, sleep, fail, llm, loop, parallel, or a registered kind
   std::string phase;  // optional label; rerun-from-phase starts at the first step of a phase
+  // Optional stage this leaf step reports when it starts (stage events, see
+  // StageEventsDef): "", or one of kStepStages. Needs Workflow::stage_events.
+  std::string stage;
   std::vector<std::string> needs;  // sibling step ids; empty = after the previous step
   bool explicit_needs = false;     // `needs:` was written (even as []), so no implicit edge
   TriggerRule trigger = TriggerRule::kAllSuccess;
@@ -102,6 +105,22 @@ struct InputDef {
   std::string description;
 };
 
+// The stages a step may report (reference 004's vocabulary; `completed` and
+// `failed` are the run's terminal stages, reported by the engine itself).
+inline constexpr const char* kStepStages[] = {"pending", "processing", "parsing", "chunking",
+                                              "indexing"};
+
+// Stage events (EngineOptions::stage_events): which inputs of a run identify
+// it to subscribers. Each field names a declared input that is not secret,
+// of type string or integer. The values of these three inputs, and no other
+// input, appear in the published events; a run whose tenant or node input is
+// missing or empty publishes nothing (a warning is logged).
+struct StageEventsDef {
+  std::string document_id;  // the run's subject, e.g. "doc_id"
+  std::string tenant_id;    // routes the event: channel {prefix}:{tenant}:{node}
+  std::string node_id;
+};
+
 struct Workflow {
   std::string name;  // [a-z][a-z0-9_-]*
   std::string description;
@@ -111,6 +130,8 @@ struct Workflow {
   // rejected, unresolved or failed. Empty: failed if any step that was not
   // allowed to fail failed, else completed.
   std::string outcome;
+  // `stage_events:`; nullopt = the workflow publishes no stage events.
+  std::optional<StageEventsDef> stage_events;
   std::string source_path;  // where it was loaded from ("" when built in C++)
 };
 

@@ -127,7 +127,10 @@ int WorkerCommand(const WorkerFlags& f) {
   SignalWatcher signals;
   auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
+  auto stage_events = StageEventsSetting(f.stage_events);
+  if (!stage_events.ok()) return BadInput(std::string(stage_events.status().message()));
   EngineOptions opts;
+  opts.stage_events = *stage_events;
   opts.executors = f.executors;
   opts.lease_ttl = *ttl;
   opts.queued_grace = *grace;

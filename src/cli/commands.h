@@ -2,9 +2,11 @@
 // each returns the process exit code.
 #pragma once
 
+#include "runloom/engine.h"
 #include "runloom/transport.h"
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include <string>
@@ -20,6 +22,13 @@ inline constexpr int kExitPaused = 3;        // the run waits for a human decisi
 inline constexpr int kExitConflict =
     4;  // decide/cancel/rerun refused: the run is not in a state that allows it
 inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was released to the queue
+
+// The stage-event settings of `run` and `worker` (docs/operations.md, "Stage
+// events"): on when `flag` (--stage-events) or else $RUNLOOM_STAGE_EVENTS
+// is a redis://host:port[/db] URL, off when both are empty; the channel
+// prefix is $RUNLOOM_STAGE_EVENTS_PREFIX (default "pipeline").
+// kInvalidArgument naming the flag or variable for a malformed URL.
+absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag);
 
 struct CommonFlags {
   // The backend (OpenBackend's URL forms). Set by --db, else RUNLOOM_DB,
@@ -59,6 +68,7 @@ struct RunFlags {
   bool auto_approve = false;  // approve every gate (demos, CI)
   // Admit the run (queued), print its id and exit 0; a worker executes it.
   bool detach = false;
+  std::string stage_events;  // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
 };
 int RunCommand(const RunFlags& flags);
 
@@ -71,6 +81,7 @@ struct WorkerFlags {
   int max_attempts = 5;
   // Deliveries of a queue message without an ack before it is dead-lettered.
   int max_deliveries = TransportOptions{}.max_deliveries;
+  std::string stage_events;  // as RunFlags::stage_events
 };
 int WorkerCommand(const WorkerFlags& flags);
 

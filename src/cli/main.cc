@@ -49,6 +49,10 @@ class BackendFlags {
   std::vector<std::function<void()>> apply_;
 };
 
+constexpr const char* kStageEventsHelp =
+    "publish stage events to this Redis (redis://host:port[/db]); default "
+    "$RUNLOOM_STAGE_EVENTS, off when empty";
+
 Command AddRun(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -61,6 +65,7 @@ Command AddRun(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the final run as JSON");
+  cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
   auto* auto_approve_flag =
       cmd->add_flag("--auto-approve", f->auto_approve,
                     "approve every approval gate automatically (reviewer \"auto\")");
@@ -88,6 +93,7 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--max-deliveries", f->max_deliveries,
                   "deliveries of a queue message without an ack before it is dead-lettered")
       ->capture_default_str();
+  cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   backend.Add(cmd, f->common);

@@ -339,7 +339,10 @@ int RunCommand(const RunFlags& f) {
   if (!f.detach) signals = std::make_unique<SignalWatcher>();
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
+  auto stage_events = StageEventsSetting(f.stage_events);
+  if (!stage_events.ok()) return BadInput(std::string(stage_events.status().message()));
   EngineOptions opts;
+  opts.stage_events = *stage_events;
   opts.lease_ttl = p->lease_ttl;
   opts.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
   opts.registry = std::move(p->registry);

@@ -264,7 +264,9 @@ absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::strin
     return absl::AbortedError(absl::StrCat("run ", run_id, " changed meanwhile; try again"));
   }
   RUNLOOM_RETURN_IF_ERROR(s);
-  return ctx.store->GetRun(run_id);
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord after, ctx.store->GetRun(run_id));
+  if (ctx.on_finished && after.status == RunStatus::kCancelled) ctx.on_finished(after);
+  return after;
 }
 
 absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& by) {
@@ -287,6 +289,12 @@ absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& 
         absl::Status s = ctx.store->Commit(w);
         if (s.ok()) {
           ++acted;
+          if (ctx.on_finished) {
+            RunRecord done = r;
+            done.status = RunStatus::kCancelled;
+            done.error = *w.error;
+            ctx.on_finished(done);
+          }
         } else if (s.code() != absl::StatusCode::kAborted) {
           return s;
         }

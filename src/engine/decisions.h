@@ -24,6 +24,9 @@ struct DecisionContext {
   Clock* clock = nullptr;
   // The run's pinned workflow, failing closed on a mismatch (Engine's cache).
   std::function<absl::StatusOr<std::shared_ptr<const Workflow>>(const RunRecord&)> load_pinned;
+  // Called with a run that a cancel or reset made terminal, after the
+  // commit (may be empty; the engine publishes its stage event there).
+  std::function<void(const RunRecord&)> on_finished;
 };
 
 // Step records of `run`'s current revision that a new revision starting at

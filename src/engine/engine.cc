@@ -16,6 +16,7 @@
 
 #include "runloom/mutex.h"
 
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/active_runs.h"
 #include "engine/admission.h"
@@ -27,6 +28,7 @@
 #include "engine/pinned_catalog.h"
 #include "engine/random_source.h"
 #include "engine/run_launcher.h"
+#include "engine/stage_events.h"
 #include "engine/sweeper.h"
 #include "engine/watches.h"
 
@@ -47,6 +49,7 @@ using engine_internal::PinnedCatalog;
 using engine_internal::RandomSource;
 using engine_internal::RunLauncher;
 using engine_internal::RunSecrets;
+using engine_internal::StageEventPublisher;
 using engine_internal::Sweeper;
 
 namespace {
@@ -73,24 +76,27 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
 class Engine::Impl {
  public:
   // REQUIRES: `options` has its defaults applied (WithDefaults).
-  Impl(EngineOptions options, Backend backend, std::unique_ptr<EngineMetrics> metrics)
+  Impl(EngineOptions options, Backend backend, std::unique_ptr<EngineMetrics> metrics,
+       std::unique_ptr<StageEventPublisher> stage_events)
       : backend_(std::move(backend)),
         options_(std::move(options)),
         random_(options_.env.random),
         metrics_(std::move(metrics)),
+        stage_events_(std::move(stage_events)),
         catalog_(store(), clock()),
         admission_(store(), clock(), options_.registry.get(), options_.max_attempts, &secrets_,
                    &random_, metrics_.get()),
-        launcher_(LauncherConfig{store(), clock(), options_.registry.get(), logger(),
-                                 metrics_.get(), options_.owner, options_.lease_ttl},
-                  &catalog_, &secrets_, &active_),
+        launcher_(
+            LauncherConfig{store(), clock(), options_.registry.get(), logger(), metrics_.get(),
+                           options_.owner, options_.lease_ttl, stage_events_.get()},
+            &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_, logger()),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
         cancel_watch_(store(), clock(), &active_, options_.cancel_check, logger()),
         sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace,
-                 logger(), metrics_.get()),
+                 logger(), metrics_.get(), [this](const RunRecord& run) { PublishFinished(run); }),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
   ~Impl() { Stop(); }
 
@@ -110,7 +116,22 @@ class Engine::Impl {
 
   engine_internal::DecisionContext Decisions() {
     return engine_internal::DecisionContext{
-        store(), clock(), [this](const RunRecord& run) { return catalog_.LoadPinned(run); }};
+        store(), clock(), [this](const RunRecord& run) { return catalog_.LoadPinned(run); },
+        [this](const RunRecord& run) { PublishFinished(run); }};
+  }
+
+  // The terminal stage event of a run that ended without an execution
+  // holding it (the sweeper's attempt cap, a cancel or reset of a run
+  // nobody held); executions publish their own (RunExecution::Finish).
+  void PublishFinished(const RunRecord& run) {
+    if (stage_events_ == nullptr) return;
+    absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
+    if (!wf.ok()) {
+      Log(logger(), LogLevel::kWarning, "stage events: run ", run.id,
+          ": terminal event not published: its workflow: ", wf.status().ToString());
+      return;
+    }
+    stage_events_->Publish(run, **wf, engine_internal::TerminalStageUpdate(run.status, run.error));
   }
 
   // The lease keeper, and the sweeper if enabled. Idempotent.
@@ -147,6 +168,7 @@ class Engine::Impl {
   // that each is destroyed before what it uses.
   RandomSource random_;
   const std::unique_ptr<EngineMetrics> metrics_;
+  const std::unique_ptr<StageEventPublisher> stage_events_;  // null when off
   RunSecrets secrets_;
   engine_internal::ActiveRuns active_;
   PinnedCatalog catalog_;
@@ -176,8 +198,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
   options = WithDefaults(std::move(options), backend.store.get());
   RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<EngineMetrics> metrics,
                            EngineMetrics::Create(options.env.metrics, options.registry->Names()));
-  return std::unique_ptr<Engine>(new Engine(
-      std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics))));
+  // Off: no publisher at all, so nothing can reach for Redis.
+  std::unique_ptr<StageEventPublisher> stage_events;
+  if (options.stage_events.enabled) {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        stage_events,
+        StageEventPublisher::Create(options.stage_events, options.env.clock, options.env.logger));
+  }
+  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(
+      std::move(options), std::move(backend), std::move(metrics), std::move(stage_events))));
 }
 
 absl::StatusOr<WorkflowVersion> Engine::RegisterWorkflow(const Workflow& wf) {

@@ -75,7 +75,12 @@ absl::Status RunExecution::WriteStepStarted(const StepDef& step, const std::stri
                                                 .entry = ParseRunEntry(config_.entry)}));
   w.phase = EnterPhase(step.phase);
   w.refuse_if_cancel_requested = true;
-  return Write(std::move(w));
+  RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
+  // After the commit, once per step (not per retry): the stage it entered.
+  if (config_.stage_events != nullptr && !step.stage.empty() && attempt == 1) {
+    config_.stage_events->Publish(run_, *workflow_, {.stage = step.stage, .status = "started"});
+  }
+  return absl::OkStatus();
 }
 
 std::optional<std::string> RunExecution::EnterPhase(const std::string& phase) {

@@ -107,6 +107,11 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   if (!s.ok()) return WriteFailed("writing its terminal status", s);
   final_status_ = status;
   final_error_ = error;
+  // No workflow: its pinned version could not be loaded, so there is no
+  // stage_events block to route by.
+  if (config_.stage_events != nullptr && workflow_ != nullptr) {
+    config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
+  }
   return Disposition::kFinished;
 }
 

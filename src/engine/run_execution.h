@@ -31,6 +31,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/run_writer.h"
 #include "engine/secrets.h"
+#include "engine/stage_events.h"
 #include "engine/stop.h"
 #include "engine/template_scope.h"
 
@@ -55,6 +56,8 @@ struct ExecutionConfig {
   Logger* logger = DefaultLogger();
   EngineMetrics* metrics = EngineMetrics::Disabled();
   std::string working_dir;
+  // Stage events (stage_events.h); nullptr = off.
+  StageEventPublisher* stage_events = nullptr;
   // Secret inputs given to StartRun in this process (never stored).
   nlohmann::json secrets = nlohmann::json::object();
   // How this pass over the graph began (fresh, resume, rerun, revision):
@@ -171,7 +174,7 @@ class RunExecution {
   // The secret values this execution knows (given in memory, or resolved
   // from references); every write is scrubbed of them.
   mutable SecretScrubber scrubber_;  // thread-safe; Resolve() adds to it
-  RunWriter writer_;  // after root_, which it stops, and scrubber_
+  RunWriter writer_;                 // after root_, which it stops, and scrubber_
   runloom::Mutex phase_mu_;
   std::string phase_ ABSL_GUARDED_BY(phase_mu_);  // the last phase written on the run
 

@@ -51,6 +51,7 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
   config.registry = config_.registry;
   config.logger = config_.logger;
   config.metrics = config_.metrics;
+  config.stage_events = config_.stage_events;
   config.working_dir = run.context.value("working_dir", "");
   config.entry = std::string(ToString(entry));
   config.secrets = secrets_->Get(run_id);

@@ -51,6 +51,7 @@ struct LauncherConfig {
   EngineMetrics* metrics = EngineMetrics::Disabled();
   std::string owner;  // lease owner
   absl::Duration lease_ttl;
+  StageEventPublisher* stage_events = nullptr;  // nullptr = off
 };
 
 class RunLauncher {

@@ -76,6 +76,11 @@ absl::Status Sweeper::RecoverExpired(const RecoveryCandidate& c) {
     metrics_->LeaseExpired();
     metrics_->Swept(SweepAction::kFailed);
     metrics_->RunFinished(RunStatus::kFailed);
+    if (on_failed_ && run.ok()) {
+      run->status = RunStatus::kFailed;
+      run->error = *w.error;
+      on_failed_(*run);
+    }
     return absl::OkStatus();
   }
   RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(

@@ -20,15 +20,21 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <functional>
+#include <utility>
 
 namespace runloom::engine_internal {
 
 class Sweeper {
  public:
-  // Every pointer must outlive the sweeper.
+  // Every pointer must outlive the sweeper. `on_failed` (may be empty) is
+  // called with the run, as written, after the sweeper failed it at the
+  // attempt cap (the engine publishes its stage event there).
   Sweeper(Store* store, Transport* transport, Clock* clock, absl::Duration interval,
-          absl::Duration queued_grace, Logger* logger, EngineMetrics* metrics)
+          absl::Duration queued_grace, Logger* logger, EngineMetrics* metrics,
+          std::function<void(const RunRecord&)> on_failed = nullptr)
       : store_(store),
+        on_failed_(std::move(on_failed)),
         interval_(interval),
         queued_grace_(queued_grace),
         logger_(logger),
@@ -56,6 +62,7 @@ class Sweeper {
 
   // Constant after construction.
   Store* const store_;
+  const std::function<void(const RunRecord&)> on_failed_;
   const absl::Duration interval_;
   const absl::Duration queued_grace_;
   Logger* const logger_;

@@ -16,6 +16,7 @@ namespace {
 
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class OpenBackendTest : public ::testing::Test {
  protected:
@@ -73,7 +74,8 @@ TEST_F(OpenBackendTest, BadUrlsSayWhatWasWrongAndWhatIsAccepted) {
     std::string why;
   };
   for (const Case& c :
-       {Case{"", "empty"}, Case{"postgres://u@h:5432/db", "unknown scheme 'postgres'"},
+       {Case{"", "empty"}, Case{"mysql://u@h:3306/db", "unknown scheme 'mysql'"},
+        Case{"postgres:u@h/db", "after 'postgres:' comes '//"},
         Case{"redis://localhost", "unknown scheme 'redis'"},
         Case{"sqlite:", "after 'sqlite:' comes '//'"},
         Case{"sqlite:/x.db", "after 'sqlite:' comes '//'"}, Case{"sqlite://", "no database path"},
@@ -83,6 +85,17 @@ TEST_F(OpenBackendTest, BadUrlsSayWhatWasWrongAndWhatIsAccepted) {
     EXPECT_THAT(std::string(b.status().message()), HasSubstr(c.why)) << c.url;
     EXPECT_THAT(std::string(b.status().message()), HasSubstr("sqlite::memory:")) << c.url;
   }
+}
+
+TEST_F(OpenBackendTest, PostgresUrlsReachPostgres) {
+  // Nothing listens on port 1 of loopback: unreachable, kUnavailable, with
+  // the address and never a password.
+  absl::StatusOr<Backend> b = OpenBackend("postgres://u:secret-pw@127.0.0.1:1/db", {});
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("127.0.0.1:1/db"));
+  EXPECT_THAT(std::string(b.status().message()), Not(HasSubstr("secret-pw")));
+  EXPECT_THAT(OpenBackend("postgres://u@127.0.0.1:1/db?nonsense=1", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -67,6 +67,9 @@ json CanonicalStep(const StepDef& s) {
               {"allow_failure", s.allow_failure},
               {"when", CanonicalCondition(s.when)},
               {"config", s.config}};
+  // Written only when set, so workflows without stage events keep the
+  // digests they had before stage events existed.
+  if (!s.stage.empty()) out["stage"] = s.stage;
   if (s.kind == kLoop) {
     out["max_iterations"] = s.max_iterations;
     out["until"] = CanonicalCondition(s.until);
@@ -156,6 +159,7 @@ absl::StatusOr<StepDef> ReadStep(const json& v) {
   s.allow_failure = v.at("allow_failure").get<bool>();
   RUNLOOM_ASSIGN_OR_RETURN(s.when, ReadCondition(v.at("when")));
   s.config = v.at("config");
+  if (v.contains("stage")) s.stage = v.at("stage").get<std::string>();
   if (s.kind == kLoop) {
     s.max_iterations = v.at("max_iterations").get<int>();
     RUNLOOM_ASSIGN_OR_RETURN(s.until, ReadCondition(v.at("until")));
@@ -215,6 +219,12 @@ absl::StatusOr<Workflow> ReadWorkflow(const json& c) {
     wf.inputs.push_back(std::move(in));
   }
   RUNLOOM_ASSIGN_OR_RETURN(wf.steps, ReadSteps(c.at("steps")));
+  if (c.contains("stage_events")) {
+    const json& se = c.at("stage_events");
+    wf.stage_events = StageEventsDef{.document_id = se.at("document_id").get<std::string>(),
+                                     .tenant_id = se.at("tenant_id").get<std::string>(),
+                                     .node_id = se.at("node_id").get<std::string>()};
+  }
   return wf;
 }
 
@@ -232,12 +242,19 @@ json CanonicalWorkflow(const Workflow& wf) {
                        {"enum", in.allowed},
                        {"description", in.description}};
   }
-  return json{{"canonical_version", kCanonicalVersion},
+  json out = {{"canonical_version", kCanonicalVersion},
               {"name", wf.name},
               {"description", wf.description},
               {"inputs", std::move(inputs)},
               {"outcome", wf.outcome},
               {"steps", CanonicalSteps(wf.steps)}};
+  // Only when declared: a workflow without it keeps its earlier digest.
+  if (wf.stage_events) {
+    out["stage_events"] = {{"document_id", wf.stage_events->document_id},
+                           {"tenant_id", wf.stage_events->tenant_id},
+                           {"node_id", wf.stage_events->node_id}};
+  }
+  return out;
 }
 
 std::string WorkflowDigest(const Workflow& wf) { return JsonDigest(CanonicalWorkflow(wf)); }

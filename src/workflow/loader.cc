@@ -9,6 +9,7 @@
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "workflow/internal/names.h"
+#include "workflow/internal/stage_events.h"
 #include "workflow/internal/validate.h"
 #include "workflow/internal/yaml_bounds.h"
 #include "workflow/internal/yaml_json.h"
@@ -37,10 +38,11 @@ using workflow_internal::YamlToJson;
 constexpr char kLoop[] = "loop";
 constexpr char kParallel[] = "parallel";
 
-const std::vector<std::string> kTopKeys = {"name",    "description", "inputs",
-                                           "outcome", "defaults",    "steps"};
+const std::vector<std::string> kTopKeys = {"name",     "description", "inputs",      "outcome",
+                                           "defaults", "steps",       "stage_events"};
 const std::set<std::string> kCommonStepKeys = {
-    "id", "kind", "phase", "needs", "trigger", "when", "retry", "timeout", "allow_failure"};
+    "id",   "kind",  "phase",   "needs",         "trigger",
+    "when", "retry", "timeout", "allow_failure", "stage"};
 const std::vector<std::string> kLoopKeys = {"max_iterations", "until", "body"};
 const std::vector<std::string> kParallelKeys = {"deadline", "branches"};
 const std::vector<std::string> kInputKeys = {"type", "required", "default",
@@ -95,6 +97,8 @@ class Loader {
     RUNLOOM_RETURN_IF_ERROR(ParseDefaults(Get(root, "defaults")));
     RUNLOOM_ASSIGN_OR_RETURN(wf.outcome, ReadText(Get(root, "outcome"), "outcome"));
     RUNLOOM_ASSIGN_OR_RETURN(wf.steps, ParseSteps(Get(root, "steps"), "steps"));
+    RUNLOOM_ASSIGN_OR_RETURN(
+        wf.stage_events, workflow_internal::ParseStageEvents(Get(root, "stage_events"), source_));
     if (const int64_t n = CountSteps(wf.steps); n > limits_.max_steps) {
       return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps",
                         limits_.max_steps, "split the workflow into smaller ones");
@@ -365,6 +369,8 @@ class Loader {
     }
     if (k == "phase") {
       RUNLOOM_ASSIGN_OR_RETURN(s->phase, ReadText(v, what));
+    } else if (k == "stage") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->stage, ReadText(v, what));
     } else if (k == "needs") {
       RUNLOOM_ASSIGN_OR_RETURN(s->needs, ReadTextList(v, what));
       s->explicit_needs = true;

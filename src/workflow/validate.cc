@@ -2,6 +2,7 @@
 
 #include "core/status_macros.h"
 #include "workflow/internal/names.h"
+#include "workflow/internal/stage_events.h"
 #include "workflow/internal/template_scan.h"
 #include "workflow/template.h"
 
@@ -49,7 +50,9 @@ class Validator {
     }
     RUNLOOM_RETURN_IF_ERROR(CollectIds(wf_.steps));
     RUNLOOM_RETURN_IF_ERROR(CheckOutcome());
-    return CheckSteps(wf_.steps, /*in_loop=*/false);
+    RUNLOOM_RETURN_IF_ERROR(CheckSteps(wf_.steps, /*in_loop=*/false));
+    return CheckStageEvents(
+        wf_, [this](const Location& at, const std::string& what) { return Fail(at, what); });
   }
 
  private:

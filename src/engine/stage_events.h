@@ -1,0 +1,98 @@
+// StageEventPublisher: stage events (reference 004) on Redis pub/sub.
+//
+// For a workflow with a `stage_events:` block, the engine publishes
+//   {prefix}:{tenant_id}:{node_id}  <-  {"correlation_id": run id,
+//     "document_id", "tenant_id", "node_id", "stage", "status",
+//     "timestamp": ISO-8601 UTC with milliseconds, ["error"]}
+// when a step naming a `stage:` starts (status "started") and when the run
+// ends ({completed, succeeded} or {failed, failed, error}). The ids are the
+// values of the three inputs the block names; no other input value, output
+// or config goes into an event.
+//
+// Publishing never fails the caller: a run without its tenant or node input
+// is skipped with a warning, a Redis failure is a warning, and after a
+// failure the publisher waits (1 s doubling to 30 s, by the engine's clock)
+// before it connects again, dropping events meanwhile with a warning each.
+//
+// Thread-safety: thread-safe; one Redis connection, used under mu_ (callers
+// publishing at once wait for each other, each for at most about two
+// StageEventOptions::timeout).
+#pragma once
+
+#include "runloom/clock.h"
+#include "runloom/engine.h"
+#include "runloom/env.h"
+#include "runloom/mutex.h"
+#include "runloom/run.h"
+#include "runloom/workflow.h"
+
+#include "transport/redis/redis_client.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+#include <memory>
+#include <string>
+
+namespace runloom::engine_internal {
+
+// The run's end as reported to stage-event subscribers (reference 004 has
+// two terminal stages): completed -> {completed, succeeded}; every other
+// terminal status -> {failed, failed, error}.
+struct StageUpdate {
+  std::string stage;
+  std::string status;
+  std::string error;  // "" = no error field
+};
+StageUpdate TerminalStageUpdate(RunStatus status, const std::string& error);
+
+// One event, ready to publish.
+struct StageEvent {
+  std::string correlation_id;
+  std::string document_id;
+  std::string tenant_id;
+  std::string node_id;
+  StageUpdate update;
+  absl::Time at;
+};
+
+// The message body: exactly the fields above (error only when not empty).
+nlohmann::json StageEventPayload(const StageEvent& e);
+// "2026-04-23T10:00:12.345Z"
+std::string StageTimestamp(absl::Time t);
+
+class StageEventPublisher {
+ public:
+  // Parses the options (kInvalidArgument for a bad URL or an empty
+  // prefix); connects to nothing. `clock` and `logger` must outlive it.
+  static absl::StatusOr<std::unique_ptr<StageEventPublisher>> Create(
+      const StageEventOptions& options, Clock* clock, Logger* logger);
+  StageEventPublisher(const StageEventPublisher&) = delete;
+  StageEventPublisher& operator=(const StageEventPublisher&) = delete;
+
+  // Publishes `update` for `run` of `wf` (a no-op when wf has no
+  // stage_events block). Never fails; problems are logged warnings.
+  void Publish(const RunRecord& run, const Workflow& wf, const StageUpdate& update)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  StageEventPublisher(redis::RedisUrl url, const StageEventOptions& options, Clock* clock,
+                      Logger* logger);
+  // PUBLISH, or why not (connecting again only once the backoff passed).
+  absl::Status Send(const std::string& channel, const std::string& payload)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const std::string prefix_;
+  Clock* const clock_;
+  Logger* const logger_;
+
+  runloom::Mutex mu_;
+  redis::RedisClient client_ ABSL_GUARDED_BY(mu_);
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::engine_internal
