@@ -38,22 +38,26 @@ start() {
   [[ -x "$PG_BIN/initdb" ]] || die "no PostgreSQL at $PG_BIN (install postgresql-15: bash scripts/bootstrap.sh --test)"
   command -v "$REDIS_SERVER" >/dev/null || die "no $REDIS_SERVER (install redis-server: bash scripts/bootstrap.sh --test)"
   rm -rf "$dir"
-  mkdir -p "$dir/pg"
+  mkdir -p "$dir"
+  # The data directory lives under /tmp, not DIR: as root the server runs as
+  # `postgres`, which may not be able to reach DIR's parents.
+  local pg pg_port redis_port
+  pg="$(mktemp -d /tmp/runloom-pg.XXXXXX)"
+  echo "$pg" >"$dir/pgdir"
   if [[ $(id -u) == 0 ]]; then
-    chown -R postgres: "$dir/pg"
+    chown postgres: "$pg"
   fi
-  chmod 700 "$dir/pg"
-  local pg_port redis_port
+  chmod 700 "$pg"
   pg_port="$(free_port)"
-  as_pg "$PG_BIN/initdb" -D "$dir/pg/data" -U runloom --auth=trust -E UTF8 --no-sync \
+  as_pg "$PG_BIN/initdb" -D "$pg/data" -U runloom --auth=trust -E UTF8 --no-sync \
     >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
-  # Loopback only, no Unix socket outside DIR; enough connections for the
-  # chaos tests' worker processes and their pools.
-  as_pg "$PG_BIN/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 start -o \
-    "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$dir/pg \
+  # Loopback only, its Unix socket in its own directory; enough connections
+  # for the chaos tests' worker processes and their pools.
+  as_pg "$PG_BIN/pg_ctl" -D "$pg/data" -l "$pg/server.log" -w -t 60 start -o \
+    "-c listen_addresses=127.0.0.1 -p $pg_port -c unix_socket_directories=$pg \
      -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
      -c shared_buffers=128MB" >/dev/null ||
-    { cat "$dir/pg/server.log" >&2; die "PostgreSQL did not start"; }
+    { cat "$pg/server.log" >&2; die "PostgreSQL did not start"; }
   echo "postgres://runloom@127.0.0.1:$pg_port/postgres" >"$dir/postgres.url"
 
   redis_port="$(free_port)"
@@ -74,8 +78,13 @@ start() {
 }
 
 stop() {
-  if [[ -f "$dir/pg/data/postmaster.pid" ]]; then
-    as_pg "$PG_BIN/pg_ctl" -D "$dir/pg/data" -m immediate -w stop >/dev/null 2>&1 || true
+  local pg=""
+  [[ -f "$dir/pgdir" ]] && pg="$(cat "$dir/pgdir")"
+  if [[ -n "$pg" && -f "$pg/data/postmaster.pid" ]]; then
+    as_pg "$PG_BIN/pg_ctl" -D "$pg/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  if [[ "$pg" == /tmp/runloom-pg.* ]]; then
+    rm -rf "$pg"
   fi
   if [[ -s "$dir/redis/redis.pid" ]]; then
     kill "$(cat "$dir/redis/redis.pid")" 2>/dev/null || true
