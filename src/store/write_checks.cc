@@ -149,6 +149,34 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
 
 // True when `w` only appends events and maybe moves the phase (a step
 // start): the lease's own statements can carry it.
+absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time now) {
+  if (FindTransition(f.status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " is ", StatusName(f.status),
+                     "; only a queued run or a running run whose lease expired can be leased"));
+  }
+  if (f.status == RunStatus::kRunning && f.lease_expires_at.has_value() &&
+      *f.lease_expires_at > now) {
+    return absl::AbortedError(absl::StrCat("run ", run_id, " is leased by '", f.lease_owner,
+                                           "' until ", absl::FormatTime(*f.lease_expires_at)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Event>& events,
+                                                            int attempt, const std::string& owner) {
+  std::vector<EncodedEvent> encoded;
+  encoded.reserve(events.size());
+  for (const Event& e : events) {
+    nlohmann::json data = e.data.is_null() ? nlohmann::json::object() : e.data;
+    data["attempt"] = attempt;
+    data["lease_owner"] = owner;
+    RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
+    encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
+  }
+  return encoded;
+}
+
 bool RidesOnLease(const RunWrite& w) {
   return !w.new_status.has_value() && w.steps.empty() && !w.outcome.has_value() &&
          !w.error.has_value() && !w.revision.has_value() && !w.entry.has_value() &&

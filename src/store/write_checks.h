@@ -73,6 +73,15 @@ absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write);
 absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,
                             const std::vector<Event>& events);
 
+// Whether a run with fence `f` may be leased at `now`: kFailedPrecondition
+// when paused or terminal, kAborted while another lease is live.
+absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time now);
+
+// A lease's events, serialized with the attempt and owner added to their
+// data (known only once the run's fence is read).
+absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Event>& events,
+                                                            int attempt, const std::string& owner);
+
 // True when `w` only appends events and maybe moves the phase (a step
 // start): a lease's own statements can carry it.
 bool RidesOnLease(const RunWrite& w);

@@ -77,12 +77,6 @@ std::optional<absl::Time> PgRow::ColumnOptionalTime(int col) const {
   return ColumnTime(col);
 }
 
-int64_t PgResult::affected() const {
-  int64_t n = 0;
-  if (!absl::SimpleAtoi(PQcmdTuples(r_.get()), &n)) return 0;
-  return n;
-}
-
 absl::Status PgStatus(const PGresult* r, absl::string_view context) {
   const ExecStatusType st = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY) {

@@ -67,8 +67,6 @@ class PgResult {
   explicit PgResult(PGresult* r) : r_(r, &PQclear) {}
   int rows() const { return PQntuples(r_.get()); }
   PgRow row(int i) const { return PgRow(r_.get(), i); }
-  // Rows changed by an INSERT/UPDATE/DELETE.
-  int64_t affected() const;
 
  private:
   std::unique_ptr<PGresult, decltype(&PQclear)> r_;

@@ -181,27 +181,10 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
                                  const std::vector<Event>& events, absl::Time now, Fence* f,
                                  std::optional<int64_t>* removed_message, Rider* rider) {
   RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
-  if (FindTransition(f->status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("run ", run_id, " is ", StatusName(f->status),
-                     "; only a queued run or a running run whose lease expired can be leased"));
-  }
-  if (f->status == RunStatus::kRunning && f->lease_expires_at.has_value() &&
-      *f->lease_expires_at > now) {
-    return absl::AbortedError(absl::StrCat("run ", run_id, " is leased by '", f->lease_owner,
-                                           "' until ", absl::FormatTime(*f->lease_expires_at)));
-  }
+  RUNLOOM_RETURN_IF_ERROR(CheckLeasable(run_id, *f, now));
   const int attempt = f->attempts + 1;
-  // The events carry the attempt, known only now.
-  std::vector<EncodedEvent> encoded;
-  encoded.reserve(events.size());
-  for (const Event& e : events) {
-    nlohmann::json data = e.data.is_null() ? nlohmann::json::object() : e.data;
-    data["attempt"] = attempt;
-    data["lease_owner"] = owner;
-    RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
-    encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
-  }
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded,
+                           EncodeLeaseEvents(events, attempt, owner));
   const std::string token = h.NewLeaseToken();
   const absl::Time expires = LeaseDeadline(now, ttl);
   const std::optional<std::string>* phase = nullptr;
