@@ -1,5 +1,10 @@
 // The backends the conformance suites run against in this build, each named
 // by the URL OpenBackend opens.
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_migrations.h"
+#include "testing/test_servers.h"
+
+#include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
 
 #include <filesystem>
@@ -24,6 +29,53 @@ class TwoCommitFirstWrite final : public StoreWrapper {
   }
 };
 
+// PostgreSQL keeps time on the server (runloom_now()). For the suite, each
+// test's database gets a runloom_now() that stands still at the time it was
+// created and moves only by Advance, as a SimulatedClock does for SQLite.
+// (Replacing the function is a test-only change to a test database.)
+class PostgresTimeControl final : public TimeControl {
+ public:
+  explicit PostgresTimeControl(std::string url) : url_(std::move(url)) {}
+  void Configure(BackendOptions&) override {}
+  void Advance(absl::Duration d) override {
+    absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+        store_internal::PgConn::Connect(url_, "");
+    ASSERT_OK(c);
+    ASSERT_OK((*c)->ExecScript(absl::StrCat("UPDATE runloom.clock SET offset_us = offset_us + ",
+                                            absl::ToInt64Microseconds(d))));
+  }
+
+ private:
+  const std::string url_;
+};
+
+// A fresh database on the test server for the test at `location`, migrated,
+// with its clock stopped (see PostgresTimeControl). "" on failure (the test
+// then fails to open it, and the failure is recorded here).
+std::string NewPostgresDatabase(const std::string& location) {
+  absl::StatusOr<std::string> url =
+      testing::CreateTestPostgresDatabase(std::filesystem::path(location).filename().string());
+  if (!url.ok()) {
+    ADD_FAILURE() << url.status();
+    return "";
+  }
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(*url, "");
+  absl::Status s = c.status();
+  if (s.ok()) s = store_internal::MigratePostgres(**c, *url);
+  if (s.ok()) {
+    s = (*c)->ExecScript(
+        "UPDATE runloom.clock SET offset_us = (extract(epoch FROM now()) * 1000000)::bigint; "
+        "CREATE OR REPLACE FUNCTION runloom.runloom_now() RETURNS BIGINT LANGUAGE sql STABLE AS "
+        "$$ SELECT offset_us FROM runloom.clock $$");
+  }
+  if (!s.ok()) {
+    ADD_FAILURE() << "preparing " << *url << ": " << s;
+    return "";
+  }
+  return *url;
+}
+
 }  // namespace
 
 std::vector<BackendFactory> AllBackendFactories() {
@@ -47,6 +99,15 @@ std::vector<BackendFactory> AllBackendFactories() {
     return std::make_unique<TwoCommitFirstWrite>(std::move(s));
   };
   out.push_back(two_commit);
+
+  BackendFactory postgres;
+  postgres.name = "Postgres";
+  postgres.shared_location = true;
+  postgres.url = NewPostgresDatabase;
+  postgres.time = [](const std::string& url) -> std::unique_ptr<TimeControl> {
+    return std::make_unique<PostgresTimeControl>(url);
+  };
+  out.push_back(postgres);
   return out;
 }
 

@@ -34,9 +34,9 @@ namespace runloom::conformance {
 
 // Moves a backend's time authority (Store::Now()) forward. A backend with a
 // client clock (SQLite) gets a SimulatedClock through BackendOptions; a
-// backend with a server clock implements Advance by shifting the time its
-// server reports to this test (e.g. an offset its store adds to now() in
-// test builds), and Configure passes what it needs.
+// backend with a server clock implements Advance by moving the time its
+// server reports (PostgreSQL: the test database's runloom_now()), and
+// Configure passes what it needs.
 class TimeControl {
  public:
   virtual ~TimeControl() = default;
@@ -64,10 +64,9 @@ struct BackendFactory {
   // The URL of the backend whose data lives at `location` (a fresh per-test
   // directory; a backend may use it or derive a schema name from it).
   std::function<std::string(const std::string& location)> url;
-  // The backend's time control.
-  std::function<std::unique_ptr<TimeControl>()> time = [] {
-    return std::make_unique<SimulatedTimeControl>();
-  };
+  // The time control of the backend at `url` (what url() returned).
+  std::function<std::unique_ptr<TimeControl>(const std::string& url)> time =
+      [](const std::string&) { return std::make_unique<SimulatedTimeControl>(); };
   // When set, wraps the opened store (to run a default path of the
   // interface over a real backend).
   std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)> wrap_store;
@@ -76,7 +75,8 @@ struct BackendFactory {
 // gtest prints the factory by name.
 inline void PrintTo(const BackendFactory& f, std::ostream* os) { *os << f.name; }
 
-// Every backend this build has (backends.cc): SQLite file and :memory:.
+// Every backend this build has (backends.cc): SQLite file and :memory:,
+// PostgreSQL (on the test server, src/testing/test_servers.h).
 std::vector<BackendFactory> AllBackendFactories();
 
 class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
@@ -93,7 +93,8 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
     dir_ = std::filesystem::path(::testing::TempDir()) / name;
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    time_ = GetParam().time();
+    url_ = GetParam().url(dir_.string());
+    time_ = GetParam().time(url_);
     absl::StatusOr<Backend> b = Open();
     ASSERT_OK(b);
     store_ = std::move(b->store);
@@ -113,7 +114,7 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
     BackendOptions o;
     o.transport = transport_options_;
     time_->Configure(o);
-    absl::StatusOr<Backend> b = OpenBackend(GetParam().url(dir_.string()), o);
+    absl::StatusOr<Backend> b = OpenBackend(url_, o);
     if (b.ok() && GetParam().wrap_store) b->store = GetParam().wrap_store(std::move(b->store));
     return b;
   }
@@ -202,6 +203,7 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
   }
 
   std::filesystem::path dir_;
+  std::string url_;  // the backend's URL (one per test; shared by every Open())
   std::unique_ptr<TimeControl> time_;
   TransportOptions transport_options_;
   absl::BitGen gen_;

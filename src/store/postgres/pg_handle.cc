@@ -86,6 +86,10 @@ absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
   h->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (h->wake_fd_ < 0) return absl::InternalError("eventfd failed");
   h->listener_ = std::thread([raw = h.get()] { raw->ListenLoop(); });
+  // A message produced after Open returns must wake this process's waiters:
+  // wait (bounded) until the listener listens. If it cannot connect yet, it
+  // keeps trying, and the waiters poll meanwhile.
+  h->listening_.WaitForNotificationWithTimeout(options.connect_timeout);
   return h;
 }
 
@@ -236,11 +240,18 @@ void PgHandle::Interrupt() { Signal(); }
 
 void PgHandle::ListenLoop() {
   absl::Duration backoff = kFirstBackoff;
+  bool first = true;
   while (!stop_) {
     absl::StatusOr<std::unique_ptr<PgConn>> c = PgConn::Connect(url_, "");
     absl::Status s = c.status();
     if (s.ok()) {
       s = (*c)->ExecScript(absl::StrCat("LISTEN ", kRunsChannel, "; LISTEN ", kQueueChannel));
+    }
+    if (first) {
+      first = false;
+      listening_.Notify();  // listening, or the first attempt failed (see Open)
+    } else if (s.ok()) {
+      Signal();  // notifications may have been missed while disconnected
     }
     if (!s.ok()) {
       pollfd p{wake_fd_, POLLIN, 0};
@@ -249,7 +260,6 @@ void PgHandle::ListenLoop() {
       continue;
     }
     backoff = kFirstBackoff;
-    Signal();  // notifications may have been missed while disconnected
     PGconn* conn = (*c)->raw();
     while (!stop_ && PQstatus(conn) == CONNECTION_OK) {
       pollfd fds[2] = {{PQsocket(conn), POLLIN, 0}, {wake_fd_, POLLIN, 0}};

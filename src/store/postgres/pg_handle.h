@@ -94,6 +94,7 @@ class PgHandle {
   runloom::Mutex gen_mu_;
   absl::BitGen gen_ ABSL_GUARDED_BY(gen_mu_);
 
+  runloom::Notification listening_;  // the listener's first attempt is over
   std::atomic<bool> stop_{false};
   int wake_fd_ = -1;  // eventfd: wakes the listener's poll() on shutdown
   std::thread listener_;

@@ -55,7 +55,7 @@ constexpr char kPoll[] =
 
 absl::StatusOr<int64_t> ParseId(const std::string& id, absl::string_view what) {
   int64_t n = 0;
-  if (!absl::SimpleAtoi(id, &n) || n <= 0) {
+  if (!absl::SimpleAtoi(id, &n) || n < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " id '", id, "' is not a PostgreSQL ", what, " id"));
   }
