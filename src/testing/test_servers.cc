@@ -29,29 +29,11 @@ absl::StatusOr<std::string> ReadUrl(const std::filesystem::path& file) {
   return url;
 }
 
-// Runs scripts/test-servers.sh `cmd` `dir` and waits for it (argv, no shell
-// string).
-int RunScript(const char* cmd, const std::string& dir) {
-  const char* src = std::getenv("RUNLOOM_SOURCE_DIR");
-  const std::string script =
-      absl::StrCat(src != nullptr ? src : RUNLOOM_SOURCE_DIR_DEFAULT, "/scripts/test-servers.sh");
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    execlp("bash", "bash", script.c_str(), cmd, dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // Servers this process started itself (no ctest fixture), stopped at exit.
 std::string* own_dir = nullptr;
 
 void StopOwnServers() {
-  if (own_dir != nullptr) RunScript("stop", *own_dir);
+  if (own_dir != nullptr) RunTestServersScript("stop", *own_dir);
 }
 
 absl::StatusOr<TestServers> FindOrStart() {
@@ -61,7 +43,7 @@ absl::StatusOr<TestServers> FindOrStart() {
   } else {
     dir = (std::filesystem::temp_directory_path() / absl::StrCat("runloom-servers-", getpid()))
               .string();
-    if (RunScript("start", dir) != 0) {
+    if (RunTestServersScript("start", dir) != 0) {
       return absl::UnavailableError(
           absl::StrCat("could not start the test servers (scripts/test-servers.sh start ", dir,
                        "); install them with `bash scripts/bootstrap.sh --test`"));
@@ -81,6 +63,22 @@ absl::StatusOr<TestServers> FindOrStart() {
 }
 
 }  // namespace
+
+int RunTestServersScript(const std::string& cmd, const std::string& dir) {
+  const char* src = std::getenv("RUNLOOM_SOURCE_DIR");
+  const std::string script =
+      absl::StrCat(src != nullptr ? src : RUNLOOM_SOURCE_DIR_DEFAULT, "/scripts/test-servers.sh");
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execlp("bash", "bash", script.c_str(), cmd.c_str(), dir.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 absl::StatusOr<TestServers> GetTestServers() {
   // Found or started once, on first use (a function-local static's

@@ -32,4 +32,10 @@ absl::StatusOr<TestServers> GetTestServers();
 // tests share no rows and no LISTEN/NOTIFY channels.
 absl::StatusOr<std::string> CreateTestPostgresDatabase(const std::string& hint);
 
+// Runs `bash scripts/test-servers.sh cmd dir` (argv, no shell string) and
+// waits: start, stop, restart-postgres or restart-redis (see the script).
+// Its exit code; -1 when it could not run. For a test that starts a pair of
+// its own because it restarts them (the fixture's pair is shared).
+int RunTestServersScript(const std::string& cmd, const std::string& dir);
+
 }  // namespace runloom::testing
