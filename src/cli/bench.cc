@@ -111,7 +111,7 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
       {"p50_ms", Percentile(lat, 0.50)},
       {"p99_ms", Percentile(lat, 0.99)},
       {"peak_rss_mb", PeakRssMb()},
-      {"db", db},
+      {"db", RedactedUrl(db)},
       {"queue", f.queue},
   };
   if (f.json) {

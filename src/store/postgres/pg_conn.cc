@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 
 #include <cstdlib>
@@ -112,6 +113,9 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& conni
   if (PQstatus(c) != CONNECTION_OK) {
     std::string why = PQerrorMessage(c);
     absl::StripTrailingAsciiWhitespace(&why);
+    // libpq's message spans lines ("...failed: ...\n\tIs the server
+    // running..."); one line reads better in a log or after "error:".
+    absl::StrReplaceAll({{"\n\t", " "}, {"\n", "; "}}, &why);
     PQfinish(c);
     return absl::UnavailableError(
         absl::StrCat("cannot connect to PostgreSQL at ", DescribeConninfo(conninfo), ": ", why));
