@@ -78,6 +78,8 @@ using ::runloom::testing::WriteFile;
 
 constexpr int kSteps = 5;
 constexpr char kWorkflowName[] = "chaos_ledger";
+// How long after a worker's start before a server may be restarted.
+constexpr absl::Duration kSettle = absl::Seconds(2);
 
 struct ChaosConfig {
   // Jobs on a Redis Stream (--queue redis://...), and Redis is restarted once.
@@ -247,6 +249,7 @@ class Workers {
     return ok;
   }
 
+  absl::Time last_spawn() const { return last_spawn_; }
   const std::deque<Instance>& instances() const { return instances_; }
   const Instance* ByPid(pid_t pid) const {
     auto it = by_pid_.find(pid);
@@ -272,6 +275,7 @@ class Workers {
     by_pid_[i.pid] = instances_.size();
     slots_[slot].push_back(instances_.size());
     instances_.push_back(std::move(i));
+    last_spawn_ = absl::Now();
   }
 
   // True when `i` was reaped now (`flags` 0 waits).
@@ -293,6 +297,7 @@ class Workers {
   std::vector<std::vector<size_t>> slots_;  // indexes into instances_, oldest first
   std::deque<Instance> instances_;
   std::map<pid_t, size_t> by_pid_;
+  absl::Time last_spawn_ = absl::InfinitePast();
 };
 
 // Admits `n` runs with `runloom run FILE --detach`, a few processes at a
@@ -437,13 +442,16 @@ void RunChaos(const ChaosConfig& cfg) {
     if (completed >= cfg.runs) break;
     ASSERT_LT(now, deadline) << completed << " of " << cfg.runs << " runs completed after "
                              << cfg.deadline << "; logs in " << dir;
-    if (fig.postgres_restarts == 0 && completed >= cfg.runs / 3) {
+    // A server restarts only while every worker is past its start: one
+    // that cannot reach the database as it opens exits 2, by contract.
+    const bool settled = now - workers.last_spawn() >= kSettle;
+    if (settled && fig.postgres_restarts == 0 && completed >= cfg.runs / 3) {
       ASSERT_TRUE(servers.RestartPostgres());
       ++fig.postgres_restarts;
       workers.ServerRestarted();
       std::cout << "chaos: PostgreSQL restarted at " << completed << " completed runs\n";
     }
-    if (cfg.redis_queue && fig.redis_restarts == 0 && completed >= cfg.runs / 2) {
+    if (settled && cfg.redis_queue && fig.redis_restarts == 0 && completed >= cfg.runs / 2) {
       ASSERT_TRUE(servers.RestartRedis());
       ++fig.redis_restarts;
       workers.ServerRestarted();
