@@ -26,8 +26,9 @@
 // directory, stopped at the end, also on failure): it restarts them, and
 // other tests share the `servers` fixture's pair.
 //
-// Scale and replay: RUNLOOM_CHAOS_SEED replays a schedule (the seed is
-// printed); RUNLOOM_CHAOS_RUNS and RUNLOOM_CHAOS_MIN_KILLS scale it.
+// Scale and replay: RUNLOOM_CHAOS_SEED replays the fault choices (which
+// worker, which gaps; the seed is printed; the runs' timing still varies);
+// RUNLOOM_CHAOS_RUNS and RUNLOOM_CHAOS_MIN_KILLS scale it.
 #include "runloom/backend.h"
 #include "runloom/run.h"
 #include "runloom/status.h"
@@ -372,7 +373,7 @@ void RunChaos(const ChaosConfig& cfg) {
   const absl::Time t_start = absl::Now();
   std::mt19937_64 rng(cfg.seed);
   std::cout << "chaos: seed " << cfg.seed << " (RUNLOOM_CHAOS_SEED=" << cfg.seed
-            << " replays the schedule)\n";
+            << " replays the fault choices)\n";
   const std::string dir = MakeTempDir("dchaos");
   const std::string ledger = dir + "/ledger";
   const std::string wf = dir + "/chaos.yaml";
