@@ -10,7 +10,7 @@
 // out); PgResult and PgRow are plain values.
 #pragma once
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -122,14 +122,18 @@ class PgConn {
 
  private:
   explicit PgConn(PGconn* c) : conn_(c) {}
-  // The statement name of `sql`, preparing it on first use.
+  // The statement name of `sql`, preparing it on first use. The pointer
+  // stays valid for the connection's life (RunPipeline keeps several).
   absl::StatusOr<const std::string*> Prepared(const char* sql);
   // Runs the deferred statements, then `last` (when not null) in one
   // pipeline; returns `last`'s result (or an empty result without it).
   absl::StatusOr<PgResult> RunPipeline(const char* last, const PgParams* last_params);
 
   PGconn* conn_;
-  absl::flat_hash_map<const char*, std::string> prepared_;  // sql -> statement name
+  // sql -> statement name. A node map: a name's address survives the
+  // rehash of a later insert (a flat map moved it, and a pipeline that
+  // prepared a new statement read the freed name: ASan, `runloom run`).
+  absl::node_hash_map<const char*, std::string> prepared_;
   std::vector<std::pair<const char*, PgParams>> deferred_;
 };
 
