@@ -224,7 +224,8 @@ class Store {
       const std::vector<std::string>& run_ids) = 0;
   // Writes an outbox row for the run unless one is pending, and appends
   // `events` (e.g. the sweeper's "run.lease_expired"), atomically.
-  // kNotFound: no such run.
+  // kNotFound: no such run. kAborted, writing nothing: the run is paused or
+  // finished (it moved on since the caller read it).
   virtual absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) = 0;
 
   // ---- time ----

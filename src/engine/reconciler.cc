@@ -29,6 +29,10 @@ absl::StatusOr<int> Reconciler::Reconcile(const std::vector<RecoveryCandidate>& 
       metrics_->Swept(SweepAction::kReconciled);
       continue;
     }
+    if (s.code() == absl::StatusCode::kAborted) {  // it moved on (paused, finished)
+      Log(logger_, LogLevel::kDebug, "run ", id, ": not enqueued again: ", s.ToString());
+      continue;
+    }
     Log(logger_, LogLevel::kWarning, "run ", id,
         ": reconciler could not enqueue it again: ", s.ToString());
     if (first_error.ok()) first_error = s;

@@ -38,7 +38,8 @@ absl::StatusOr<int> Sweeper::SweepOnce() {
     if (s.ok()) {
       ++acted;
     } else {
-      // kAborted: the run moved on (renewed, finished) since the query.
+      // kAborted: the run moved on (renewed, paused, finished) since the
+      // query; the store refuses to enqueue a paused or finished one.
       Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
           "run ", c.run_id, ": sweeper could not recover its expired lease: ", s.ToString());
     }

@@ -163,6 +163,14 @@ absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time
   return absl::OkStatus();
 }
 
+absl::Status CheckEnqueueable(const std::string& run_id, const Fence& f) {
+  if (f.status == RunStatus::kPaused || IsTerminal(f.status)) {
+    return absl::AbortedError(absl::StrCat("run ", run_id, " is ", StatusName(f.status),
+                                           "; a paused or finished run is not enqueued"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Event>& events,
                                                             int attempt, const std::string& owner) {
   std::vector<EncodedEvent> encoded;

@@ -77,6 +77,12 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
 // when paused or terminal, kAborted while another lease is live.
 absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time now);
 
+// Whether Enqueue may write for a run with fence `f`: kAborted when the run
+// is paused or finished. Such a run moved on since the caller read it (e.g.
+// a sweeper's candidate whose holder finished it meanwhile): it gets no
+// queue message and no event.
+absl::Status CheckEnqueueable(const std::string& run_id, const Fence& f);
+
 // A lease's events, serialized with the attempt and owner added to their
 // data (known only once the run's fence is read).
 absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Event>& events,

@@ -897,6 +897,27 @@ TEST_P(StoreConformanceTest, FindRecoverable) {
   EXPECT_THAT(store_->Enqueue("r_missing", {}), StatusIs(absl::StatusCode::kNotFound));
 }
 
+// A sweeper's candidate can finish (or pause) between its query and its
+// Enqueue: the store writes nothing to such a run, neither an event after
+// run.finished nor a message (the distributed chaos test saw both).
+TEST_P(StoreConformanceTest, EnqueueWritesNothingToAPausedOrFinishedRun) {
+  for (RunStatus s :
+       {RunStatus::kPaused, RunStatus::kCompleted, RunStatus::kFailed, RunStatus::kCancelled}) {
+    std::string id = DriveTo(s);
+    absl::StatusOr<RunRecord> before = store_->GetRun(id);
+    ASSERT_OK(before);
+    EXPECT_THAT(
+        store_->Enqueue(id, {Ev("run.lease_expired", {{"attempt", 1}, {"lease_owner", "w"}})}),
+        StatusIs(absl::StatusCode::kAborted))
+        << ToString(s);
+    EXPECT_THAT(store_->Enqueue(id, {}), StatusIs(absl::StatusCode::kAborted)) << ToString(s);
+    EXPECT_THAT(store_->GetRun(id),
+                IsOkAndHolds(Field(&RunRecord::last_event_seq, before->last_event_seq)))
+        << ToString(s);
+    EXPECT_EQ(StatusOf(id), s);
+  }
+}
+
 TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
   Lease l;
   std::string id = DriveTo(RunStatus::kRunning, &l);

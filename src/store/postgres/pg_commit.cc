@@ -224,6 +224,7 @@ absl::Status PgStore::Enqueue(const std::string& run_id, std::vector<Event> even
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(run_id, events));
   return h_->Txn([&](PgConn& c) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(auto locked, PgLockFence(c, run_id));
+    RUNLOOM_RETURN_IF_ERROR(CheckEnqueueable(run_id, locked.first));
     const absl::Time now = locked.second;
     RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, run_id, now).status());
     if (encoded.empty()) return absl::OkStatus();

@@ -350,6 +350,7 @@ absl::Status SqliteStore::Enqueue(const std::string& run_id, std::vector<Event> 
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(run_id, events));
   return h_->Write([&](WriteTxn& txn) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(txn.db, run_id));
+    RUNLOOM_RETURN_IF_ERROR(CheckEnqueueable(run_id, f));
     const absl::Time now = h_->Now();
     RUNLOOM_ASSIGN_OR_RETURN(txn.produced_message, EnsureQueueMessage(txn.db, run_id, now));
     if (encoded.empty()) return absl::OkStatus();
