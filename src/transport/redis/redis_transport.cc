@@ -253,7 +253,14 @@ class RedisTransport final : public Transport {
   absl::StatusOr<RedisReply> Eval(const char* script, const std::vector<std::string>& keys,
                                   const std::vector<std::string>& args)
       ABSL_LOCKS_EXCLUDED(redis_mu_);
-  absl::Status EnsureGroupLocked(const runloom::MutexLock&)
+  absl::Status EnsureGroupLocked(const runloom::MutexLock& l)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(redis_mu_);
+  // client_.Command, sent once more on a new connection when an open one
+  // turns out broken (Redis restarted since the last command). At least
+  // once: a script that ran before the break may run twice, which a claim
+  // (reclaimed at its deadline) and a publish (deduplicated) tolerate.
+  absl::StatusOr<RedisReply> CommandLocked(const runloom::MutexLock& l,
+                                           const std::vector<std::string>& argv)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(redis_mu_);
   // Removes a message for good; with `dead`, copies it to the dead stream.
   absl::Status Finish(const std::string& id, const std::string& run_id, const DeadMessage* dead);
@@ -284,14 +291,22 @@ class RedisTransport final : public Transport {
   std::thread relay_thread_;  // RelayLoop; joined by the destructor
 };
 
-absl::Status RedisTransport::EnsureGroupLocked(const runloom::MutexLock&) {
-  RUNLOOM_ASSIGN_OR_RETURN(RedisReply r,
-                           client_.Command({"XGROUP", "CREATE", stream_, kGroup, "0", "MKSTREAM"}));
+absl::Status RedisTransport::EnsureGroupLocked(const runloom::MutexLock& l) {
+  RUNLOOM_ASSIGN_OR_RETURN(
+      RedisReply r, CommandLocked(l, {"XGROUP", "CREATE", stream_, kGroup, "0", "MKSTREAM"}));
   if (r.type == RedisReply::Type::kError && !absl::StartsWith(r.str, "BUSYGROUP")) {
     return absl::UnavailableError(
         absl::StrCat("Redis ", client_.url().Address(), ": creating the consumer group: ", r.str));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<RedisReply> RedisTransport::CommandLocked(const runloom::MutexLock&,
+                                                         const std::vector<std::string>& argv) {
+  const bool was_connected = client_.connected();
+  absl::StatusOr<RedisReply> r = client_.Command(argv);
+  if (r.ok() || !was_connected || r.status().code() != absl::StatusCode::kUnavailable) return r;
+  return client_.Command(argv);
 }
 
 absl::StatusOr<RedisReply> RedisTransport::Eval(const char* script,
@@ -302,7 +317,7 @@ absl::StatusOr<RedisReply> RedisTransport::Eval(const char* script,
   argv.insert(argv.end(), args.begin(), args.end());
   runloom::MutexLock l(&redis_mu_);
   for (int attempt = 0;; ++attempt) {
-    RUNLOOM_ASSIGN_OR_RETURN(RedisReply r, client_.Command(argv));
+    RUNLOOM_ASSIGN_OR_RETURN(RedisReply r, CommandLocked(l, argv));
     if (r.type != RedisReply::Type::kError) return r;
     if (absl::StrContains(r.str, "NOGROUP") && attempt == 0) {
       Log(DefaultLogger(), LogLevel::kWarning, "Redis ", client_.url().Address(),
@@ -404,7 +419,7 @@ absl::StatusOr<MessagePresence> RedisTransport::FindMessages(
   RedisReply r;
   {
     runloom::MutexLock l(&redis_mu_);
-    RUNLOOM_ASSIGN_OR_RETURN(r, client_.Command(argv));
+    RUNLOOM_ASSIGN_OR_RETURN(r, CommandLocked(l, argv));
   }
   if (r.type != RedisReply::Type::kArray || r.elements.size() != run_ids.size()) {
     return absl::InternalError(absl::StrCat("Redis HMGET ", index_, ": unexpected reply ", r.str));
