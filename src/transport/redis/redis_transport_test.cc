@@ -109,11 +109,12 @@ class RedisTransportTest : public ::testing::Test {
     o.transport.max_deliveries = max_deliveries;
     return OpenBackend(db_url_, o);
   }
-  void OpenDefault(int max_deliveries = 10) {
-    absl::StatusOr<Backend> b = Open(redis_url_, max_deliveries);
+  void OpenWith(const std::string& queue_url, int max_deliveries = 10) {
+    absl::StatusOr<Backend> b = Open(queue_url, max_deliveries);
     ASSERT_OK(b);
     backend_ = *std::move(b);
   }
+  void OpenDefault(int max_deliveries = 10) { OpenWith(redis_url_, max_deliveries); }
 
   // One SQL statement on the test database, its first column of the first row.
   std::string Sql(const std::string& sql) {
@@ -249,9 +250,7 @@ TEST_F(RedisTransportTest, DeadLetteredAtTheCapListedAndRedrivenToAClaim) {
 TEST_F(RedisTransportTest, RestartWithoutPersistenceLosesOnlyMessages) {
   OwnRedis own;
   ASSERT_OK(own.Start());
-  absl::StatusOr<Backend> b = Open(own.url());
-  ASSERT_OK(b);
-  backend_ = *std::move(b);
+  OpenWith(own.url());
   std::vector<std::string> runs = {Create(), Create(), Create()};
   ASSERT_THAT(Claim(), SizeIs(3)) << "published and delivered once";
   Advance(absl::Minutes(2));
@@ -278,9 +277,7 @@ TEST_F(RedisTransportTest, RestartWithoutPersistenceLosesOnlyMessages) {
 TEST_F(RedisTransportTest, RelayThatCannotPublishRecordsWhyAndPublishesLater) {
   OwnRedis own;
   ASSERT_OK(own.Start());
-  absl::StatusOr<Backend> b = Open(own.url());
-  ASSERT_OK(b);
-  backend_ = *std::move(b);
+  OpenWith(own.url());
   own.Kill();
   const std::string a = Create();
   const std::string c = Create();
