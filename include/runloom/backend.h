@@ -70,4 +70,9 @@ struct BackendOptions {
 //   RUNLOOM_ASSIGN_OR_RETURN(auto engine, Engine::Open({}, std::move(b)));
 absl::StatusOr<Backend> OpenBackend(const std::string& url, const BackendOptions& options);
 
+// `url` fit to print: a password in it (scheme://user:PASSWORD@host...) is
+// replaced by "***"; anything else is returned unchanged. Every message,
+// banner and JSON field that names a backend uses it.
+std::string RedactedUrl(const std::string& url);
+
 }  // namespace runloom

@@ -1,4 +1,5 @@
-// `runloom bench`: N runs of a 3-step noop workflow on the SQLite backend.
+// `runloom bench`: N runs of a 3-step noop workflow, on a fresh SQLite file
+// or the backend --db/--queue name, in one process or several (--workers).
 //
 // Measures the whole path a real run takes: admission (run row + event +
 // queue message in one transaction), claim, lease, three fenced step starts
@@ -15,12 +16,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+
+extern char** environ;
 
 namespace runloom::cli {
 namespace {
@@ -97,6 +103,7 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
       {"steps", completed * 3},
       {"executors", f.executors},
       {"producers", f.producers},
+      {"workers", f.workers},
       {"synchronous", f.sync},
       {"elapsed_s", elapsed},
       {"runs_per_s", runs_per_s},
@@ -104,7 +111,7 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
       {"p50_ms", Percentile(lat, 0.50)},
       {"p99_ms", Percentile(lat, 0.99)},
       {"peak_rss_mb", PeakRssMb()},
-      {"db", db},
+      {"db", RedactedUrl(db)},
       {"queue", f.queue},
   };
   if (f.json) {
@@ -117,6 +124,47 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
         Percentile(lat, 0.99), PeakRssMb(), f.sync, f.executors);
   }
   return completed;
+}
+
+// Starts `runloom worker` children on the bench's backend (argv only, no
+// shell). Returns their pids; on failure, the ones started so far.
+std::vector<pid_t> StartWorkers(const BenchFlags& f, const std::string& db) {
+  std::vector<pid_t> pids;
+  std::vector<std::string> args = {"runloom", "worker",      "--db",
+                                   db,        "--executors", absl::StrCat(f.executors)};
+  if (!f.queue.empty()) {
+    args.push_back("--queue");
+    args.push_back(f.queue);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (int i = 1; i < f.workers; ++i) {
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) {
+      std::cerr << "runloom: error: cannot start a worker process\n";
+      break;
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+void StopWorkers(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) kill(p, SIGTERM);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+}
+
+// True when no run is queued or running (every process's work is done).
+bool AllRunsFinished(Engine& e) {
+  for (RunStatus s : {RunStatus::kQueued, RunStatus::kRunning}) {
+    RunQuery q;
+    q.status = s;
+    q.limit = 1;
+    absl::StatusOr<RunPage> page = e.ListRuns(q);
+    if (!page.ok() || !page->runs.empty()) return false;
+  }
+  return true;
 }
 
 // Flags only: RUNLOOM_DB and RUNLOOM_QUEUE never send a benchmark's runs to
@@ -134,9 +182,13 @@ CommonFlags BackendFlags(const BenchFlags& f) {
 }  // namespace
 
 int BenchCommand(const BenchFlags& f) {
-  if (f.runs < 1 || f.executors < 1 || f.producers < 1) {
-    std::cerr << "runloom: error: --runs, --executors and --producers must be at least 1\n";
+  if (f.runs < 1 || f.executors < 1 || f.producers < 1 || f.workers < 1) {
+    std::cerr
+        << "runloom: error: --runs, --executors, --producers and --workers must be at least 1\n";
     return kExitBadInput;
+  }
+  if (f.workers > 1 && f.db.empty()) {
+    return BadInput("--workers above 1 needs --db: worker processes share it");
   }
   CommonFlags c = BackendFlags(f);
   if (absl::Status s = CheckQueueUrl(c); !s.ok()) return BadInput(std::string(s.message()));
@@ -172,6 +224,7 @@ int BenchCommand(const BenchFlags& f) {
     return 1;
   }
   Clock* clock = RealClock();
+  const std::vector<pid_t> workers = StartWorkers(f, db);
   std::vector<std::vector<std::string>> ids(f.producers);
   std::atomic<int> create_errors{0};
   const absl::Time t0 = clock->Now();
@@ -196,11 +249,14 @@ int BenchCommand(const BenchFlags& f) {
   }
   for (std::thread& t : producers) t.join();
   const int created = f.runs - create_errors.load();
-  while (e->stats().runs_finished < created) {
-    clock->SleepFor(absl::Milliseconds(2));
+  if (workers.empty()) {
+    while (e->stats().runs_finished < created) clock->SleepFor(absl::Milliseconds(2));
+  } else {
+    while (!AllRunsFinished(*e)) clock->SleepFor(absl::Milliseconds(20));
   }
   const absl::Time t1 = clock->Now();
   e->Stop();
+  StopWorkers(workers);
   const double elapsed = absl::ToDoubleSeconds(t1 - t0);
 
   const int completed = Report(f, db, MeasureFromEvents(*e, ids), elapsed);

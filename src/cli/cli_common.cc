@@ -157,7 +157,7 @@ int ExitForError(const absl::Status& s) {
 
 int RunReadFailure(const CommonFlags& c, const std::string& run_id, const absl::Status& s) {
   if (s.code() == absl::StatusCode::kNotFound) {
-    return BadInput(absl::StrCat("run '", run_id, "' not found in ", c.db));
+    return BadInput(absl::StrCat("run '", run_id, "' not found in ", RedactedUrl(c.db)));
   }
   if (s.code() == absl::StatusCode::kInvalidArgument) return BadInput(std::string(s.message()));
   return Failure(std::string(s.message()));
@@ -178,7 +178,7 @@ std::string ShellQuote(const std::string& s) {
 }
 
 std::string BackendArgs(const CommonFlags& c) {
-  std::string out = absl::StrCat(" --db ", ShellQuote(c.db));
+  std::string out = absl::StrCat(" --db ", ShellQuote(RedactedUrl(c.db)));
   if (!c.queue.empty()) absl::StrAppend(&out, " --queue ", ShellQuote(c.queue));
   return out;
 }
@@ -220,7 +220,9 @@ absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& tra
   o.transport = transport;
   o.queue_url = c.queue;
   auto b = OpenBackend(c.db, o);
-  if (!b.ok()) return Annotate(b.status(), absl::StrCat("opening ", c.db, FromEnv(c.db_from)));
+  if (!b.ok()) {
+    return Annotate(b.status(), absl::StrCat("opening ", RedactedUrl(c.db), FromEnv(c.db_from)));
+  }
   return b;
 }
 

@@ -138,8 +138,9 @@ int WorkerCommand(const WorkerFlags& f) {
   auto engine = Engine::Open(std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
-  std::cerr << "runloom worker: executing runs from " << f.common.db << " with " << f.executors
-            << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop") << "\n";
+  std::cerr << "runloom worker: executing runs from " << RedactedUrl(f.common.db) << " with "
+            << f.executors << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop")
+            << "\n";
   e->Start();
   // Woken by the signal watcher or, with --until-idle, by the event bus;
   // the 1 s bound only re-checks the signal flag.

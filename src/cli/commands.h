@@ -135,6 +135,10 @@ struct BenchFlags {
   // make bigger group commits.
   int executors = 64;
   int producers = 8;
+  // Worker processes executing the runs: this one, plus workers - 1
+  // `runloom worker` children on the same --db/--queue, each with
+  // `executors` threads.
+  int workers = 1;
   std::string sync = "normal";
   std::string db;     // "" = a fresh temp file
   std::string queue;  // "" = the store's own queue

@@ -20,7 +20,8 @@ namespace {
 int Redrive(Engine& engine, const DeadLettersFlags& f) {
   absl::Status s = engine.RedriveDeadLetter(f.redrive);
   if (s.code() == absl::StatusCode::kNotFound) {
-    return BadInput(absl::StrCat("dead letter '", f.redrive, "' not found in ", f.common.db,
+    return BadInput(absl::StrCat("dead letter '", f.redrive, "' not found in ",
+                                 RedactedUrl(f.common.db),
                                  " (unknown, or redriven already); list them with: runloom "
                                  "dead-letters",
                                  BackendArgs(f.common)));

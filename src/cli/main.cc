@@ -217,11 +217,15 @@ Command AddDeadLetters(CLI::App& app, BackendFlags& backend) {
 
 Command AddBench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("bench", "Measure runs of a 3-step noop workflow on the SQLite backend");
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure runs of a 3-step noop workflow (SQLite by default, or --db)");
   cmd->add_option("--runs", f->runs, "number of runs")->capture_default_str();
   cmd->add_option("--executors", f->executors, "executor threads")->capture_default_str();
   cmd->add_option("--producers", f->producers, "threads creating runs")->capture_default_str();
+  cmd->add_option("--workers", f->workers,
+                  "worker processes (this one plus `runloom worker` children on the same "
+                  "--db; needs --db)")
+      ->capture_default_str();
   cmd->add_option("--sync", f->sync, "SQLite synchronous: normal or full")->capture_default_str();
   cmd->add_option("--db", f->db, "backend (default: a fresh temp file; RUNLOOM_DB is not read)");
   cmd->add_option("--queue", f->queue,

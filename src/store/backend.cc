@@ -18,7 +18,7 @@ constexpr char kAccepted[] =
 
 absl::Status BadUrl(const std::string& url, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("backend URL '", url, "': ", why, " (", kAccepted, ")"));
+      absl::StrCat("backend URL '", RedactedUrl(url), "': ", why, " (", kAccepted, ")"));
 }
 
 // The scheme of `url` ("" for a plain path): letters, digits, '+', '-', '.'
@@ -52,6 +52,21 @@ absl::StatusOr<std::string> SqlitePath(const std::string& url) {
 }
 
 }  // namespace
+
+std::string RedactedUrl(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return url;
+  const size_t auth = scheme_end + 3;
+  // The authority ends at the first '/', '?' or '#'; its userinfo at the
+  // last '@' before that.
+  const size_t authority_end = url.find_first_of("/?#", auth);
+  const size_t at =
+      url.rfind('@', authority_end == std::string::npos ? std::string::npos : authority_end);
+  if (at == std::string::npos || at < auth) return url;
+  const size_t colon = url.find(':', auth);
+  if (colon == std::string::npos || colon > at) return url;
+  return absl::StrCat(url.substr(0, colon + 1), "***", url.substr(at));
+}
 
 absl::StatusOr<Backend> OpenBackend(const std::string& url, const BackendOptions& options) {
   if (url.empty()) return BadUrl(url, "empty");

@@ -98,5 +98,17 @@ TEST_F(OpenBackendTest, PostgresUrlsReachPostgres) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(RedactedUrlTest, HidesOnlyThePassword) {
+  EXPECT_EQ(RedactedUrl("postgres://app:s3cret@db:5432/runs"), "postgres://app:***@db:5432/runs");
+  EXPECT_EQ(RedactedUrl("postgresql://app:p@ss:w@rd@db/runs?sslmode=require"),
+            "postgresql://app:***@db/runs?sslmode=require");
+  EXPECT_EQ(RedactedUrl("postgres://app@db:5432/runs"), "postgres://app@db:5432/runs");
+  EXPECT_EQ(RedactedUrl("postgres://db:5432/runs"), "postgres://db:5432/runs");
+  EXPECT_EQ(RedactedUrl("postgres://db/runs?user=a@b"), "postgres://db/runs?user=a@b");
+  EXPECT_EQ(RedactedUrl("sqlite:///tmp/a:b@c.db"), "sqlite:///tmp/a:b@c.db");
+  EXPECT_EQ(RedactedUrl("/tmp/runs.db"), "/tmp/runs.db");
+  EXPECT_EQ(RedactedUrl("redis://:pw@127.0.0.1:6379/0"), "redis://:***@127.0.0.1:6379/0");
+}
+
 }  // namespace
 }  // namespace runloom

@@ -229,5 +229,23 @@ TEST(Cli, DeadLettersAreListedAndRedrivenToCompletion) {
   for (const std::string& id : ids) EXPECT_EQ(StatusJson(db, id)["status"], "completed") << id;
 }
 
+// `bench --workers 2`: a `runloom worker` child shares the runs with the
+// bench process; the bench waits for every run, whoever executed it, and
+// stops the child. Without --db there is nothing to share: exit 2.
+TEST(CliBench, WorkerProcessesShareTheRunsOfADatabase) {
+  const std::string dir = MakeTempDir("benchworkers");
+  Result r = RunCli({"bench", "--runs", "40", "--executors", "4", "--producers", "2", "--workers",
+                     "2", "--db", dir + "/b.db", "--json"},
+                    In(dir));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json out = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(out["completed"], 40);
+  EXPECT_EQ(out["workers"], 2);
+
+  Result no_db = RunCli({"bench", "--runs", "1", "--workers", "2"}, In(dir));
+  EXPECT_EQ(no_db.code, 2) << no_db.out;
+  EXPECT_NE(no_db.out.find("--workers"), std::string::npos) << no_db.out;
+}
+
 }  // namespace
 }  // namespace runloom::testing

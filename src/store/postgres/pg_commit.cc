@@ -25,6 +25,8 @@ constexpr char kRenew[] =
 constexpr char kRenewCheck[] =
     "SELECT status, lease_token, lease_owner, lease_expires_at, runloom_now() FROM runs "
     "WHERE id = $1 FOR UPDATE";
+constexpr char kSavepoint[] = "SAVEPOINT first_write";
+constexpr char kRollbackToSavepoint[] = "ROLLBACK TO SAVEPOINT first_write";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
 constexpr char kUpsertStep[] =
     "INSERT INTO step_records (" RUNLOOM_STEP_COLUMNS
@@ -48,8 +50,8 @@ constexpr char kCommitUpdate[] =
     "finished_at = CASE $12::integer WHEN 1 THEN $14::bigint WHEN 2 THEN NULL "
     "ELSE finished_at END, last_event_seq = $13, updated_at = $14 WHERE id = $1";
 
-absl::Status UpsertSteps(PgConn& c, const std::string& run_id, const std::vector<StepRecord>& steps,
-                         const std::vector<std::string>& outputs) {
+void UpsertSteps(PgConn& c, const std::string& run_id, const std::vector<StepRecord>& steps,
+                 const std::vector<std::string>& outputs) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
     PgParams p;
@@ -57,9 +59,8 @@ absl::Status UpsertSteps(PgConn& c, const std::string& run_id, const std::vector
     p.Int(s.attempt).Text(StepStateName(s.state)).Text(outputs[i]).Text(s.error);
     p.Text(ErrorClassName(s.error_class)).Text(s.stderr_tail).Time(s.started_at);
     p.Time(s.finished_at);
-    RUNLOOM_RETURN_IF_ERROR(c.Exec(kUpsertStep, p).status());
+    c.Defer(kUpsertStep, std::move(p));
   }
-  return absl::OkStatus();
 }
 
 // Applies `write` to a run whose fence is `f` (locked by this transaction).
@@ -73,7 +74,7 @@ absl::Status CommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
       moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
   int64_t finished = 0;                          // keep
   if (moves) finished = IsTerminal(to) ? 1 : 2;  // set : clear
-  RUNLOOM_RETURN_IF_ERROR(UpsertSteps(c, id, write.steps, encoded.step_outputs));
+  UpsertSteps(c, id, write.steps, encoded.step_outputs);
   RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
                            PgAppendEvents(c, id, f.last_event_seq, encoded.events, now));
   PgParams p;
@@ -87,12 +88,12 @@ absl::Status CommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
   }
   p.Text(write.reset_attempts ? "true" : "false").Text(release ? "true" : "false");
   p.Int(finished).Int(last).Time(now);
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kCommitUpdate, p).status());
+  c.Defer(kCommitUpdate, std::move(p));
   if (moves && to == RunStatus::kQueued) {
     RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, id, now).status());
   } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
     // A run that cannot be leased needs no message.
-    RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeleteMessageOfRun, PgParams().Text(id)).status());
+    c.Defer(kDeleteMessageOfRun, PgParams().Text(id));
   }
   return absl::OkStatus();
 }
@@ -114,10 +115,10 @@ absl::StatusOr<Lease> LeaseInTxn(PgConn& c, PgHandle& h, const std::string& run_
                            PgAppendEvents(c, run_id, f->last_event_seq, encoded, *now));
   PgParams p;
   p.Text(run_id).Text(owner).Text(token).Time(expires).Int(last).Time(*now);
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kAcquire, p).status());
+  c.Defer(kAcquire, std::move(p));
   // The lease now stands for the run's message (as on SQLite): a crashed
   // holder is recovered through lease expiry; the consumer's Ack is a no-op.
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeleteMessageOfRun, PgParams().Text(run_id)).status());
+  c.Defer(kDeleteMessageOfRun, PgParams().Text(run_id));
   f->status = RunStatus::kRunning;
   f->lease_token = token;
   f->lease_owner = owner;
@@ -159,13 +160,16 @@ absl::StatusOr<Lease> PgStore::AcquireLease(const std::string& run_id, const std
       return absl::OkStatus();
     }
     w->lease_token = out.token;
-    // A savepoint: a first write refused part-way leaves the lease standing.
-    RUNLOOM_RETURN_IF_ERROR(c.ExecScript("SAVEPOINT first_write"));
+    // A savepoint (sent with the lease's writes): a first write refused
+    // part-way leaves the lease standing.
+    RUNLOOM_RETURN_IF_ERROR(c.Exec(kSavepoint).status());
     out.first_write = CommitFenced(c, now, *w, encoded, f);
+    if (out.first_write.ok()) out.first_write = c.Flush();
     out.first_write_applied = out.first_write.ok();
     if (!out.first_write.ok()) {
+      c.DropDeferred();
       if (!c.ok()) return out.first_write;
-      return c.ExecScript("ROLLBACK TO SAVEPOINT first_write");
+      return c.Exec(kRollbackToSavepoint).status();
     }
     return absl::OkStatus();
   }));
@@ -225,7 +229,8 @@ absl::Status PgStore::Enqueue(const std::string& run_id, std::vector<Event> even
     if (encoded.empty()) return absl::OkStatus();
     RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
                              PgAppendEvents(c, run_id, locked.first.last_event_seq, encoded, now));
-    return c.Exec(kSetLastSeq, PgParams().Text(run_id).Int(last)).status();
+    c.Defer(kSetLastSeq, PgParams().Text(run_id).Int(last));
+    return absl::OkStatus();
   });
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 
 #include <cstdlib>
@@ -112,6 +113,9 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& conni
   if (PQstatus(c) != CONNECTION_OK) {
     std::string why = PQerrorMessage(c);
     absl::StripTrailingAsciiWhitespace(&why);
+    // libpq's message spans lines ("...failed: ...\n\tIs the server
+    // running..."); one line reads better in a log or after "error:".
+    absl::StrReplaceAll({{"\n\t", " "}, {"\n", "; "}}, &why);
     PQfinish(c);
     return absl::UnavailableError(
         absl::StrCat("cannot connect to PostgreSQL at ", DescribeConninfo(conninfo), ": ", why));
@@ -123,7 +127,7 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& conni
 
 PgConn::~PgConn() { PQfinish(conn_); }
 
-absl::StatusOr<PgResult> PgConn::Exec(const char* sql, const PgParams& params) {
+absl::StatusOr<const std::string*> PgConn::Prepared(const char* sql) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     std::string name = absl::StrCat("rl", prepared_.size());
@@ -133,9 +137,15 @@ absl::StatusOr<PgResult> PgConn::Exec(const char* sql, const PgParams& params) {
     RUNLOOM_RETURN_IF_ERROR(s);
     it = prepared_.emplace(sql, std::move(name)).first;
   }
+  return &it->second;
+}
+
+absl::StatusOr<PgResult> PgConn::Exec(const char* sql, const PgParams& params) {
+  if (!deferred_.empty()) return RunPipeline(sql, &params);
+  RUNLOOM_ASSIGN_OR_RETURN(const std::string* name, Prepared(sql));
   const std::vector<const char*> values = params.Pointers();
   PGresult* r =
-      PQexecPrepared(conn_, it->second.c_str(), params.size(), values.data(), nullptr, nullptr, 0);
+      PQexecPrepared(conn_, name->c_str(), params.size(), values.data(), nullptr, nullptr, 0);
   absl::Status s = PgStatus(r, "PostgreSQL");
   if (!s.ok()) {
     PQclear(r);
@@ -144,7 +154,91 @@ absl::StatusOr<PgResult> PgConn::Exec(const char* sql, const PgParams& params) {
   return PgResult(r);
 }
 
+void PgConn::Defer(const char* sql, PgParams params) {
+  deferred_.emplace_back(sql, std::move(params));
+}
+
+absl::Status PgConn::Flush() {
+  if (deferred_.empty()) return absl::OkStatus();
+  return RunPipeline(nullptr, nullptr).status();
+}
+
+// Pipeline mode (libpq 14+): every statement is sent, then one Sync; the
+// server runs them in order and skips the rest after an error, up to the
+// Sync. Results come back in order, each followed by a null PGresult.
+absl::StatusOr<PgResult> PgConn::RunPipeline(const char* last, const PgParams* last_params) {
+  std::vector<std::pair<const char*, PgParams>> batch = std::move(deferred_);
+  deferred_.clear();
+  const size_t n = batch.size() + (last != nullptr ? 1 : 0);
+  // Prepared before the pipeline (once per connection), so the pipeline
+  // holds only executions.
+  std::vector<const std::string*> names;
+  names.reserve(n);
+  for (const auto& [sql, params] : batch) {
+    RUNLOOM_ASSIGN_OR_RETURN(const std::string* name, Prepared(sql));
+    names.push_back(name);
+  }
+  if (last != nullptr) {
+    RUNLOOM_ASSIGN_OR_RETURN(const std::string* name, Prepared(last));
+    names.push_back(name);
+  }
+  auto lost = [this](absl::string_view what) {
+    std::string why = PQerrorMessage(conn_);
+    absl::StripTrailingAsciiWhitespace(&why);
+    return absl::UnavailableError(absl::StrCat("PostgreSQL (", what, "): ", why));
+  };
+  if (PQenterPipelineMode(conn_) != 1) return lost("entering pipeline mode");
+  bool sent = true;
+  for (size_t i = 0; i < n && sent; ++i) {
+    const PgParams& p = i < batch.size() ? batch[i].second : *last_params;
+    const std::vector<const char*> values = p.Pointers();
+    sent = PQsendQueryPrepared(conn_, names[i]->c_str(), p.size(), values.data(), nullptr, nullptr,
+                               0) == 1;
+  }
+  if (!sent || PQpipelineSync(conn_) != 1) {
+    absl::Status s = lost("sending a pipeline");
+    PQexitPipelineMode(conn_);
+    return s;
+  }
+  absl::Status first_error;
+  PGresult* kept = nullptr;  // `last`'s result
+  size_t index = 0;          // the statement whose results come next
+  while (true) {
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) {
+      if (PQstatus(conn_) != CONNECTION_OK) {
+        if (first_error.ok()) first_error = lost("reading a pipeline's results");
+        break;
+      }
+      ++index;  // the end of one statement's results
+      continue;
+    }
+    const ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_PIPELINE_SYNC) {
+      PQclear(r);
+      break;
+    }
+    if (st != PGRES_PIPELINE_ABORTED) {
+      absl::Status s = PgStatus(r, "PostgreSQL");
+      if (!s.ok() && first_error.ok()) first_error = s;
+      if (s.ok() && last != nullptr && index + 1 == n && kept == nullptr) {
+        kept = r;
+        r = nullptr;
+      }
+    }
+    if (r != nullptr) PQclear(r);
+  }
+  PQexitPipelineMode(conn_);
+  if (!first_error.ok()) {
+    if (kept != nullptr) PQclear(kept);
+    return first_error;
+  }
+  if (kept == nullptr) kept = PQmakeEmptyPGresult(conn_, PGRES_COMMAND_OK);
+  return PgResult(kept);
+}
+
 absl::Status PgConn::ExecScript(const std::string& sql) {
+  RUNLOOM_RETURN_IF_ERROR(Flush());
   PGresult* r = PQexec(conn_, sql.c_str());
   absl::Status s = PgStatus(r, "PostgreSQL");
   PQclear(r);

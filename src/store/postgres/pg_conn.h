@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace runloom::store_internal {
@@ -94,11 +95,26 @@ class PgConn {
   PgConn& operator=(const PgConn&) = delete;
 
   // Runs the prepared statement `sql` (static storage: its address names it)
-  // with `params`.
+  // with `params`. Statements deferred before it run first, in the same
+  // round trip; the first error among them all is returned.
   absl::StatusOr<PgResult> Exec(const char* sql, const PgParams& params);
   absl::StatusOr<PgResult> Exec(const char* sql) { return Exec(sql, PgParams()); }
-  // Runs `sql` (one or more statements, no parameters) unprepared.
+  // Runs `sql` (one or more statements, no parameters) unprepared, after
+  // the deferred statements (Flush).
   absl::Status ExecScript(const std::string& sql);
+
+  // Queues the prepared statement `sql` to run just before the next Exec
+  // (or Flush, or ExecScript) on this connection, in one round trip with it
+  // (libpq pipeline mode). For writes whose result nobody reads: a
+  // transaction's BEGIN, inserts and updates, then COMMIT, cost two round
+  // trips instead of one each. Its error, if any, is returned by that next
+  // call, and the statements after it are skipped (the transaction is
+  // aborted, as it would be one statement at a time).
+  void Defer(const char* sql, PgParams params);
+  // Runs the deferred statements now (OK when there are none).
+  absl::Status Flush();
+  // Drops the deferred statements unrun (a transaction given up).
+  void DropDeferred() { deferred_.clear(); }
 
   // False once the connection is lost; the pool then drops it.
   bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
@@ -106,8 +122,15 @@ class PgConn {
 
  private:
   explicit PgConn(PGconn* c) : conn_(c) {}
+  // The statement name of `sql`, preparing it on first use.
+  absl::StatusOr<const std::string*> Prepared(const char* sql);
+  // Runs the deferred statements, then `last` (when not null) in one
+  // pipeline; returns `last`'s result (or an empty result without it).
+  absl::StatusOr<PgResult> RunPipeline(const char* last, const PgParams* last_params);
+
   PGconn* conn_;
   absl::flat_hash_map<const char*, std::string> prepared_;  // sql -> statement name
+  std::vector<std::pair<const char*, PgParams>> deferred_;
 };
 
 // The host:port/dbname of a libpq URI, for messages (never the password).

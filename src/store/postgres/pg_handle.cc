@@ -141,6 +141,7 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgHandle::Acquire() {
 }
 
 void PgHandle::Return(std::unique_ptr<PgConn> conn) {
+  if (conn != nullptr) conn->DropDeferred();  // a body that gave up left them
   runloom::MutexLock l(&mu_);
   if (conn != nullptr && conn->ok() && PQtransactionStatus(conn->raw()) == PQTRANS_IDLE) {
     idle_.push_back(std::move(conn));
@@ -156,10 +157,15 @@ absl::Status PgHandle::Txn(absl::FunctionRef<absl::Status(PgConn&)> body) {
   absl::Status last;
   for (int attempt = 0; attempt < kTxnAttempts; ++attempt) {
     RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> c, Acquire());
-    absl::Status s = c->Exec(kBegin).status();
-    if (s.ok()) s = body(*c);
+    // BEGIN goes with the body's first statement, and the body's deferred
+    // writes with COMMIT (PgConn::Defer): two round trips for most writes.
+    c->Defer(kBegin, PgParams());
+    absl::Status s = body(*c);
     if (s.ok()) {
       absl::Status commit = c->Exec(kCommit).status();
+      if (!commit.ok() && c->ok() && PQtransactionStatus(c->raw()) != PQTRANS_IDLE) {
+        (void)c->Exec(kRollback);  // a deferred write failed: `commit` is its error
+      }
       if (commit.ok() || IsRetryableTxnError(commit)) {
         Return(std::move(c));
         if (commit.ok()) return commit;
@@ -175,7 +181,10 @@ absl::Status PgHandle::Txn(absl::FunctionRef<absl::Status(PgConn&)> body) {
       }
       return commit;
     }
-    if (c->ok()) (void)c->Exec(kRollback);  // the error above is the one to report
+    c->DropDeferred();
+    if (c->ok() && PQtransactionStatus(c->raw()) != PQTRANS_IDLE) {
+      (void)c->Exec(kRollback);  // the error above is the one to report
+    }
     const bool lost = !c->ok();
     Return(std::move(c));
     if (!IsRetryableTxnError(s) && !lost) return s;

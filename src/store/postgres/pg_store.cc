@@ -56,6 +56,11 @@ constexpr char kListRunsAfter[] =
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES ($1, $2, $3, $4, $5, $6)";
+// Several events in one statement: seq $2+1, $2+2, ... in array order.
+constexpr char kInsertEvents[] =
+    "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
+    "SELECT $1, $2 + x.n, x.t, x.v, $3, x.d "
+    "FROM unnest($4::text[], $5::integer[], $6::text[]) WITH ORDINALITY AS x(t, v, d, n)";
 constexpr char kListEvents[] = "SELECT " RUNLOOM_EVENT_COLUMNS
                                " FROM run_events WHERE run_id = $1 AND seq > $2 "
                                "ORDER BY seq LIMIT $3";
@@ -149,24 +154,37 @@ absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::s
 
 absl::StatusOr<int64_t> PgAppendEvents(PgConn& c, const std::string& run_id, int64_t last_seq,
                                        const std::vector<EncodedEvent>& events, absl::Time now) {
-  for (const EncodedEvent& e : events) {
 #ifdef RUNLOOM_TESTING
+  for (const EncodedEvent& e : events) {
     RUNLOOM_RETURN_IF_ERROR(CheckEventOnWrite(run_id, e.type, e.schema_version, e.data));
-#endif
-    PgParams p;
-    p.Text(run_id).Int(++last_seq).Text(e.type).Int(e.schema_version).Time(now).Text(e.data);
-    RUNLOOM_RETURN_IF_ERROR(c.Exec(kInsertEvent, p).status());
   }
-  return last_seq;
+#endif
+  if (events.size() == 1) {
+    const EncodedEvent& e = events[0];
+    PgParams p;
+    p.Text(run_id).Int(last_seq + 1).Text(e.type).Int(e.schema_version).Time(now).Text(e.data);
+    c.Defer(kInsertEvent, std::move(p));
+  } else if (!events.empty()) {
+    std::vector<std::string> types, versions, data;
+    for (const EncodedEvent& e : events) {
+      types.push_back(e.type);
+      versions.push_back(absl::StrCat(e.schema_version));
+      data.push_back(e.data);
+    }
+    PgParams p;
+    p.Text(run_id).Int(last_seq).Time(now).TextArray(types).TextArray(versions).TextArray(data);
+    c.Defer(kInsertEvents, std::move(p));
+  }
+  return last_seq + static_cast<int64_t>(events.size());
 }
 
 absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, absl::Time now) {
   RUNLOOM_ASSIGN_OR_RETURN(PgResult m, c.Exec(kMessageOfRun, PgParams().Text(run_id)));
   if (m.rows() > 0) {
     if (m.row(0).ColumnText(1).empty()) return false;  // pending: keep it
-    RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeleteMessage, PgParams().Int(m.row(0).ColumnInt(0))).status());
+    c.Defer(kDeleteMessage, PgParams().Int(m.row(0).ColumnInt(0)));
   }
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kInsertMessage, PgParams().Text(run_id).Time(now)).status());
+  c.Defer(kInsertMessage, PgParams().Text(run_id).Time(now));
   return true;
 }
 
@@ -268,7 +286,7 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kInsertRun, p));
     const absl::Time now = r.row(0).ColumnTime(0);
     RUNLOOM_RETURN_IF_ERROR(PgAppendEvents(c, run.id, 0, encoded, now).status());
-    RUNLOOM_RETURN_IF_ERROR(c.Exec(kInsertMessage, PgParams().Text(run.id).Time(now)).status());
+    c.Defer(kInsertMessage, PgParams().Text(run.id).Time(now));
     out.created = true;
     out.run = RunRecord{};
     out.run.id = run.id;

@@ -1,0 +1,113 @@
+// The CLI on PostgreSQL (the test server, a database per test): detached
+// runs executed by a worker process and followed live from a third process,
+// and the refusals of a server it cannot use.
+#include "store/postgres/pg_conn.h"
+#include "testing/status_matchers.h"
+#include "testing/test_servers.h"
+
+#include "absl/strings/str_cat.h"
+#include "cli_harness.h"
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+namespace runloom::testing {
+namespace {
+
+constexpr char kSlow[] =
+    "name: slow\nsteps:\n  - {id: a, kind: noop}\n"
+    "  - {id: b, kind: sleep, needs: [a], duration: 300ms}\n"
+    "  - {id: c, kind: noop, needs: [b]}\n";
+
+ChildSetup Clean(const std::string& cwd) {
+  return ChildSetup{cwd, {{"RUNLOOM_DB", ""}, {"RUNLOOM_QUEUE", ""}}};
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (!line.empty() && line[0] == '{') out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// Waits up to `limit` for `c`; kills it if it is still running.
+int WaitOrKill(Child& c, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    pid_t done = waitpid(c.pid(), &status, WNOHANG);
+    if (done == c.pid()) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  c.Kill(SIGKILL);
+  return c.Wait() + 1000;  // marks the timeout
+}
+
+// `run --detach` admits; a worker process executes; `events --follow`, in a
+// third process started before the worker, prints every committed event (the
+// store's own list, in order) and ends when the run ends.
+TEST(CliPostgres, ADetachedRunIsExecutedByAWorkerAndFollowedFromAnotherProcess) {
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_detach");
+  ASSERT_OK(db);
+  const std::string dir = MakeTempDir("clipg");
+  WriteFile(dir + "/slow.yaml", kSlow);
+  Result admitted = RunCli({"run", dir + "/slow.yaml", "--detach", "--db", *db}, Clean(dir));
+  ASSERT_EQ(admitted.code, 0) << admitted.out;
+  const std::string id = RunIdFrom(admitted.out);
+  ASSERT_FALSE(id.empty()) << admitted.out;
+  EXPECT_EQ(StatusJson(*db, id)["status"], "queued");
+
+  const std::string follow_log = dir + "/follow.txt";
+  Child follower({"events", id, "--follow", "--json", "--db", *db}, follow_log, Clean(dir));
+  Result worker = RunCli({"worker", "--until-idle", "--db", *db}, Clean(dir));
+  ASSERT_EQ(worker.code, 0) << worker.out;
+  ASSERT_EQ(WaitOrKill(follower, std::chrono::seconds(30)), 0) << ReadFile(follow_log);
+
+  EXPECT_EQ(StatusJson(*db, id)["status"], "completed");
+  const std::vector<nlohmann::json> followed = JsonLines(ReadFile(follow_log));
+  const std::vector<nlohmann::json> stored = EventsJson(*db, id);
+  ASSERT_FALSE(stored.empty());
+  EXPECT_EQ(followed, stored);
+  EXPECT_EQ(stored.back()["type"], "run.finished");
+  EXPECT_EQ(std::count_if(stored.begin(), stored.end(),
+                          [](const nlohmann::json& e) { return e["type"] == "step.succeeded"; }),
+            3);
+}
+
+// A server that does not answer, and a database whose runloom schema is
+// newer than this binary: one line, exit 2, nothing written.
+TEST(CliPostgres, AnUnreachableServerOrANewerSchemaExitsTwoWithOneLine) {
+  const std::string dir = MakeTempDir("clipgbad");
+  Result down = RunCli({"runs", "--db", "postgres://runloom:secret@127.0.0.1:1/none"}, Clean(dir));
+  EXPECT_EQ(down.code, 2) << down.out;
+  EXPECT_EQ(std::count(down.out.begin(), down.out.end(), '\n'), 1) << down.out;
+  EXPECT_NE(down.out.find("127.0.0.1:1"), std::string::npos) << down.out;
+  EXPECT_EQ(down.out.find("secret"), std::string::npos) << down.out;
+
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_newer");
+  ASSERT_OK(db);
+  ASSERT_EQ(RunCli({"runs", "--db", *db}, Clean(dir)).code, 0);  // creates the schema
+  {
+    absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+        store_internal::PgConn::Connect(*db, "");
+    ASSERT_OK(c);
+    ASSERT_OK(
+        (*c)->ExecScript("UPDATE runloom.meta SET value = '99' WHERE key = 'schema_version'"));
+  }
+  WriteFile(dir + "/slow.yaml", kSlow);
+  Result newer = RunCli({"run", dir + "/slow.yaml", "--detach", "--db", *db}, Clean(dir));
+  EXPECT_EQ(newer.code, 2) << newer.out;
+  EXPECT_EQ(std::count(newer.out.begin(), newer.out.end(), '\n'), 1) << newer.out;
+  EXPECT_NE(newer.out.find("schema version 99"), std::string::npos) << newer.out;
+  Result runs = RunStdout({"runs", "--db", *db, "--json"});
+  EXPECT_EQ(runs.code, 2);  // still refused: nothing was admitted
+}
+
+}  // namespace
+}  // namespace runloom::testing
