@@ -30,6 +30,10 @@ constexpr char kGroup[] = "runloom";
 // How long (authority time) a dead-lettering may take before another Claim
 // retries it (the database side records each message once).
 constexpr absl::Duration kDeadLetterHold = absl::Seconds(30);
+// After a connection attempt failed, commands fail at once for this long
+// instead of each waiting out the connect timeout (a relay pass over many
+// rows, or every claim, against a Redis that does not answer).
+constexpr absl::Duration kDownPause = absl::Milliseconds(500);
 // How often WaitForMessages looks at Redis and at the authority's clock.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 // Dead-letter stream entries kept (approximately); the database keeps all.
@@ -259,6 +263,7 @@ class RedisTransport final : public Transport {
   // turns out broken (Redis restarted since the last command). At least
   // once: a script that ran before the break may run twice, which a claim
   // (reclaimed at its deadline) and a publish (deduplicated) tolerate.
+  // Fails at once with the last error within kDownPause of a failed connect.
   absl::StatusOr<RedisReply> CommandLocked(const runloom::MutexLock& l,
                                            const std::vector<std::string>& argv)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(redis_mu_);
@@ -280,6 +285,8 @@ class RedisTransport final : public Transport {
 
   runloom::Mutex redis_mu_;
   RedisClient client_ ABSL_GUARDED_BY(redis_mu_);
+  absl::Time down_until_ ABSL_GUARDED_BY(redis_mu_) = absl::InfinitePast();
+  absl::Status down_ ABSL_GUARDED_BY(redis_mu_);  // why the last connect failed
 
   // One relay pass at a time in this process, so rows are published in
   // their order (a Claim's pass waits for the thread's).
@@ -303,10 +310,17 @@ absl::Status RedisTransport::EnsureGroupLocked(const runloom::MutexLock& l) {
 
 absl::StatusOr<RedisReply> RedisTransport::CommandLocked(const runloom::MutexLock&,
                                                          const std::vector<std::string>& argv) {
+  if (!client_.connected() && RealClock()->Now() < down_until_) return down_;
   const bool was_connected = client_.connected();
   absl::StatusOr<RedisReply> r = client_.Command(argv);
-  if (r.ok() || !was_connected || r.status().code() != absl::StatusCode::kUnavailable) return r;
-  return client_.Command(argv);
+  if (!r.ok() && was_connected && r.status().code() == absl::StatusCode::kUnavailable) {
+    r = client_.Command(argv);
+  }
+  if (!r.ok() && !client_.connected()) {
+    down_until_ = RealClock()->Now() + kDownPause;
+    down_ = r.status();
+  }
+  return r;
 }
 
 absl::StatusOr<RedisReply> RedisTransport::Eval(const char* script,
