@@ -6,6 +6,7 @@
 #include "runloom/backend.h"
 #include "runloom/clock.h"
 
+#include "testing/own_redis.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
 
@@ -86,6 +87,21 @@ TEST_F(CliRedisTest, MessagePastTheCapIsDeadLetteredListedAndRedrivenToCompletio
   ASSERT_EQ(all.code, 0) << all.out;
   Result done = Worker();
   ASSERT_EQ(done.code, 0) << done.out;
+  for (const std::string& id : ids) EXPECT_EQ(StatusJson(db_, id)["status"], "completed") << id;
+}
+
+// Issue 9, acceptance 4: Redis restarted with no persistence while runs are
+// queued; the worker's reconciler restores every one from the database.
+TEST_F(CliRedisTest, RedisRestartedWithoutPersistenceWhileRunsAreQueued) {
+  OwnRedis own;
+  ASSERT_TRUE(own.Start().ok());
+  queue_ = own.url();
+  const std::set<std::string> ids = Detach(3);
+  ASSERT_EQ(ids.size(), 3u);
+  own.Kill();
+  ASSERT_TRUE(own.Start().ok());  // empty: the messages are gone
+  Result worker = Worker({"--queued-grace", "1s"});
+  ASSERT_EQ(worker.code, 0) << worker.out;
   for (const std::string& id : ids) EXPECT_EQ(StatusJson(db_, id)["status"], "completed") << id;
 }
 

@@ -116,6 +116,25 @@ redis.call('HSET', KEYS[3], ARGV[1], id)
 return id
 )lua";
 
+// KEYS: stream, index. ARGV: run ids. For each, 1 when its indexed entry is
+// still in the stream. An index entry whose stream entry is gone (deleted
+// by hand, trimmed) is dropped, so the reconciler enqueues the run again.
+constexpr char kFindScript[] = R"lua(
+local out = {}
+for i, run in ipairs(ARGV) do
+  local id = redis.call('HGET', KEYS[2], run)
+  out[i] = 0
+  if id then
+    if #redis.call('XRANGE', KEYS[1], id, id) > 0 then
+      out[i] = 1
+    else
+      redis.call('HDEL', KEYS[2], run)
+    end
+  end
+end
+return out
+)lua";
+
 // KEYS: stream, claims. ARGV: group, id. A held message becomes due at
 // once, its delivery given back (the next claim counts it again).
 constexpr char kReleaseScript[] = R"lua(
@@ -428,19 +447,13 @@ absl::StatusOr<MessagePresence> RedisTransport::FindMessages(
   MessagePresence out;
   if (run_ids.empty()) return out;
   RUNLOOM_ASSIGN_OR_RETURN(MessagePresence db, db_->FindMessages(run_ids));
-  std::vector<std::string> argv = {"HMGET", index_};
-  argv.insert(argv.end(), run_ids.begin(), run_ids.end());
-  RedisReply r;
-  {
-    runloom::MutexLock l(&redis_mu_);
-    RUNLOOM_ASSIGN_OR_RETURN(r, CommandLocked(l, argv));
-  }
+  RUNLOOM_ASSIGN_OR_RETURN(RedisReply r, Eval(kFindScript, {stream_, index_}, run_ids));
   if (r.type != RedisReply::Type::kArray || r.elements.size() != run_ids.size()) {
-    return absl::InternalError(absl::StrCat("Redis HMGET ", index_, ": unexpected reply ", r.str));
+    return absl::InternalError(absl::StrCat("Redis find script on ", index_, ": unexpected reply"));
   }
   absl::flat_hash_set<std::string> pending(db.pending.begin(), db.pending.end());
   for (size_t i = 0; i < run_ids.size(); ++i) {
-    if (r.elements[i].type == RedisReply::Type::kString) pending.insert(run_ids[i]);
+    if (r.elements[i].integer != 0) pending.insert(run_ids[i]);
   }
   absl::flat_hash_set<std::string> seen;
   for (const std::string& id : run_ids) {

@@ -10,6 +10,7 @@
 
 #include "store/event_check.h"
 #include "store/postgres/pg_conn.h"
+#include "testing/own_redis.h"
 #include "testing/status_matchers.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
@@ -20,15 +21,10 @@
 #include "gtest/gtest.h"
 
 #include <atomic>
-#include <csignal>
 #include <memory>
-#include <spawn.h>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
-
-extern char** environ;
 
 namespace runloom::transport_internal {
 namespace {
@@ -47,47 +43,6 @@ using ::testing::UnorderedElementsAre;
 
 // Real time a test waits for the relay thread (it retries at least every second).
 constexpr absl::Duration kPatience = absl::Seconds(20);
-
-// A redis-server of this test alone, without persistence, so the test may
-// kill it and start it again empty (a restart without persistence).
-class OwnRedis {
- public:
-  ~OwnRedis() { Kill(); }
-  absl::Status Start() {
-    if (port_ == 0) {
-      absl::StatusOr<int> port = testing::ClosedLoopbackPort();
-      if (!port.ok()) return port.status();
-      port_ = *port;
-    }
-    const std::string port = absl::StrCat(port_);
-    std::vector<std::string> args = {"redis-server", "--port",     port,     "--bind",
-                                     "127.0.0.1",    "--save",     "",       "--appendonly",
-                                     "no",           "--loglevel", "warning"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
-      return absl::UnavailableError("cannot start redis-server");
-    }
-    for (int i = 0; i < 100; ++i) {
-      RedisClient c({.host = "127.0.0.1", .port = port_}, {});
-      if (absl::StatusOr<RedisReply> r = c.Command({"PING"}); r.ok()) return absl::OkStatus();
-      RealClock()->SleepFor(absl::Milliseconds(50));
-    }
-    return absl::UnavailableError("redis-server did not answer PING");
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = 0;
-  }
-  std::string url() const { return absl::StrCat("redis://127.0.0.1:", port_); }
-
- private:
-  int port_ = 0;
-  pid_t pid_ = 0;
-};
 
 class RedisTransportTest : public ::testing::Test {
  protected:
@@ -248,11 +203,32 @@ TEST_F(RedisTransportTest, DeadLetteredAtTheCapListedAndRedrivenToAClaim) {
                                  Field(&MessagePresence::dead_lettered, IsEmpty()))));
 }
 
+// A queued run whose stream entry was deleted (by hand, or trimmed): its
+// index entry no longer counts, so the reconciler enqueues it again.
+TEST_F(RedisTransportTest, AQueuedRunWhoseStreamEntryWasDeletedIsReconciled) {
+  OpenDefault();
+  const std::string id = Create();
+  ASSERT_THAT(backend_.transport->FindMessages({id}),
+              IsOkAndHolds(Field(&MessagePresence::pending, ElementsAre(id))));
+  std::string entry;  // published by the relay thread
+  for (const absl::Time give_up = RealClock()->Now() + kPatience;
+       entry.empty() && RealClock()->Now() < give_up;) {
+    entry = RedisCommand({"HGET", Key("runs"), id}).str;
+    if (entry.empty()) RealClock()->SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(entry.empty()) << "the relay never published";
+  EXPECT_EQ(RedisCommand({"XDEL", Key("jobs"), entry}).integer, 1);
+  EXPECT_THAT(backend_.transport->FindMessages({id}),
+              IsOkAndHolds(Field(&MessagePresence::pending, IsEmpty())));
+  ASSERT_OK(backend_.store->Enqueue(id, {}));  // what the reconciler does
+  EXPECT_THAT(Claim(), ElementsAre(Field(&QueueMessage::run_id, id)));
+}
+
 // Redis restarted without persistence: the stream, its group and the index
 // are gone. Nothing accounts for the queued runs any more, so the reconciler
 // enqueues them again from the database, and the group comes back on NOGROUP.
 TEST_F(RedisTransportTest, RestartWithoutPersistenceLosesOnlyMessages) {
-  OwnRedis own;
+  testing::OwnRedis own;
   ASSERT_OK(own.Start());
   OpenWith(own.url());
   std::vector<std::string> runs = {Create(), Create(), Create()};
@@ -279,7 +255,7 @@ TEST_F(RedisTransportTest, RestartWithoutPersistenceLosesOnlyMessages) {
 // next (none blocks the others), logs it, and publishes them all once Redis
 // is back.
 TEST_F(RedisTransportTest, RelayThatCannotPublishRecordsWhyAndPublishesLater) {
-  OwnRedis own;
+  testing::OwnRedis own;
   ASSERT_OK(own.Start());
   OpenWith(own.url());
   own.Kill();
