@@ -69,6 +69,16 @@ TEST_F(CliRedisTest, DetachedRunsTravelOnTheStreamToAWorker) {
   for (const std::string& id : ids) EXPECT_EQ(StatusJson(db_, id)["status"], "completed") << id;
 }
 
+// Issue 9, acceptance 4: killed between claiming a message and taking the
+// lease; the message is delivered again after its visibility timeout.
+TEST_F(CliRedisTest, KilledBetweenClaimAndLeaseTheRunIsDeliveredAgain) {
+  const std::set<std::string> ids = Detach(2);
+  ClaimAndDie(db_, 2, queue_);
+  Result worker = Worker();
+  ASSERT_EQ(worker.code, 0) << worker.out;
+  for (const std::string& id : ids) EXPECT_EQ(StatusJson(db_, id)["status"], "completed") << id;
+}
+
 TEST_F(CliRedisTest, MessagePastTheCapIsDeadLetteredListedAndRedrivenToCompletion) {
   const std::set<std::string> ids = Detach(2);
   ClaimAndDie(db_, 2, queue_);
