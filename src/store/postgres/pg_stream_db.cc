@@ -48,7 +48,9 @@ class PgStreamDatabase final : public transport_internal::StreamDatabase {
 
   absl::StatusOr<std::vector<OutboxRow>> Pending(int max) override {
     std::vector<OutboxRow> out;
-    RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
+    // One statement, so its own transaction: one round trip (every claim
+    // runs a relay pass first).
+    RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
       out.clear();
       PgParams p;
       p.Int(max).Int(absl::ToInt64Microseconds(kRelayLease));
