@@ -288,8 +288,10 @@ class RedisTransport final : public Transport {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(redis_mu_);
   // Removes a message for good; with `dead`, copies it to the dead stream.
   absl::Status Finish(const std::string& id, const std::string& run_id, const DeadMessage* dead);
-  // Publishes what the outbox holds now (every batch).
-  absl::Status RelayPass() ABSL_LOCKS_EXCLUDED(relay_mu_);
+  // Publishes what the outbox holds now: every batch, or only the first
+  // (a claim's pass, so a burst of new runs does not hold up its claim; the
+  // relay thread publishes the rest).
+  absl::Status RelayPass(bool all) ABSL_LOCKS_EXCLUDED(relay_mu_);
   void RelayLoop();
 
   // Constant after construction.
@@ -383,7 +385,7 @@ absl::StatusOr<std::vector<QueueMessage>> RedisTransport::Claim(const std::strin
                                                                 absl::Duration visibility) {
   RUNLOOM_RETURN_IF_ERROR(transport_internal::CheckClaimArgs(consumer, max, visibility));
   // Rows committed a moment ago are messages too: publish them first.
-  RUNLOOM_RETURN_IF_ERROR(RelayPass());
+  RUNLOOM_RETURN_IF_ERROR(RelayPass(/*all=*/false));
   RUNLOOM_ASSIGN_OR_RETURN(absl::Time now, db_->Now());
   const int cap = options_.transport.max_deliveries;
   RUNLOOM_ASSIGN_OR_RETURN(RedisReply r,
@@ -478,18 +480,22 @@ void RedisTransport::WaitForMessages(absl::Time deadline) {
       [&](uint64_t seen, absl::Time local) { db_->AwaitSignal(seen, local); });
 }
 
-absl::Status RedisTransport::RelayPass() {
-  runloom::MutexLock l(&relay_mu_);
+absl::Status RedisTransport::RelayPass(bool all) {
   while (true) {
-    RUNLOOM_ASSIGN_OR_RETURN(RelayResult r, relay_->RelayOnce());
-    if (r.published + r.failed < options_.relay_batch) return absl::OkStatus();
+    RelayResult r;
+    {
+      // Per batch, so a claim waits for one batch of the thread's at most.
+      runloom::MutexLock l(&relay_mu_);
+      RUNLOOM_ASSIGN_OR_RETURN(r, relay_->RelayOnce());
+    }
+    if (!all || r.published + r.failed < options_.relay_batch) return absl::OkStatus();
   }
 }
 
 void RedisTransport::RelayLoop() {
   while (!stop_) {
     const uint64_t seen = db_->signals();
-    absl::Status s = RelayPass();
+    absl::Status s = RelayPass(/*all=*/true);
     if (!s.ok()) {
       Log(DefaultLogger(), LogLevel::kWarning,
           "outbox relay: reading the outbox failed (retrying): ", s.ToString());
