@@ -32,6 +32,16 @@
 // recorded in the database (with the reason, once per message id), copied
 // to the dead-letter stream, then XACK'd and XDEL'd.
 //
+// Release (best effort): a held message is handed to the consumer
+// "released" with its delivery count lowered by one and its deadline set to
+// 0, so the next Claim reclaims it at once (as the queue tables do). A message
+// that is gone or not held is left alone.
+//
+// Outages: a relay that cannot publish records the reason on the outbox row
+// and goes on to the next (the row comes back after a backoff); after a
+// failed connect, commands fail at once for a moment instead of each waiting
+// out the connect timeout.
+//
 // Thread-safety: thread-safe; one Redis connection under a mutex.
 #pragma once
 
