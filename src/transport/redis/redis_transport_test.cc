@@ -210,13 +210,17 @@ TEST_F(RedisTransportTest, AQueuedRunWhoseStreamEntryWasDeletedIsReconciled) {
   const std::string id = Create();
   ASSERT_THAT(backend_.transport->FindMessages({id}),
               IsOkAndHolds(Field(&MessagePresence::pending, ElementsAre(id))));
-  std::string entry;  // published by the relay thread
-  for (const absl::Time give_up = RealClock()->Now() + kPatience;
-       entry.empty() && RealClock()->Now() < give_up;) {
+  // Published by the relay thread: in the index, and the outbox row deleted.
+  std::string entry;
+  auto published = [&] {
     entry = RedisCommand({"HGET", Key("runs"), id}).str;
-    if (entry.empty()) RealClock()->SleepFor(absl::Milliseconds(20));
+    return !entry.empty() && Sql("SELECT count(*) FROM runloom.queue") == "0";
+  };
+  for (const absl::Time give_up = RealClock()->Now() + kPatience;
+       !published() && RealClock()->Now() < give_up;) {
+    RealClock()->SleepFor(absl::Milliseconds(20));
   }
-  ASSERT_FALSE(entry.empty()) << "the relay never published";
+  ASSERT_TRUE(published()) << "the relay never published";
   EXPECT_EQ(RedisCommand({"XDEL", Key("jobs"), entry}).integer, 1);
   EXPECT_THAT(backend_.transport->FindMessages({id}),
               IsOkAndHolds(Field(&MessagePresence::pending, IsEmpty())));
