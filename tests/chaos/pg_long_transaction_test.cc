@@ -6,6 +6,8 @@
 #include "runloom/postgres.h"
 
 #include "engine/engine_test_util.h"
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_sweep.h"
 #include "testing/capturing_logger.h"
 #include "testing/status_matchers.h"
 #include "testing/test_servers.h"
@@ -17,6 +19,8 @@
 #include <libpq-fe.h>
 #include <memory>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 namespace runloom::chaos {
 namespace {
@@ -169,6 +173,93 @@ steps:
     }
   }
   (*engine)->Stop();
+}
+
+// A session that holds a table lock, and one that waits on it, in a fresh
+// database; `sweeper` connects as `role` ("" = the test server's own).
+struct LockedTable {
+  explicit LockedTable(const std::string& db_url)
+      : holder(db_url, "test-holder"), waiter(db_url, "test-waiter") {
+    EXPECT_TRUE(holder.Exec("CREATE TABLE public.t (id int)"));
+    EXPECT_TRUE(holder.Exec("BEGIN; LOCK TABLE public.t IN ACCESS EXCLUSIVE MODE"));
+    EXPECT_TRUE(waiter.Send("SELECT * FROM public.t"));
+    // The waiter's lock request is visible to pg_blocking_pids once it waits.
+    for (int i = 0; i < 200 && !Waiting(db_url); ++i) {
+      RealClock()->SleepFor(absl::Milliseconds(5));
+    }
+  }
+  bool Waiting(const std::string& db_url) {
+    TestSession probe(db_url, "test-probe");
+    return probe.Exec(
+        absl::StrCat("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE pid = ", waiter.pid(),
+                     " AND NOT granted) THEN RAISE 'no'; END IF; END $$"));
+  }
+  TestSession holder;
+  TestSession waiter;
+};
+
+TEST(PgLongTransactionSweep, SweepsByAgeAndReportsWhatItTerminated) {
+  absl::StatusOr<std::string> url = testing::CreateTestPostgresDatabase("long_txn_direct");
+  ASSERT_OK(url);
+  LockedTable locked(*url);
+  const int holder_pid = locked.holder.pid();
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(*url, "");
+  ASSERT_OK(c);
+  testing::CapturingLogger log;
+
+  // Younger than the limit: it blocks, but stays.
+  absl::StatusOr<std::vector<store_internal::TerminatedBackend>> swept =
+      store_internal::SweepLongTransactions(**c, absl::Hours(1), &log);
+  ASSERT_OK(swept);
+  EXPECT_TRUE(swept->empty());
+  EXPECT_TRUE(locked.holder.AliveInTransaction());
+
+  RealClock()->SleepFor(absl::Milliseconds(50));
+  swept = store_internal::SweepLongTransactions(**c, absl::Milliseconds(10), &log);
+  ASSERT_OK(swept);
+  ASSERT_EQ(swept->size(), 1u);
+  const store_internal::TerminatedBackend& t = (*swept)[0];
+  EXPECT_EQ(t.pid, holder_pid);
+  EXPECT_EQ(t.application_name, "test-holder");
+  EXPECT_EQ(t.client.rfind("127.0.0.1:", 0), 0u) << t.client;
+  EXPECT_GE(t.transaction_age, absl::Milliseconds(50));
+  EXPECT_EQ(t.blocked_pids, std::vector<int64_t>{locked.waiter.pid()});
+  EXPECT_EQ(log.Count(LogLevel::kWarning, store_internal::DescribeTermination(t)), 1);
+  EXPECT_TRUE(locked.waiter.Finish());  // the lock is gone: the waiter's SELECT ran
+  EXPECT_FALSE(locked.holder.AliveInTransaction());
+}
+
+TEST(PgLongTransactionSweep, ARefusedTerminationIsLoggedAndNothingIsTerminated) {
+  absl::StatusOr<std::string> url = testing::CreateTestPostgresDatabase("long_txn_refused");
+  ASSERT_OK(url);
+  LockedTable locked(*url);  // the holder is the test server's superuser
+  // A role that may see every session (pg_read_all_stats) but not signal a
+  // superuser's.
+  const std::string role = absl::StrCat("rl_sweep_weak_", getpid());
+  TestSession admin(*url, "test-admin");
+  ASSERT_TRUE(admin.Exec(absl::StrCat("DROP ROLE IF EXISTS ", role, "; CREATE ROLE ", role,
+                                      " LOGIN; GRANT pg_read_all_stats TO ", role)))
+      << admin.last_error();
+  const size_t at = url->find("://") + 3;
+  const std::string weak_url = url->substr(0, at) + role + url->substr(url->find('@'));
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(weak_url, "");
+  ASSERT_OK(c);
+  testing::CapturingLogger log;
+  RealClock()->SleepFor(absl::Milliseconds(50));
+  absl::StatusOr<std::vector<store_internal::TerminatedBackend>> swept =
+      store_internal::SweepLongTransactions(**c, absl::Milliseconds(10), &log);
+  ASSERT_OK(swept);
+  EXPECT_TRUE(swept->empty());
+  EXPECT_EQ(log.Count(LogLevel::kWarning,
+                      absl::StrCat("could not terminate backend ", locked.holder.pid())),
+            1);
+  EXPECT_TRUE(locked.holder.AliveInTransaction());
+  c->reset();
+  EXPECT_TRUE(locked.holder.Exec("ROLLBACK"));
+  EXPECT_TRUE(locked.waiter.Finish());
+  EXPECT_TRUE(admin.Exec(absl::StrCat("DROP ROLE ", role))) << admin.last_error();
 }
 
 TEST(PgLongTransactionSweep, RejectsAnIntervalOfZeroWhileOn) {
