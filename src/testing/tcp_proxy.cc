@@ -19,6 +19,8 @@ namespace {
 
 constexpr int kBacklog = 64;
 constexpr size_t kChunk = 64 * 1024;
+// While stalled, how often a thread looks whether the stall is over.
+constexpr int kStallPollMs = 5;
 
 // Writes all of `data` to `fd`; false when the socket is gone.
 bool SendAll(int fd, const char* data, size_t n) {
@@ -94,6 +96,7 @@ void TcpProxy::Cut() {
 void TcpProxy::Heal() {
   runloom::MutexLock l(&mu_);
   cut_ = false;
+  stalled_ = false;
 }
 
 void TcpProxy::AcceptLoop() {
@@ -101,6 +104,10 @@ void TcpProxy::AcceptLoop() {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 || stop_) continue;
     if ((fds[0].revents & POLLIN) == 0) continue;
+    if (stalled_) {  // leave it in the backlog until the heal
+      poll(nullptr, 0, kStallPollMs);
+      continue;
+    }
     const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
     Reap(/*all=*/false);
@@ -125,18 +132,22 @@ void TcpProxy::AcceptLoop() {
       shutdown(client, SHUT_RDWR);
       shutdown(server, SHUT_RDWR);
     }
-    link->pump = std::thread([raw] { Pump(raw); });
+    link->pump = std::thread([raw, stalled = &stalled_] { Pump(raw, stalled); });
     links_.push_back(std::move(link));
   }
 }
 
-void TcpProxy::Pump(Link* link) {
+void TcpProxy::Pump(Link* link, const std::atomic<bool>* stalled) {
   char buf[kChunk];
-  while (true) {
+  while (!link->closing) {
     pollfd fds[2] = {{link->client, POLLIN, 0}, {link->server, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    if (poll(fds, 2, stalled->load() ? kStallPollMs : -1) < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    if (stalled->load()) {  // leave the bytes where they are until the heal
+      poll(nullptr, 0, kStallPollMs);
+      continue;
     }
     bool open = true;
     for (int i = 0; i < 2 && open; ++i) {
@@ -159,6 +170,7 @@ void TcpProxy::Reap(bool all) {
     std::vector<std::unique_ptr<Link>> live;
     for (std::unique_ptr<Link>& link : links_) {
       if (all) {
+        link->closing = true;
         shutdown(link->client, SHUT_RDWR);
         shutdown(link->server, SHUT_RDWR);
       }

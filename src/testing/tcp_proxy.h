@@ -3,10 +3,15 @@
 // (PostgreSQL) while everything else still reaches the server directly.
 //
 // It listens on 127.0.0.1 on a free port and forwards every connection to
-// the target, one thread per connection. Cut() closes every live connection
-// (both sides see the stream end, as after a reset) and, until Heal(),
-// accepts new connections only to close them at once, so the client fails
-// fast instead of hanging. Bytes in flight when a connection is cut are lost.
+// the target, one thread per connection. Two kinds of partition:
+//   Cut()    closes every live connection (both sides see the stream end, as
+//            after a reset) and, until Heal(), accepts new connections only
+//            to close them at once, so the client fails fast. Bytes in flight
+//            are lost.
+//   Stall()  stops moving bytes, both ways, and stops accepting, until
+//            Heal(); nothing is closed, so a client waits as it would behind
+//            a network that drops packets, and whatever it sent meanwhile
+//            arrives after the heal (late).
 //
 // Thread-safety: every method may be called from any thread. The destructor
 // closes everything and joins its threads.
@@ -45,7 +50,10 @@ class TcpProxy {
   int port() const { return port_; }
   // Drops every live connection and refuses new ones until Heal().
   void Cut() ABSL_LOCKS_EXCLUDED(mu_);
-  // Lets new connections through again (cut ones stay closed).
+  // Holds every byte and every new connection until Heal().
+  void Stall() { stalled_ = true; }
+  // Lets connections through again (cut ones stay closed; stalled ones and
+  // the connections that waited go on).
   void Heal() ABSL_LOCKS_EXCLUDED(mu_);
   // Connections forwarded so far, and refused while cut.
   int forwarded() const { return forwarded_.load(); }
@@ -58,13 +66,14 @@ class TcpProxy {
   struct Link {
     int client = -1;
     int server = -1;
+    std::atomic<bool> closing{false};  // set by Reap before it shuts them down
     std::atomic<bool> done{false};
     std::thread pump;
   };
 
   TcpProxy(int listen_fd, int wake_fd, int port, std::string target_host, int target_port);
   void AcceptLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  static void Pump(Link* link);
+  static void Pump(Link* link, const std::atomic<bool>* stalled);
   // Joins and closes the links whose pump has ended (all of them with
   // `all`, after shutting them down).
   void Reap(bool all) ABSL_LOCKS_EXCLUDED(mu_);
@@ -77,6 +86,7 @@ class TcpProxy {
   const int target_port_;
 
   std::atomic<bool> stop_{false};
+  std::atomic<bool> stalled_{false};
   std::atomic<int> forwarded_{0};
   std::atomic<int> refused_{0};
 

@@ -88,9 +88,13 @@ struct Worker {
   std::unique_ptr<Engine> engine;
 };
 
-// Opens worker `name` on `url` (through the proxy or not).
-void OpenWorker(const std::string& name, const std::string& url, Ledger* ledger, Worker& w) {
+// Opens worker `name` on `url` (through the proxy or not), with the
+// long-transaction sweep's limit `sweep_limit` (0 = off).
+void OpenWorker(const std::string& name, const std::string& url, Ledger* ledger,
+                absl::Duration sweep_limit, Worker& w) {
   PostgresOptions po;
+  po.long_transaction_limit = sweep_limit;
+  po.long_transaction_sweep_interval = absl::Milliseconds(100);
   // Fail fast while cut off, so the lease keeper sees the failures in time.
   po.acquire_timeout = absl::Milliseconds(300);
   po.connect_timeout = absl::Seconds(1);
@@ -129,67 +133,134 @@ int PortOf(const std::string& url) {
   return port;
 }
 
-TEST(PgPartition, CutOffWorkerStopsOtherFinishesLateWritesAreFenced) {
-  absl::StatusOr<std::string> url = testing::CreateTestPostgresDatabase("partition");
-  ASSERT_OK(url);
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
-      testing::TcpProxy::Start("127.0.0.1", PortOf(*url));
-  ASSERT_OK(proxy);
-  Ledger ledger;
-  Worker a;
-  Worker b;
-  ASSERT_NO_FATAL_FAILURE(OpenWorker("worker-a", WithPort(*url, (*proxy)->port()), &ledger, a));
-  ASSERT_NO_FATAL_FAILURE(OpenWorker("worker-b", *url, &ledger, b));
-
-  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
+// Worker A behind the proxy, B direct, and a run of s1..s3 that A has
+// taken and is executing s2 of (s1 recorded) before B starts.
+class PgPartition : public ::testing::Test {
+ protected:
+  // `b_sweep_limit`: B's long-transaction sweep (0 = off).
+  void Start(absl::Duration b_sweep_limit) {
+    absl::StatusOr<std::string> url = testing::CreateTestPostgresDatabase("partition");
+    ASSERT_OK(url);
+    absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
+        testing::TcpProxy::Start("127.0.0.1", PortOf(*url));
+    ASSERT_OK(proxy);
+    proxy_ = *std::move(proxy);
+    ASSERT_NO_FATAL_FAILURE(
+        OpenWorker("worker-a", WithPort(*url, proxy_->port()), &ledger_, absl::ZeroDuration(), a_));
+    ASSERT_NO_FATAL_FAILURE(OpenWorker("worker-b", *url, &ledger_, b_sweep_limit, b_));
+    absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
 name: partitioned
 steps:
   - {id: s1, kind: ledger, name: s1}
   - {id: s2, kind: ledger, name: s2, block: true}
   - {id: s3, kind: ledger, name: s3}
 )",
-                                                 "partitioned.yaml");
-  ASSERT_OK(wf);
-  absl::StatusOr<CreateRunResult> started = a.engine->StartRun({.workflow = *wf});
-  ASSERT_OK(started);
-  const std::string run_id = started->run.id;
+                                                   "partitioned.yaml");
+    ASSERT_OK(wf);
+    absl::StatusOr<CreateRunResult> started = a_.engine->StartRun({.workflow = *wf});
+    ASSERT_OK(started);
+    run_id_ = started->run.id;
+    a_.engine->Start();
+    ASSERT_TRUE(a_.kind->entered.WaitForNotificationWithTimeout(kWait));
+    absl::StatusOr<RunRecord> held = b_.engine->store()->GetRun(run_id_);
+    ASSERT_OK(held);
+    ASSERT_EQ(held->lease_owner, "worker-a");
+    a_token_ = held->lease_token;
+    b_.engine->Start();
+  }
 
-  // A takes the run and is inside s2 (s1 is recorded) before B starts.
-  a.engine->Start();
-  ASSERT_TRUE(a.kind->entered.WaitForNotificationWithTimeout(kWait));
-  absl::StatusOr<RunRecord> held = b.engine->store()->GetRun(run_id);
-  ASSERT_OK(held);
-  ASSERT_EQ(held->lease_owner, "worker-a");
-  const std::string a_token = held->lease_token;
-  b.engine->Start();
+  // Waits until B holds the run and is inside s2.
+  void AwaitTakeover() {
+    ASSERT_TRUE(b_.kind->entered.WaitForNotificationWithTimeout(kWait));
+    absl::StatusOr<RunRecord> taken = b_.engine->store()->GetRun(run_id_);
+    ASSERT_OK(taken);
+    EXPECT_EQ(taken->lease_owner, "worker-b");
+    EXPECT_EQ(taken->status, RunStatus::kRunning);
+  }
+
+  // B finishes the run; then: one record per step (s1 by A, s2 and s3 by
+  // B), s2 (the step in flight at the partition) executed once by each
+  // worker, every other step once, one run.finished, A finished nothing.
+  void FinishAndCheck() {
+    b_.kind->release.Notify();
+    absl::StatusOr<RunRecord> done = b_.engine->AwaitRun(run_id_, RealClock()->Now() + kWait);
+    ASSERT_OK(done);
+    EXPECT_EQ(done->status, RunStatus::kCompleted);
+    absl::StatusOr<std::vector<StepRecord>> steps =
+        b_.engine->store()->ListSteps(run_id_, std::nullopt);
+    ASSERT_OK(steps);
+    std::map<std::string, std::string> by;
+    for (const StepRecord& s : *steps) {
+      EXPECT_EQ(by.count(s.path), 0u) << s.path << " recorded twice";
+      by[s.path] = s.output.value("worker", "");
+    }
+    EXPECT_EQ(by, (std::map<std::string, std::string>{
+                      {"s1", "worker-a"}, {"s2", "worker-b"}, {"s3", "worker-b"}}));
+    EXPECT_EQ(ledger_.Count("worker-a", "s1"), 1);
+    EXPECT_EQ(ledger_.Count("worker-b", "s1"), 0);
+    EXPECT_EQ(ledger_.Count("worker-a", "s2"), 1);
+    EXPECT_EQ(ledger_.Count("worker-b", "s2"), 1);
+    EXPECT_EQ(ledger_.Count("worker-a", "s3"), 0);
+    EXPECT_EQ(ledger_.Count("worker-b", "s3"), 1);
+    absl::StatusOr<std::vector<Event>> events = b_.engine->store()->ListEvents(run_id_, 0, 10000);
+    ASSERT_OK(events);
+    std::map<std::string, int> types;
+    for (const Event& e : *events) ++types[e.type];
+    EXPECT_EQ(types["run.finished"], 1);
+    EXPECT_EQ(types["step.succeeded"], 3);
+    // (B's own counter is bumped after the commit AwaitRun sees: not
+    // checked here, the run.finished event above is the record.)
+    EXPECT_EQ(a_.engine->stats().runs_finished, 0);
+  }
+
+  void TearDown() override {
+    // What happened, for the log of the test run.
+    for (const testing::CapturingLogger::Line& line : a_.log.lines()) {
+      if (line.level >= LogLevel::kInfo) std::cerr << "worker-a: " << line.message << "\n";
+    }
+    if (proxy_ != nullptr) {
+      std::cerr << "proxy: " << proxy_->forwarded() << " connections forwarded, "
+                << proxy_->refused() << " refused while cut\n";
+    }
+    if (a_.engine != nullptr) a_.engine->Stop();
+    if (b_.engine != nullptr) b_.engine->Stop();
+  }
+
+  // Declared before the workers, so it outlives their connections.
+  std::unique_ptr<testing::TcpProxy> proxy_;
+  Ledger ledger_;
+  Worker a_;
+  Worker b_;
+  std::string run_id_;
+  std::string a_token_;
+};
+
+TEST_F(PgPartition, CutOffWorkerStopsOtherFinishesLateWritesAreFenced) {
+  ASSERT_NO_FATAL_FAILURE(Start(absl::ZeroDuration()));
 
   // The partition: A's renewals fail; once its lease has expired A stops
-  // the step in flight and starts nothing more.
-  (*proxy)->Cut();
-  ASSERT_TRUE(a.kind->stopped.WaitForNotificationWithTimeout(kWait));
-  EXPECT_GE(a.log.Count(LogLevel::kWarning, "lease renewal failed, stopping the execution"), 1);
+  // the step in flight, records nothing of it and starts nothing more.
+  proxy_->Cut();
+  ASSERT_TRUE(a_.kind->stopped.WaitForNotificationWithTimeout(kWait));
+  EXPECT_GE(a_.log.Count(LogLevel::kWarning, "lease renewal failed, stopping the execution"), 1);
 
   // B's sweeper finds the expired lease (on the server's clock) and B runs
   // the run from s2, the step that was in flight.
-  ASSERT_TRUE(b.kind->entered.WaitForNotificationWithTimeout(kWait));
-  absl::StatusOr<RunRecord> taken = b.engine->store()->GetRun(run_id);
-  ASSERT_OK(taken);
-  EXPECT_EQ(taken->lease_owner, "worker-b");
-  EXPECT_EQ(taken->status, RunStatus::kRunning);
+  ASSERT_NO_FATAL_FAILURE(AwaitTakeover());
 
   // Heal while B holds the run: A's late writes go through the proxy again
   // and the fence refuses every one of them.
-  (*proxy)->Heal();
-  const int forwarded_before_heal = (*proxy)->forwarded();
-  Store* a_store = a.engine->store();
-  EXPECT_THAT(a_store->RenewLease(run_id, a_token, kLeaseTtl),
+  proxy_->Heal();
+  const int forwarded_before_heal = proxy_->forwarded();
+  Store* a_store = a_.engine->store();
+  EXPECT_THAT(a_store->RenewLease(run_id_, a_token_, kLeaseTtl),
               testing::StatusIs(absl::StatusCode::kAborted));
   RunWrite late;
-  late.run_id = run_id;
+  late.run_id = run_id_;
   late.party = Party::kExecutor;
-  late.lease_token = a_token;
+  late.lease_token = a_token_;
   StepRecord s2;
-  s2.run_id = run_id;
+  s2.run_id = run_id_;
   s2.path = "s2";
   s2.step_id = "s2";
   s2.kind = "ledger";
@@ -201,56 +272,48 @@ steps:
   EXPECT_THAT(a_store->Commit(late), held_by_b);
   late.new_status = RunStatus::kCompleted;
   EXPECT_THAT(a_store->Commit(late), held_by_b);
+  EXPECT_GT(proxy_->forwarded(), forwarded_before_heal);  // the late writes came through it
+  EXPECT_GE(proxy_->refused(), 1);                        // A tried to reconnect while cut off
 
-  EXPECT_GT((*proxy)->forwarded(), forwarded_before_heal);  // the late writes came through it
-  b.kind->release.Notify();
-  absl::StatusOr<RunRecord> done = b.engine->AwaitRun(run_id, RealClock()->Now() + kWait);
-  ASSERT_OK(done);
-  EXPECT_EQ(done->status, RunStatus::kCompleted);
+  ASSERT_NO_FATAL_FAILURE(FinishAndCheck());
+  EXPECT_GE(a_.engine->stats().leases_lost, 1);
   // After the end too.
   late.new_status.reset();
   EXPECT_THAT(a_store->Commit(late),
               testing::StatusIs(absl::StatusCode::kAborted, ::testing::HasSubstr("is completed")));
+}
 
-  // One record per step: s1 by A, s2 and s3 by B; the only step that ran
-  // twice is s2, the one in flight at the cut (its run on A was stopped and
-  // never recorded); A never started s3.
+// A partition that holds packets instead of closing connections: A cannot
+// tell (its renewal just waits), finishes s2 and sends its record; the
+// write arrives after the heal, when B holds the run, and is refused. B's
+// long-transaction sweep terminates A's server session if A was cut off
+// inside a transaction that holds the run's row lock.
+TEST_F(PgPartition, StalledWorkersLateWriteArrivesAfterTheHealAndIsFenced) {
+  ASSERT_NO_FATAL_FAILURE(Start(absl::Seconds(1)));
+
+  proxy_->Stall();
+  a_.kind->release.Notify();  // s2 succeeds on A; its record waits in the proxy
+  ASSERT_NO_FATAL_FAILURE(AwaitTakeover());
   absl::StatusOr<std::vector<StepRecord>> steps =
-      b.engine->store()->ListSteps(run_id, std::nullopt);
+      b_.engine->store()->ListSteps(run_id_, std::nullopt);
   ASSERT_OK(steps);
-  std::map<std::string, std::string> by;
-  for (const StepRecord& s : *steps) {
-    EXPECT_EQ(by.count(s.path), 0u) << s.path << " recorded twice";
-    by[s.path] = s.output.value("worker", "");
-  }
-  EXPECT_EQ(by, (std::map<std::string, std::string>{
-                    {"s1", "worker-a"}, {"s2", "worker-b"}, {"s3", "worker-b"}}));
-  EXPECT_EQ(ledger.Count("worker-a", "s1"), 1);
-  EXPECT_EQ(ledger.Count("worker-b", "s1"), 0);
-  EXPECT_EQ(ledger.Count("worker-a", "s2"), 1);
-  EXPECT_EQ(ledger.Count("worker-b", "s2"), 1);
-  EXPECT_EQ(ledger.Count("worker-a", "s3"), 0);
-  EXPECT_EQ(ledger.Count("worker-b", "s3"), 1);
+  EXPECT_EQ(steps->size(), 1u);  // s1 only
 
-  absl::StatusOr<std::vector<Event>> events = b.engine->store()->ListEvents(run_id, 0, 10000);
-  ASSERT_OK(events);
-  std::map<std::string, int> types;
-  for (const Event& e : *events) ++types[e.type];
-  EXPECT_EQ(types["run.finished"], 1);
-  EXPECT_EQ(types["step.succeeded"], 3);
-  EXPECT_GE(a.engine->stats().leases_lost, 1);
-  EXPECT_EQ(a.engine->stats().runs_finished, 0);
-  EXPECT_EQ(b.engine->stats().runs_finished, 1);
-  EXPECT_GE((*proxy)->refused(), 1);  // A tried to reconnect while cut off
-
-  // What happened, for the log of the test run.
-  for (const testing::CapturingLogger::Line& line : a.log.lines()) {
-    if (line.level >= LogLevel::kInfo) std::cerr << "worker-a: " << line.message << "\n";
+  // The heal delivers what A sent; the fence refuses it and A stops.
+  proxy_->Heal();
+  const absl::Time give_up = RealClock()->Now() + kWait;
+  while (a_.engine->stats().leases_lost < 1 && RealClock()->Now() < give_up) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
   }
-  std::cerr << "proxy: " << (*proxy)->forwarded() << " connections forwarded, "
-            << (*proxy)->refused() << " refused while cut\n";
-  a.engine->Stop();
-  b.engine->Stop();
+  EXPECT_GE(a_.engine->stats().leases_lost, 1);
+  steps = b_.engine->store()->ListSteps(run_id_, std::nullopt);
+  ASSERT_OK(steps);
+  EXPECT_EQ(steps->size(), 1u);  // still s1 only: A's s2 was not recorded
+  absl::StatusOr<RunRecord> run = b_.engine->store()->GetRun(run_id_);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->lease_owner, "worker-b");
+
+  ASSERT_NO_FATAL_FAILURE(FinishAndCheck());
 }
 
 }  // namespace
