@@ -4,8 +4,8 @@
 //
 // It listens on 127.0.0.1 on a free port and forwards every connection to
 // the target, one thread per connection. Two kinds of partition:
-//   Cut()    closes every live connection (both sides see the stream end, as
-//            after a reset) and, until Heal(), accepts new connections only
+//   Cut()    closes every live connection (both sides see the stream end, a
+//            FIN, not a reset) and, until Heal(), accepts new connections only
 //            to close them at once, so the client fails fast. Bytes in flight
 //            are lost.
 //   Stall()  stops moving bytes, both ways, and stops accepting, until
