@@ -46,6 +46,7 @@ PgHandle::PgHandle(std::string url, const PostgresOptions& options)
                               "SET statement_timeout TO ", Millis(options.statement_timeout), "; ",
                               "SET lock_timeout TO ", Millis(options.lock_timeout), ";");
   bus_ = options.event_bus != nullptr ? options.event_bus : NewInProcessEventBus();
+  logger_ = options.logger != nullptr ? options.logger : DefaultLogger();
 }
 
 absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
@@ -68,6 +69,15 @@ absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
     return absl::InvalidArgumentError(absl::StrCat("PostgreSQL URL: ", why));
   }
   PQconninfoFree(parsed);
+  if (options.long_transaction_limit < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("PostgresOptions::long_transaction_limit is negative");
+  }
+  if (options.long_transaction_limit > absl::ZeroDuration() &&
+      options.long_transaction_sweep_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "PostgresOptions::long_transaction_sweep_interval must be positive while the "
+        "long-transaction sweep is on");
+  }
   const int64_t connect_s = std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout));
   std::string conninfo = url;
   conninfo += url.find('?') == std::string::npos ? "?" : "&";
@@ -90,10 +100,19 @@ absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
   // wait (bounded) until the listener listens. If it cannot connect yet, it
   // keeps trying, and the waiters poll meanwhile.
   h->listening_.WaitForNotificationWithTimeout(options.connect_timeout);
+  if (options.long_transaction_limit > absl::ZeroDuration()) {
+    // Its own application_name, so an operator can tell the sweep's
+    // connection from the pool's in pg_stat_activity.
+    h->sweeper_ = std::make_unique<LongTransactionSweeper>(
+        h->url_, absl::StrCat(h->session_sql_, " SET application_name TO 'runloom-sweep';"),
+        options.long_transaction_limit, options.long_transaction_sweep_interval, h->logger_);
+    h->sweeper_->Start();
+  }
   return h;
 }
 
 PgHandle::~PgHandle() {
+  if (sweeper_ != nullptr) sweeper_->Stop();
   stop_ = true;
   if (wake_fd_ >= 0) {
     const uint64_t one = 1;
@@ -219,7 +238,7 @@ absl::StatusOr<absl::Time> PgHandle::ServerNow() {
 absl::Time PgHandle::Now() {
   absl::StatusOr<absl::Time> now = ServerNow();
   if (now.ok()) return *now;
-  Log(DefaultLogger(), LogLevel::kWarning,
+  Log(logger_, LogLevel::kWarning,
       "PostgreSQL clock unavailable, using the local one: ", now.status().ToString());
   return absl::Now();
 }
