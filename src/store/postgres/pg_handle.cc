@@ -82,6 +82,19 @@ absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
   std::string conninfo = url;
   conninfo += url.find('?') == std::string::npos ? "?" : "&";
   absl::StrAppend(&conninfo, "connect_timeout=", connect_s);
+  // libpq has no client-side query timeout: on a network that silently drops
+  // packets a call (a lease renewal, say) would wait for the kernel's
+  // retransmission limit, about 15 minutes. Unless the URL says otherwise,
+  // unacknowledged data fails the connection after 10 s, and an idle one is
+  // probed by keepalives, so the lease keeper learns in time that it cannot
+  // renew.
+  if (url.find("tcp_user_timeout") == std::string::npos) {
+    absl::StrAppend(&conninfo, "&tcp_user_timeout=10000");
+  }
+  if (url.find("keepalives") == std::string::npos) {
+    absl::StrAppend(&conninfo, "&keepalives=1&keepalives_idle=10&keepalives_interval=5",
+                    "&keepalives_count=2");
+  }
   std::shared_ptr<PgHandle> h(new PgHandle(conninfo, options));
   // The first connection is made without retries: a wrong address or a
   // server that is down is the caller's error to see now.
