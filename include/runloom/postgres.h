@@ -17,6 +17,7 @@
 #pragma once
 
 #include "runloom/backend.h"
+#include "runloom/env.h"
 #include "runloom/event_bus.h"
 #include "runloom/transport.h"
 
@@ -44,6 +45,24 @@ struct PostgresOptions {
   absl::Duration statement_timeout = absl::Seconds(30);
   // lock_timeout: how long a write waits for another transaction's row lock.
   absl::Duration lock_timeout = absl::Seconds(10);
+  // The long-transaction sweep: every long_transaction_sweep_interval the
+  // backend terminates (pg_terminate_backend) each session of this database
+  // whose transaction has been open longer than long_transaction_limit AND
+  // that blocks at least one other session (pg_blocking_pids), and logs a
+  // warning for each. An old transaction that blocks nobody is never
+  // touched. Zero = off. Lower: a forgotten transaction stalls writers for
+  // less time, but a legitimately long one that holds a lock others want is
+  // cut sooner. Needs a role that may see and signal those sessions
+  // (superuser, the same role, or pg_read_all_stats + pg_signal_backend);
+  // see docs/operations.md.
+  absl::Duration long_transaction_limit = absl::Seconds(60);
+  // How often the sweep looks (on a connection of its own). Must be positive
+  // when the sweep is on.
+  absl::Duration long_transaction_sweep_interval = absl::Seconds(5);
+  // Where the backend's warnings go (the sweep's terminations, a server clock
+  // that cannot be read). nullptr = DefaultLogger(). Not owned; must outlive
+  // the backend.
+  Logger* logger = nullptr;
   // The transport's options (delivery cap).
   TransportOptions transport;
   // Where jobs travel: "" = the database's own queue table (claimed with
@@ -60,11 +79,12 @@ struct PostgresOptions {
 
 // Opens the database `url` names (a libpq URI:
 // postgres://user[:password]@host:port/dbname[?param=value...]), applying
-// migrations, and the transport options.queue_url names. kInvalidArgument:
-// a malformed URL (database or queue) or bad option; kUnavailable: a server
-// cannot be reached (the message has libpq's reason, never the password, or
-// names the Redis server; an unreachable Redis is found before the database
-// is touched); kFailedPrecondition: the database's runloom schema is newer
+// migrations, starts the long-transaction sweep (when on), and opens the
+// transport options.queue_url names. kInvalidArgument: a malformed URL
+// (database or queue) or bad option; kUnavailable: a server cannot be
+// reached (the message has libpq's reason, never the password, or names the
+// Redis server; an unreachable Redis is found before the database is
+// touched); kFailedPrecondition: the database's runloom schema is newer
 // than this binary (nothing written).
 //
 // Example:
