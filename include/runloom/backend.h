@@ -50,7 +50,9 @@ struct BackendOptions {
   TransportOptions transport;
   // Where jobs travel when not on the store's own queue: "" = the store's
   // queue (SQLite table; PostgreSQL table), or redis://host:port[/n] (a
-  // Redis Stream fed by the store's outbox).
+  // Redis Stream fed by the store's outbox; PostgreSQL only). With SQLite,
+  // or a malformed URL, OpenBackend fails with kInvalidArgument; with a
+  // Redis that cannot be reached, kUnavailable; nothing is written either way.
   std::string queue_url;
 };
 

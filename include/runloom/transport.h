@@ -15,7 +15,9 @@
 // re-enqueued by the sweeper, until Redrive.
 //
 // Time: visibility deadlines come from the backend's time authority (the
-// store's Now() on SQLite; the server's clock or idle time elsewhere).
+// store's Now() on SQLite; PostgreSQL's clock for its queue table and for
+// the Redis Streams transport, whose deadlines are kept per message rather
+// than read from Redis idle times).
 //
 // Thread-safety: every method may be called concurrently, from any thread
 // and any process sharing the backend.

@@ -20,8 +20,8 @@
 #include "runloom/mutex.h"
 #include "runloom/store.h"
 
+#include "core/periodic_task.h"
 #include "engine/active_runs.h"
-#include "engine/periodic_task.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"

@@ -12,12 +12,11 @@
 #include "runloom/env.h"
 #include "runloom/store.h"
 
+#include "core/periodic_task.h"
 #include "engine/active_runs.h"
-#include "engine/periodic_task.h"
 #include "engine/run_execution.h"
 
 #include "absl/time/time.h"
-
 
 namespace runloom::engine_internal {
 

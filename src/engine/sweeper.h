@@ -13,8 +13,8 @@
 #include "runloom/env.h"
 #include "runloom/store.h"
 
+#include "core/periodic_task.h"
 #include "engine/engine_metrics.h"
-#include "engine/periodic_task.h"
 #include "engine/reconciler.h"
 
 #include "absl/status/statusor.h"

@@ -81,6 +81,7 @@ absl::StatusOr<Backend> OpenBackend(const std::string& url, const BackendOptions
     PostgresOptions o;
     o.lock_timeout = options.lock_timeout;
     o.transport = options.transport;
+    o.queue_url = options.queue_url;
     return OpenPostgres(url, o);
   } else if (scheme == "sqlite") {
     absl::StatusOr<std::string> p = SqlitePath(url);
@@ -88,6 +89,13 @@ absl::StatusOr<Backend> OpenBackend(const std::string& url, const BackendOptions
     path = *std::move(p);
   } else {
     return BadUrl(url, absl::StrCat("unknown scheme '", scheme, "'"));
+  }
+  if (!options.queue_url.empty()) {
+    // Checked before the file is opened, so nothing is created.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a Redis queue (the queue URL) needs a PostgreSQL store, but '", url,
+        "' is SQLite (whose jobs always travel on its own queue table): drop the queue URL, "
+        "or use --db postgres://user@host:port/dbname"));
   }
   SqliteOptions o;
   o.clock = options.clock;

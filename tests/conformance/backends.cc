@@ -49,6 +49,25 @@ class PostgresTimeControl final : public TimeControl {
   const std::string url_;
 };
 
+// Adds the test Redis as the queue (BackendOptions::queue_url) to `inner`.
+class WithRedisQueue final : public TimeControl {
+ public:
+  explicit WithRedisQueue(std::unique_ptr<TimeControl> inner) : inner_(std::move(inner)) {}
+  void Configure(BackendOptions& options) override {
+    inner_->Configure(options);
+    absl::StatusOr<testing::TestServers> servers = testing::GetTestServers();
+    if (!servers.ok()) {
+      ADD_FAILURE() << servers.status();
+      return;
+    }
+    options.queue_url = servers->redis_url;
+  }
+  void Advance(absl::Duration d) override { inner_->Advance(d); }
+
+ private:
+  const std::unique_ptr<TimeControl> inner_;
+};
+
 // A fresh database on the test server for the test at `location`, migrated,
 // with its clock stopped (see PostgresTimeControl). "" on failure (the test
 // then fails to open it, and the failure is recorded here).
@@ -108,6 +127,17 @@ std::vector<BackendFactory> AllBackendFactories() {
     return std::make_unique<PostgresTimeControl>(url);
   };
   out.push_back(postgres);
+
+  // PostgreSQL + Redis Streams: the same database, jobs on a stream of the
+  // test Redis (keys named by the database's instance id, so tests share no
+  // keys). The transport's visibility deadlines follow runloom_now(), so the
+  // same TimeControl moves them.
+  BackendFactory postgres_redis = postgres;
+  postgres_redis.name = "PostgresRedis";
+  postgres_redis.time = [](const std::string& url) -> std::unique_ptr<TimeControl> {
+    return std::make_unique<WithRedisQueue>(std::make_unique<PostgresTimeControl>(url));
+  };
+  out.push_back(postgres_redis);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include "runloom/clock.h"
 
 #include "absl/strings/str_cat.h"
+#include "claim_and_die.h"
 #include "cli_harness.h"
 #include "gtest/gtest.h"
 
@@ -169,18 +170,6 @@ TEST(Cli, DetachedRunIsQueuedUntilAWorkerCompletesIt) {
 nlohmann::json DeadLetters(const std::string& db) {
   Result r = RunStdout({"dead-letters", "--db", db, "--json"});
   return r.code == 0 ? nlohmann::json::parse(r.out)["dead_letters"] : nlohmann::json::array();
-}
-
-// A consumer that claims every visible message and dies before taking a
-// lease, through the same public Transport a worker uses.
-void ClaimAndDie(const std::string& db, size_t expect) {
-  absl::StatusOr<Backend> b = OpenBackend(db, {});
-  ASSERT_TRUE(b.ok()) << b.status();
-  absl::StatusOr<std::vector<QueueMessage>> m =
-      b->transport->Claim("dies", 10, absl::Milliseconds(1));
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->size(), expect);
-  RealClock()->SleepFor(absl::Milliseconds(5));  // past the visibility
 }
 
 // Issue 9, acceptance 4: a message past the retry cap is dead-lettered,

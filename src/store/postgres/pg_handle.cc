@@ -46,6 +46,7 @@ PgHandle::PgHandle(std::string url, const PostgresOptions& options)
                               "SET statement_timeout TO ", Millis(options.statement_timeout), "; ",
                               "SET lock_timeout TO ", Millis(options.lock_timeout), ";");
   bus_ = options.event_bus != nullptr ? options.event_bus : NewInProcessEventBus();
+  logger_ = options.logger != nullptr ? options.logger : DefaultLogger();
 }
 
 absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
@@ -68,10 +69,32 @@ absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
     return absl::InvalidArgumentError(absl::StrCat("PostgreSQL URL: ", why));
   }
   PQconninfoFree(parsed);
+  if (options.long_transaction_limit < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("PostgresOptions::long_transaction_limit is negative");
+  }
+  if (options.long_transaction_limit > absl::ZeroDuration() &&
+      options.long_transaction_sweep_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "PostgresOptions::long_transaction_sweep_interval must be positive while the "
+        "long-transaction sweep is on");
+  }
   const int64_t connect_s = std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout));
   std::string conninfo = url;
   conninfo += url.find('?') == std::string::npos ? "?" : "&";
   absl::StrAppend(&conninfo, "connect_timeout=", connect_s);
+  // libpq has no client-side query timeout: on a network that silently drops
+  // packets a call (a lease renewal, say) would wait for the kernel's
+  // retransmission limit, about 15 minutes. Unless the URL says otherwise,
+  // unacknowledged data fails the connection after 10 s, and an idle one is
+  // probed by keepalives, so the lease keeper learns in time that it cannot
+  // renew.
+  if (url.find("tcp_user_timeout") == std::string::npos) {
+    absl::StrAppend(&conninfo, "&tcp_user_timeout=10000");
+  }
+  if (url.find("keepalives") == std::string::npos) {
+    absl::StrAppend(&conninfo, "&keepalives=1&keepalives_idle=10&keepalives_interval=5",
+                    "&keepalives_count=2");
+  }
   std::shared_ptr<PgHandle> h(new PgHandle(conninfo, options));
   // The first connection is made without retries: a wrong address or a
   // server that is down is the caller's error to see now.
@@ -90,10 +113,19 @@ absl::StatusOr<std::shared_ptr<PgHandle>> PgHandle::Open(const std::string& url,
   // wait (bounded) until the listener listens. If it cannot connect yet, it
   // keeps trying, and the waiters poll meanwhile.
   h->listening_.WaitForNotificationWithTimeout(options.connect_timeout);
+  if (options.long_transaction_limit > absl::ZeroDuration()) {
+    // Its own application_name, so an operator can tell the sweep's
+    // connection from the pool's in pg_stat_activity.
+    h->sweeper_ = std::make_unique<LongTransactionSweeper>(
+        h->url_, absl::StrCat(h->session_sql_, " SET application_name TO 'runloom-sweep';"),
+        options.long_transaction_limit, options.long_transaction_sweep_interval, h->logger_);
+    h->sweeper_->Start();
+  }
   return h;
 }
 
 PgHandle::~PgHandle() {
+  if (sweeper_ != nullptr) sweeper_->Stop();
   stop_ = true;
   if (wake_fd_ >= 0) {
     const uint64_t one = 1;
@@ -219,7 +251,7 @@ absl::StatusOr<absl::Time> PgHandle::ServerNow() {
 absl::Time PgHandle::Now() {
   absl::StatusOr<absl::Time> now = ServerNow();
   if (now.ok()) return *now;
-  Log(DefaultLogger(), LogLevel::kWarning,
+  Log(logger_, LogLevel::kWarning,
       "PostgreSQL clock unavailable, using the local one: ", now.status().ToString());
   return absl::Now();
 }

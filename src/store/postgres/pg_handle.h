@@ -11,6 +11,10 @@
 // Reconnect: a lost connection is dropped; the next Acquire opens a new one,
 // retrying with backoff (50 ms doubling to 1 s) until acquire_timeout.
 //
+// Long-transaction sweep (pg_sweep.h): when options.long_transaction_limit
+// is positive, a LongTransactionSweeper on its own connection, started by
+// Open and stopped first by the destructor.
+//
 // Thread-safety: every method is thread-safe.
 #pragma once
 
@@ -20,6 +24,7 @@
 #include "runloom/postgres.h"
 
 #include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_sweep.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
@@ -85,6 +90,7 @@ class PgHandle {
   const PostgresOptions options_;
   std::string session_sql_;
   std::shared_ptr<EventBus> bus_;
+  Logger* logger_;  // options_.logger or DefaultLogger()
 
   runloom::Mutex mu_;
   std::vector<std::unique_ptr<PgConn>> idle_ ABSL_GUARDED_BY(mu_);
@@ -98,6 +104,7 @@ class PgHandle {
   std::atomic<bool> stop_{false};
   int wake_fd_ = -1;  // eventfd: wakes the listener's poll() on shutdown
   std::thread listener_;
+  std::unique_ptr<LongTransactionSweeper> sweeper_;  // null when the sweep is off
 };
 
 }  // namespace runloom::store_internal

@@ -163,7 +163,21 @@ BEGIN
 END $$;
 )sql";
 
-constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}};
+// Version 3: the Redis Streams transport (docs/formats/redis-streams.md).
+// With a Redis queue the queue table is the outbox a relay publishes from:
+// `deliveries` counts publish attempts, `claimed_by` is 'relay' while one is
+// in flight, and `last_error` says why the last attempt failed. A dead
+// letter's message id is a stream entry id there ("1700000000000-0"), so
+// the column becomes TEXT. `instance_id` names this database's keys in
+// Redis, so databases sharing one Redis never meet.
+constexpr char kV3[] = R"sql(
+ALTER TABLE queue ADD COLUMN last_error TEXT NOT NULL DEFAULT '';
+ALTER TABLE dead_letters ALTER COLUMN message_id TYPE TEXT USING message_id::text;
+CREATE INDEX dead_letters_message ON dead_letters (message_id);
+INSERT INTO meta VALUES ('instance_id', replace(gen_random_uuid()::text, '-', ''));
+)sql";
+
+constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

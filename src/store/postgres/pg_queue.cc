@@ -7,6 +7,7 @@
 #include "events/events.h"
 #include "store/postgres/pg_store.h"
 #include "store/record_codec.h"
+#include "transport/claim_helpers.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,9 +33,11 @@ constexpr char kExhausted[] =
     "SELECT id, run_id, deliveries FROM queue WHERE visible_at <= runloom_now() "
     "AND deliveries >= $1 ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED";
 constexpr char kDeleteById[] = "DELETE FROM queue WHERE id = $1";
+// Once per message: a dead-lettering retried after a crash records nothing new.
 constexpr char kDeadLetter[] =
     "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
-    "VALUES ($1, $2, $3, $4, $5)";
+    "SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS "
+    "(SELECT 1 FROM dead_letters WHERE message_id = $1) RETURNING id";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
 constexpr char kAck[] = "DELETE FROM queue WHERE id = $1 AND run_id = $2";
 constexpr char kRelease[] =
@@ -71,7 +74,7 @@ class PgTransport final : public Transport {
                                                   absl::Duration visibility) override;
   absl::Status Ack(const QueueMessage& message) override;
   absl::Status Release(const QueueMessage& message) override;
-  void WaitForMessages(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
+  void WaitForMessages(absl::Time deadline) override;
   void Interrupt() override { h_->Interrupt(); }
   absl::Status Publish(const std::string& run_id) override;
   absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
@@ -84,41 +87,21 @@ class PgTransport final : public Transport {
 
   const std::shared_ptr<PgHandle> h_;
   const int max_deliveries_;
-  runloom::Mutex mu_;
-  uint64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;  // queue_signals() when the last wait returned
+  transport_internal::SignalWaiter waiter_;
 };
 
 absl::Status PgTransport::DeadLetterInTxn(PgConn& c, int64_t id, const std::string& run_id,
                                           int deliveries) {
   const std::string reason = absl::StrCat(
       "delivered ", deliveries, " times without an ack (the cap is ", max_deliveries_, ")");
-  absl::StatusOr<std::pair<Fence, absl::Time>> locked = PgLockFence(c, run_id);
-  if (!locked.ok() && locked.status().code() != absl::StatusCode::kNotFound) return locked.status();
-  const absl::Time now = locked.ok() ? locked->second : h_->Now();
-  PgParams p;
-  p.Int(id).Text(run_id).Int(deliveries).Text(reason).Time(now);
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeadLetter, p).status());
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kDeleteById, PgParams().Int(id)).status());
-  if (!locked.ok()) return absl::OkStatus();  // the run is gone: the dead letter is enough
-  // The run says so too: a reader of its events sees why nothing runs it.
-  Event e = RunDeadLetteredEvent(
-      run_id, {.message_id = absl::StrCat(id), .deliveries = deliveries, .reason = reason});
-  std::vector<EncodedEvent> events = {EncodedEvent{e.type, e.schema_version, e.data.dump()}};
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
-                           PgAppendEvents(c, run_id, locked->first.last_event_seq, events, now));
-  return c.Exec(kSetLastSeq, PgParams().Text(run_id).Int(last)).status();
+  RUNLOOM_RETURN_IF_ERROR(
+      PgRecordDeadLetter(c, *h_, absl::StrCat(id), run_id, deliveries, reason).status());
+  return c.Exec(kDeleteById, PgParams().Int(id)).status();
 }
 
 absl::StatusOr<std::vector<QueueMessage>> PgTransport::Claim(const std::string& consumer, int max,
                                                              absl::Duration visibility) {
-  if (consumer.empty()) return absl::InvalidArgumentError("queue consumer name is empty");
-  if (max <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Claim max must be positive, got ", max));
-  }
-  if (visibility <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Claim visibility must be positive, got ", absl::FormatDuration(visibility)));
-  }
+  RUNLOOM_RETURN_IF_ERROR(transport_internal::CheckClaimArgs(consumer, max, visibility));
   std::vector<QueueMessage> out;
   RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
     out.clear();
@@ -189,9 +172,9 @@ absl::StatusOr<std::vector<DeadLetter>> PgTransport::ListDeadLetters(int limit) 
     out.clear();
     for (int i = 0; i < r.rows(); ++i) {
       const PgRow row = r.row(i);
-      out.push_back(DeadLetter{absl::StrCat(row.ColumnInt(0)), absl::StrCat(row.ColumnInt(1)),
-                               row.ColumnText(2), static_cast<int>(row.ColumnInt(3)),
-                               row.ColumnText(4), row.ColumnTime(5)});
+      out.push_back(DeadLetter{absl::StrCat(row.ColumnInt(0)), row.ColumnText(1), row.ColumnText(2),
+                               static_cast<int>(row.ColumnInt(3)), row.ColumnText(4),
+                               row.ColumnTime(5)});
     }
     return absl::OkStatus();
   }));
@@ -235,50 +218,46 @@ absl::StatusOr<int> PgTransport::RedriveAll() {
 }
 
 void PgTransport::WaitForMessages(absl::Time deadline) {
-  uint64_t seen;
-  {
-    runloom::MutexLock l(&mu_);
-    seen = last_seen_;
-  }
-  while (true) {
-    const uint64_t now_seen = h_->queue_signals();
-    if (now_seen != seen) {
-      runloom::MutexLock l(&mu_);
-      last_seen_ = now_seen;
-      return;
-    }
-    // The deadline is in the server's time; look at it, and at the table.
-    absl::Time server_now;
-    bool visible = false;
-    absl::Status s = h_->Read([&](PgConn& c) -> absl::Status {
-      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kPoll));
-      server_now = r.row(0).ColumnTime(0);
-      visible = r.row(0).ColumnInt(1) != 0;
-      return absl::OkStatus();
-    });
-    if (!s.ok() || visible || server_now >= deadline) return;  // Claim reports an error
-    h_->AwaitQueueSignal(seen, absl::Now() + std::min(kPollInterval, deadline - server_now));
-  }
+  waiter_.Wait(
+      deadline, kPollInterval, [&] { return h_->queue_signals(); },
+      [&]() -> absl::StatusOr<transport_internal::SignalWaiter::Poll> {
+        transport_internal::SignalWaiter::Poll p;
+        RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+          RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kPoll));
+          p.now = r.row(0).ColumnTime(0);
+          p.visible = r.row(0).ColumnInt(1) != 0;
+          return absl::OkStatus();
+        }));
+        return p;
+      },
+      [&](uint64_t seen, absl::Time local) { h_->AwaitQueueSignal(seen, local); });
 }
 
 }  // namespace
+
+absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::string& message_id,
+                                        const std::string& run_id, int deliveries,
+                                        const std::string& reason) {
+  absl::StatusOr<std::pair<Fence, absl::Time>> locked = PgLockFence(c, run_id);
+  if (!locked.ok() && locked.status().code() != absl::StatusCode::kNotFound) return locked.status();
+  const absl::Time now = locked.ok() ? locked->second : h.Now();
+  PgParams p;
+  p.Text(message_id).Text(run_id).Int(deliveries).Text(reason).Time(now);
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult inserted, c.Exec(kDeadLetter, p));
+  if (inserted.rows() == 0) return false;  // recorded before (a retried dead-lettering)
+  if (!locked.ok()) return true;           // the run is gone: the dead letter is enough
+  // The run says so too: a reader of its events sees why nothing runs it.
+  Event e = RunDeadLetteredEvent(
+      run_id, {.message_id = message_id, .deliveries = deliveries, .reason = reason});
+  std::vector<EncodedEvent> events = {EncodedEvent{e.type, e.schema_version, e.data.dump()}};
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                           PgAppendEvents(c, run_id, locked->first.last_event_seq, events, now));
+  RUNLOOM_RETURN_IF_ERROR(c.Exec(kSetLastSeq, PgParams().Text(run_id).Int(last)).status());
+  return true;
+}
 
 std::unique_ptr<Transport> NewPgTransport(std::shared_ptr<PgHandle> handle) {
   return std::make_unique<PgTransport>(std::move(handle));
 }
 
 }  // namespace runloom::store_internal
-
-namespace runloom {
-
-absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptions& options) {
-  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::PgHandle> h,
-                           store_internal::PgHandle::Open(url, options));
-  Backend b;
-  b.events = std::shared_ptr<EventBus>(h, h->bus());
-  b.store = std::make_unique<store_internal::PgStore>(h);
-  b.transport = store_internal::NewPgTransport(std::move(h));
-  return b;
-}
-
-}  // namespace runloom

@@ -69,6 +69,14 @@ absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, 
 // server time. kNotFound when absent.
 absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::string& run_id);
 
+// Records that message `message_id` of run `run_id` was dead-lettered after
+// `deliveries` deliveries, for `reason`: a dead_letters row and the run's
+// "run.dead_lettered" event, in the current transaction. Once per message
+// id: false (nothing written) when it was recorded before.
+absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::string& message_id,
+                                        const std::string& run_id, int deliveries,
+                                        const std::string& reason);
+
 std::unique_ptr<Transport> NewPgTransport(std::shared_ptr<PgHandle> handle);
 
 }  // namespace runloom::store_internal

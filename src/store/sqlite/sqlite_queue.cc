@@ -6,6 +6,7 @@
 #include "events/events.h"
 #include "store/sqlite/handle.h"
 #include "store/sqlite/sqlite_store.h"
+#include "transport/claim_helpers.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -97,14 +98,7 @@ class SqliteTransport final : public Transport {
 absl::StatusOr<std::vector<QueueMessage>> SqliteTransport::Claim(const std::string& consumer,
                                                                  int max,
                                                                  absl::Duration visibility) {
-  if (consumer.empty()) return absl::InvalidArgumentError("queue consumer name is empty");
-  if (max <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Claim max must be positive, got ", max));
-  }
-  if (visibility <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Claim visibility must be positive, got ", absl::FormatDuration(visibility)));
-  }
+  RUNLOOM_RETURN_IF_ERROR(transport_internal::CheckClaimArgs(consumer, max, visibility));
   std::vector<QueueMessage> out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     out.clear();

@@ -1,8 +1,8 @@
-#include "engine/periodic_task.h"
+#include "core/periodic_task.h"
 
 #include <utility>
 
-namespace runloom::engine_internal {
+namespace runloom {
 
 void PeriodicTask::Start() {
   runloom::MutexLock l(&mu_);
@@ -33,4 +33,4 @@ void PeriodicTask::Loop() {
   }
 }
 
-}  // namespace runloom::engine_internal
+}  // namespace runloom

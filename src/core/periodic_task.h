@@ -1,6 +1,8 @@
 // PeriodicTask: a thread that calls `tick` once every `period` on a Clock
-// (so a simulated clock drives it in tests) until Stop(). The lease keeper
-// and the sweeper are each one PeriodicTask and the work they do per tick.
+// (so a simulated clock drives it in tests) until Stop(). The engine's lease
+// keeper, sweeper and cancel watch, and the PostgreSQL backend's
+// long-transaction sweep, are each one PeriodicTask and the work they do per
+// tick.
 //
 // Thread-safety: Start() and Stop() may be called from any thread; `tick`
 // runs on the task's thread, never under mu_.
@@ -15,7 +17,7 @@
 #include <functional>
 #include <thread>
 
-namespace runloom::engine_internal {
+namespace runloom {
 
 class PeriodicTask {
  public:
@@ -45,4 +47,4 @@ class PeriodicTask {
   std::thread thread_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace runloom::engine_internal
+}  // namespace runloom

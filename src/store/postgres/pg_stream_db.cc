@@ -1,0 +1,172 @@
+// The PostgreSQL side of the Redis Streams transport
+// (transport/redis/redis_transport.h): the queue table as the outbox, the
+// dead-letter table, the server clock, and OpenPostgres, which picks the
+// transport.
+//
+// The outbox: with a Redis queue nothing claims the queue table's rows for
+// execution; the relay does, for publishing. Pending claims rows like a
+// consumer would (FOR UPDATE SKIP LOCKED, claimed_by = 'relay', visible again
+// after kRelayLease), so relays in many processes never publish one row at
+// once and a relay that dies mid-publish only delays its rows.
+// PgEnsureQueueMessage replaces a row a relay holds (its claimed_by is not
+// empty), so a state change during a publish still gets a message after it.
+#include "core/status_macros.h"
+#include "store/postgres/pg_store.h"
+#include "transport/redis/redis_transport.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace runloom::store_internal {
+namespace {
+
+// How long a relay holds the rows it is publishing.
+constexpr absl::Duration kRelayLease = absl::Seconds(30);
+
+constexpr char kRelayClaim[] =
+    "WITH c AS (SELECT id FROM queue WHERE visible_at <= runloom_now() "
+    "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
+    "UPDATE queue q SET claimed_by = 'relay', visible_at = runloom_now() + $2, "
+    "deliveries = q.deliveries + 1 FROM c WHERE q.id = c.id RETURNING q.id, q.run_id";
+constexpr char kPublished[] = "DELETE FROM queue WHERE id = ANY($1::text[]::bigint[])";
+// Backoff: 200 ms doubling per failed attempt, at most 30 s.
+constexpr char kFailed[] =
+    "UPDATE queue SET claimed_by = '', last_error = $2, visible_at = runloom_now() + "
+    "LEAST(200000 * power(2, LEAST(deliveries - 1, 10)), 30000000)::bigint WHERE id = $1";
+// The lease rule of CheckLeasable (store/write_checks.h), for many runs.
+constexpr char kLeasable[] =
+    "SELECT id, status FROM runs WHERE id = ANY($1::text[]) AND (status = 'queued' OR "
+    "(status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= runloom_now())))";
+constexpr char kInstanceId[] = "SELECT value FROM meta WHERE key = 'instance_id'";
+
+class PgStreamDatabase final : public transport_internal::StreamDatabase {
+ public:
+  explicit PgStreamDatabase(std::shared_ptr<PgHandle> h) : h_(h), table_(NewPgTransport(h)) {}
+
+  absl::StatusOr<std::vector<OutboxRow>> Pending(int max) override {
+    std::vector<OutboxRow> out;
+    // One statement, so its own transaction: one round trip (every claim
+    // runs a relay pass first).
+    RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+      out.clear();
+      PgParams p;
+      p.Int(max).Int(absl::ToInt64Microseconds(kRelayLease));
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kRelayClaim, p));
+      for (int i = 0; i < r.rows(); ++i) {
+        out.push_back(OutboxRow{r.row(i).ColumnText(0), r.row(i).ColumnText(1)});
+      }
+      return absl::OkStatus();
+    }));
+    std::sort(out.begin(), out.end(), [](const OutboxRow& a, const OutboxRow& b) {
+      return a.id.size() != b.id.size() ? a.id.size() < b.id.size() : a.id < b.id;
+    });
+    return out;
+  }
+  absl::Status MarkPublished(const std::vector<std::string>& row_ids) override {
+    return h_->Read(
+        [&](PgConn& c) { return c.Exec(kPublished, PgParams().TextArray(row_ids)).status(); });
+  }
+  absl::Status MarkFailed(const std::string& row_id, const std::string& reason) override {
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(row_id, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("outbox row id '", row_id, "'"));
+    }
+    return h_->Read(
+        [&](PgConn& c) { return c.Exec(kFailed, PgParams().Int(id).Text(reason)).status(); });
+  }
+
+  absl::StatusOr<absl::Time> Now() override { return h_->ServerNow(); }
+  absl::StatusOr<LeasableRuns> Leasable(const std::vector<std::string>& run_ids) override {
+    LeasableRuns out;
+    RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kLeasable, PgParams().TextArray(run_ids)));
+      out = LeasableRuns{};
+      for (int i = 0; i < r.rows(); ++i) {
+        (r.row(i).ColumnText(1) == "queued" ? out.queued : out.expired)
+            .push_back(r.row(i).ColumnText(0));
+      }
+      return absl::OkStatus();
+    }));
+    return out;
+  }
+  absl::Status RecordDeadLetter(const std::string& message_id, const std::string& run_id,
+                                int deliveries, const std::string& reason) override {
+    return h_->Txn([&](PgConn& c) {
+      return PgRecordDeadLetter(c, *h_, message_id, run_id, deliveries, reason).status();
+    });
+  }
+  // The queue-table transport's answers are the right ones here: its rows
+  // are the outbox, and its Redrive writes an outbox row.
+  absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override {
+    return table_->FindMessages(run_ids);
+  }
+  absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override {
+    return table_->ListDeadLetters(limit);
+  }
+  absl::Status Redrive(const std::string& dead_letter_id) override {
+    return table_->Redrive(dead_letter_id);
+  }
+  absl::StatusOr<int> RedriveAll() override { return table_->RedriveAll(); }
+
+  uint64_t signals() override { return h_->queue_signals(); }
+  void AwaitSignal(uint64_t seen, absl::Time local_deadline) override {
+    h_->AwaitQueueSignal(seen, local_deadline);
+  }
+  void Interrupt() override { h_->Interrupt(); }
+
+ private:
+  const std::shared_ptr<PgHandle> h_;
+  const std::unique_ptr<Transport> table_;
+};
+
+absl::StatusOr<std::string> InstanceId(PgHandle& h) {
+  std::string id;
+  RUNLOOM_RETURN_IF_ERROR(h.Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kInstanceId));
+    if (r.rows() == 0) return absl::InternalError("runloom.meta has no instance_id");
+    id = r.row(0).ColumnText(0);
+    return absl::OkStatus();
+  }));
+  return id;
+}
+
+}  // namespace
+}  // namespace runloom::store_internal
+
+namespace runloom {
+
+absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptions& options) {
+  std::optional<redis::RedisUrl> queue;
+  if (!options.queue_url.empty()) {
+    absl::StatusOr<redis::RedisUrl> q = redis::ParseRedisUrl(options.queue_url);
+    if (!q.ok())
+      return absl::InvalidArgumentError(absl::StrCat("queue URL: ", q.status().message()));
+    // Before the database is opened (and migrated): nothing is written
+    // when the queue cannot be used.
+    RUNLOOM_RETURN_IF_ERROR(transport_internal::CheckRedisReachable(*q, {}));
+    queue = *std::move(q);
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::PgHandle> h,
+                           store_internal::PgHandle::Open(url, options));
+  Backend b;
+  b.events = std::shared_ptr<EventBus>(h, h->bus());
+  if (queue.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(std::string instance, store_internal::InstanceId(*h));
+    transport_internal::RedisTransportOptions o;
+    o.transport = options.transport;
+    o.key_prefix = absl::StrCat("runloom:{", instance, "}");
+    RUNLOOM_ASSIGN_OR_RETURN(
+        b.transport,
+        transport_internal::NewRedisTransport(
+            *queue, std::move(o), std::make_shared<store_internal::PgStreamDatabase>(h)));
+  } else {
+    b.transport = store_internal::NewPgTransport(h);
+  }
+  b.store = std::make_unique<store_internal::PgStore>(std::move(h));
+  return b;
+}
+
+}  // namespace runloom
