@@ -187,6 +187,12 @@ int BenchCommand(const BenchFlags& f) {
         << "runloom: error: --runs, --executors, --producers and --workers must be at least 1\n";
     return kExitBadInput;
   }
+  // Each worker is a process with its own connections: a typo must not start
+  // thousands of them.
+  constexpr int kMaxWorkers = 64;
+  if (f.workers > kMaxWorkers) {
+    return BadInput(absl::StrCat("--workers is at most ", kMaxWorkers, ", got ", f.workers));
+  }
   if (f.workers > 1 && f.db.empty()) {
     return BadInput("--workers above 1 needs --db: worker processes share it");
   }

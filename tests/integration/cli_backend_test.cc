@@ -245,6 +245,13 @@ TEST(CliBench, WorkerProcessesShareTheRunsOfADatabase) {
   Result no_db = RunCli({"bench", "--runs", "1", "--workers", "2"}, In(dir));
   EXPECT_EQ(no_db.code, 2) << no_db.out;
   EXPECT_NE(no_db.out.find("--workers"), std::string::npos) << no_db.out;
+
+  // A runaway count starts nothing: one line, exit 2.
+  Result many =
+      RunCli({"bench", "--runs", "1", "--workers", "100000", "--db", dir + "/m.db"}, In(dir));
+  EXPECT_EQ(many.code, 2) << many.out;
+  EXPECT_NE(many.out.find("at most 64"), std::string::npos) << many.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m.db"));
 }
 
 }  // namespace
