@@ -186,15 +186,21 @@ absl::Status PgHandle::Txn(absl::FunctionRef<absl::Status(PgConn&)> body) {
   static constexpr char kBegin[] = "BEGIN";
   static constexpr char kCommit[] = "COMMIT";
   static constexpr char kRollback[] = "ROLLBACK";
+  static constexpr char kDeferNotify[] = "SELECT set_config('runloom.defer_notify', 'on', true)";
+  static constexpr char kFlushNotify[] = "SELECT runloom.runloom_flush_notify()";
   absl::Status last;
   for (int attempt = 0; attempt < kTxnAttempts; ++attempt) {
     RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> c, Acquire());
     // BEGIN goes with the body's first statement, and the body's deferred
     // writes with COMMIT (PgConn::Defer): two round trips for most writes.
     c->Defer(kBegin, PgParams());
+    c->Defer(kDeferNotify, PgParams());
     absl::Status s = body(*c);
     if (s.ok()) {
-      absl::Status commit = c->Exec(kCommit).status();
+      // The wake-ups this transaction queued go out right after it commits,
+      // in the same round trip (schema version 4).
+      c->Defer(kCommit, PgParams());
+      absl::Status commit = c->Exec(kFlushNotify).status();
       if (!commit.ok() && c->ok() && PQtransactionStatus(c->raw()) != PQTRANS_IDLE) {
         (void)c->Exec(kRollback);  // a deferred write failed: `commit` is its error
       }

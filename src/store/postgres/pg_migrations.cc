@@ -177,7 +177,60 @@ CREATE INDEX dead_letters_message ON dead_letters (message_id);
 INSERT INTO meta VALUES ('instance_id', replace(gen_random_uuid()::text, '-', ''));
 )sql";
 
-constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}};
+// Version 4. Wake-ups leave the transaction. PostgreSQL serializes the
+// commits of transactions that NOTIFY (a database-wide lock held through the
+// WAL flush), so with every write notifying, no two commits shared an fsync.
+// Inside a transaction that asked for it (runloom.defer_notify, set by the
+// store's transactions) the triggers now queue their notifications in a
+// session setting (undone by a rollback like any setting), and
+// runloom_flush_notify(), sent in the same pipeline right after COMMIT,
+// delivers them outside the transaction. A notification lost between the two
+// (a crash) only delays: watchers and workers re-read on their own.
+constexpr char kV4[] = R"sql(
+CREATE FUNCTION runloom_announce(channel TEXT, payload TEXT) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('runloom.defer_notify', true) = 'on' THEN
+    PERFORM set_config('runloom.pending_notify',
+        coalesce(current_setting('runloom.pending_notify', true), '') ||
+        channel || ' ' || payload || E'\n', false);
+  ELSE
+    PERFORM pg_notify(channel, payload);
+  END IF;
+END $$;
+
+CREATE FUNCTION runloom_flush_notify() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  pending TEXT := current_setting('runloom.pending_notify', true);
+  line TEXT;
+BEGIN
+  IF pending IS NULL OR pending = '' THEN RETURN; END IF;
+  PERFORM set_config('runloom.pending_notify', '', false);
+  FOR line IN SELECT DISTINCT l FROM regexp_split_to_table(pending, E'\n') AS l WHERE l <> ''
+  LOOP
+    PERFORM pg_notify(split_part(line, ' ', 1), substr(line, strpos(line, ' ') + 1));
+  END LOOP;
+EXCEPTION WHEN OTHERS THEN
+  -- The transaction before it has committed; a failed wake-up only delays.
+  RAISE WARNING 'runloom: wake-ups not sent: %', SQLERRM;
+END $$;
+
+CREATE OR REPLACE FUNCTION notify_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM runloom.runloom_announce('runloom_runs',
+      NEW.id || '|' || NEW.status || '|' || NEW.last_event_seq);
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION notify_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM runloom.runloom_announce('runloom_queue', '');
+  RETURN NULL;
+END $$;
+)sql";
+
+constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
+                                    Migration{4, kV4}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").
