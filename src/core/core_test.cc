@@ -1,3 +1,4 @@
+#include "runloom/auth.h"
 #include "runloom/clock.h"
 
 #include "core/crash_point.h"
@@ -151,3 +152,15 @@ TEST(SyncPoint, CallsTheInstalledCallbackInTestBuilds) {
 
 }  // namespace
 }  // namespace runloom
+
+TEST(RoleTest, NamesRoundTripAndOrder) {
+  for (runloom::Role r : {runloom::Role::kViewer, runloom::Role::kOperator,
+                          runloom::Role::kApprover, runloom::Role::kAdmin}) {
+    auto parsed = runloom::ParseRole(runloom::RoleName(r));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, r);
+  }
+  EXPECT_EQ(runloom::ParseRole("root").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(runloom::RoleAtLeast(runloom::Role::kAdmin, runloom::Role::kApprover));
+  EXPECT_FALSE(runloom::RoleAtLeast(runloom::Role::kOperator, runloom::Role::kApprover));
+}
