@@ -1,0 +1,46 @@
+#include "web/web_assets.h"
+
+#include "gtest/gtest.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace runloom::web {
+namespace {
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(WebAssets, EveryFileInWebIsEmbeddedByteForByte) {
+  std::filesystem::path dir = std::filesystem::path(RUNLOOM_SOURCE_DIR_DEFAULT) / "web";
+  std::set<std::string> on_disk;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    on_disk.insert(e.path().filename().string());
+    const Asset* a = FindAsset("/ui/" + e.path().filename().string());
+    ASSERT_NE(a, nullptr) << e.path() << " is not embedded: add it to src/web/CMakeLists.txt";
+    EXPECT_EQ(a->body, ReadFile(e.path())) << e.path();
+  }
+  EXPECT_EQ(on_disk.size(), kAssetCount) << "an embedded file no longer exists in web/";
+}
+
+TEST(WebAssets, RootIsTheIndexAndTypesAreSet) {
+  const Asset* root = FindAsset("/");
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(root->path, "/ui/index.html");
+  EXPECT_EQ(root->content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(FindAsset("/ui/app.js")->content_type, "text/javascript; charset=utf-8");
+  EXPECT_EQ(FindAsset("/ui/style.css")->content_type, "text/css; charset=utf-8");
+  EXPECT_EQ(FindAsset("/ui/../etc/passwd"), nullptr);
+  EXPECT_EQ(FindAsset("/ui/missing.js"), nullptr);
+}
+
+}  // namespace
+}  // namespace runloom::web

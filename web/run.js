@@ -1,0 +1,142 @@
+// One run: its status, its graph with each step's state changing live, the
+// approval panel when it waits at a gate, its step records (outputs, errors,
+// attempts, revisions) and a timeline of events that resumes after a cut.
+
+import {follow, get, post} from './api.js';
+import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
+import {gatePanel} from './gate.js';
+import {drawGraph} from './graph.js';
+
+const TERMINAL = new Set(['completed', 'failed', 'rejected', 'cancelled']);
+
+function eventLine(ev) {
+  const d = ev.data || {};
+  const bits = [];
+  for (const k of ['path', 'status', 'decision', 'reviewer', 'attempt', 'error', 'from_phase', 'reason']) {
+    if (d[k] !== undefined && d[k] !== '') bits.push(`${k} ${typeof d[k] === 'string' ? d[k] : JSON.stringify(d[k])}`);
+  }
+  return h('li', {'data-seq': ev.seq},
+    h('span', {class: 'seq'}, `#${ev.seq}`), ' ',
+    h('time', {datetime: ev.at}, when(ev.at)), ' ',
+    h('strong', {}, ev.type), bits.length ? ` — ${bits.join(', ')}` : '');
+}
+
+function stepsTable(records) {
+  const sorted = [...records].sort((a, b) => (a.started_at || '').localeCompare(b.started_at || ''));
+  return h('table', {class: 'steps'},
+    h('caption', {}, 'Step records (every attempt and revision)'),
+    h('thead', {}, h('tr', {}, ['Step', 'Kind', 'Revision', 'Attempt', 'State', 'Output or error']
+      .map((c) => h('th', {scope: 'col'}, c)))),
+    h('tbody', {}, sorted.map((s) => h('tr', {},
+      h('td', {}, s.path), h('td', {}, s.kind), h('td', {}, s.revision), h('td', {}, s.attempt),
+      h('td', {}, statusBadge(s.state)),
+      h('td', {}, s.error
+        ? h('details', {}, h('summary', {class: 'error'}, s.error.slice(0, 120)),
+          h('pre', {}, s.error), s.stderr_tail ? h('pre', {}, s.stderr_tail) : null)
+        : s.output !== null && s.output !== undefined && s.output !== ''
+          ? h('details', {}, h('summary', {}, 'output'), h('pre', {}, pretty(s.output)))
+          : '')))));
+}
+
+function actions(ctx, run, refresh) {
+  if (!ctx.can('operator')) return null;
+  const box = h('div', {class: 'actions'});
+  if (!TERMINAL.has(run.status)) {
+    box.appendChild(h('button', {type: 'button', onclick: async () => {
+      if (!confirm(`Cancel run ${run.id}?`)) return;
+      try {
+        await post(`/runs/${encodeURIComponent(run.id)}/cancel`, {});
+        toast('Cancel requested.');
+        refresh();
+      } catch (e) {
+        toast(`Not cancelled: ${e.message}`);
+      }
+    }}, 'Cancel run'));
+  }
+  return box;
+}
+
+export async function runPage(ctx, id) {
+  const path = `/runs/${encodeURIComponent(id)}`;
+  let run = await get(path);
+  const wf = await get(`/workflows/${encodeURIComponent(run.workflow)}?version=${run.workflow_version}`);
+  const definition = wf.definition || {};
+  const graph = drawGraph(definition);
+  const head = h('div', {class: 'runhead'});
+  const gateBox = h('section', {class: 'gatebox', 'aria-live': 'polite'});
+  const stepsBox = h('section', {}, h('p', {}, 'Loading steps…'));
+  const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
+  const live = h('span', {class: 'live', 'aria-live': 'polite'});
+  let gateDigest = null;
+
+  function drawHead() {
+    replace(head,
+      h('h1', {}, 'Run ', h('code', {}, run.id)),
+      h('p', {},
+        statusBadge(run.status), ' ',
+        h('a', {href: `#/workflows/${encodeURIComponent(run.workflow)}`}, `${run.workflow} v${run.workflow_version}`),
+        run.phase ? ` · phase ${run.phase}` : '', ` · revision ${run.revision}`,
+        run.outcome ? ` · outcome ${run.outcome}` : '',
+        run.error ? h('span', {class: 'error'}, ` · ${run.error}`) : ''),
+      actions(ctx, run, refresh));
+  }
+
+  async function refreshGate() {
+    if (run.status !== 'paused') {
+      gateDigest = null;
+      replace(gateBox);
+      return;
+    }
+    let gate = null;
+    try {
+      gate = await get(`${path}/gate`);
+    } catch (e) {
+      if (e.status !== 404) throw e;
+    }
+    if (!gate || !gate.proposal_digest) return replace(gateBox);
+    if (gate.proposal_digest === gateDigest) return;  // the panel on screen is current
+    gateDigest = gate.proposal_digest;
+    replace(gateBox, gatePanel(ctx, run, gate, () => {
+      gateDigest = null;
+      refresh();
+    }));
+  }
+
+  let pending = null;
+  async function refresh() {
+    const [r, steps] = await Promise.all([get(path), get(`${path}/steps`)]);
+    run = r;
+    const records = Array.isArray(steps) ? steps : steps.steps || [];
+    drawHead();
+    graph.update(records);
+    replace(stepsBox, stepsTable(records));
+    await refreshGate();
+  }
+  function soon() {
+    if (pending) return;
+    pending = setTimeout(() => {
+      pending = null;
+      refresh().catch((e) => toast(e.message));
+    }, 100);
+  }
+
+  replace(ctx.main, head,
+    h('section', {'aria-label': 'Graph', class: 'graphbox'}, graph.element),
+    gateBox, stepsBox,
+    h('section', {}, h('h2', {}, 'Timeline ', live), timeline));
+  drawHead();
+  await refresh();
+
+  const seen = new Set();
+  const stop = follow(`${path}/events`, (msg) => {
+    const ev = msg.data || {};
+    if (seen.has(ev.seq)) return;  // never shown twice, even across a reconnect
+    seen.add(ev.seq);
+    timeline.appendChild(eventLine(ev));
+    soon();
+  }, (s) => replace(live, s === 'live' ? '(live)' : s === 'reconnecting' ? '(reconnecting…)' : '(ended)'));
+  return () => {
+    stop();
+    clearTimeout(pending);
+  };
+}
