@@ -1,0 +1,226 @@
+// Browser tests of the web UI (issue 10): Debian's chromium, headless, driven
+// by playwright-core, against a real `runloom serve` on loopback.
+//
+//   node ui_test.mjs RUNLOOM_BINARY SOURCE_DIR OUT_DIR
+//
+// Starts its own server on a fresh SQLite file with three tokens (approver,
+// a second approver, viewer), then:
+//   1. starts a blog run from the UI, watches it reach the outline review
+//      live, edits the outline and approves it in the panel, sees the final
+//      review, requests a revision from `research`, approves, sees completed;
+//   2. two browser contexts decide the same gate: the second sees the
+//      conflict message and nothing of its decision is recorded;
+//   3. a viewer sees no decision buttons and the API refuses its decision.
+// Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
+// first failed check, after stopping the server (SIGTERM: it must exit 0).
+
+import {execFileSync, spawn} from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import {chromium} from 'playwright-core';
+
+const [binary, sourceDir, outDir] = process.argv.slice(2);
+if (!binary || !sourceDir || !outDir) {
+  console.error('usage: node ui_test.mjs RUNLOOM_BINARY SOURCE_DIR OUT_DIR');
+  process.exit(2);
+}
+const shots = path.join(outDir, 'screenshots');
+fs.rmSync(outDir, {recursive: true, force: true});
+fs.mkdirSync(shots, {recursive: true});
+const db = path.join(outDir, 'ui.db');
+const WAIT = 20000;
+
+function check(cond, what) {
+  if (!cond) throw new Error(`check failed: ${what}`);
+  console.log(`ok - ${what}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const {port} = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+function token(name, role) {
+  const out = execFileSync(binary, ['token', 'create', '--name', name, '--role', role, '--db', db, '--json'],
+    {encoding: 'utf8'});
+  return JSON.parse(out).token;
+}
+
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const approver = token('alice', 'approver');
+const approver2 = token('bob', 'approver');
+const viewer = token('vera', 'viewer');
+const admin = token('root', 'admin');
+
+const server = spawn(binary, ['serve', '--db', db, '--listen', `127.0.0.1:${port}`],
+  {stdio: ['ignore', 'inherit', 'inherit']});
+let serverExit = null;
+const exited = new Promise((resolve) => server.on('exit', (code, signal) => {
+  serverExit = {code, signal};
+  resolve();
+}));
+
+async function api(method, p, tok, body) {
+  const res = await fetch(`${base}/api/v1${p}`, {
+    method,
+    headers: Object.assign({Authorization: `Bearer ${tok}`},
+      body === undefined ? {} : {'Content-Type': 'application/json'}),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return {status: res.status, body: text ? JSON.parse(text) : null};
+}
+
+async function waitFor(what, fn) {
+  const deadline = Date.now() + WAIT;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function pausedRun() {
+  const r = await api('POST', '/runs', approver, {workflow: 'blog', inputs: {}});
+  check(r.status === 201, 'a blog run is created over the API (201)');
+  const id = r.body.id;
+  await waitFor(`run ${id} to pause`, async () => (await api('GET', `/runs/${id}`, viewer)).body.status === 'paused');
+  return id;
+}
+
+async function login(context, tok) {
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT);
+  await page.goto(`${base}/`);
+  // Keyboard only: the token field has focus; Enter submits.
+  await page.locator('#token').waitFor();
+  await page.keyboard.type(tok);
+  await page.keyboard.press('Enter');
+  await page.locator('#who').filter({hasText: '('}).waitFor();
+  return page;
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+let failed = null;
+try {
+  await waitFor('the server to be ready', async () => {
+    try {
+      return (await fetch(`${base}/readyz`)).ok;
+    } catch (e) {
+      return false;
+    }
+  });
+  const yaml = fs.readFileSync(path.join(sourceDir, 'examples', 'blog.yaml'), 'utf8');
+  const reg = await api('POST', '/workflows', admin, {yaml});
+  check(reg.status === 201 || reg.status === 200, 'the blog workflow is registered over the API');
+
+  // 1. The whole blog flow from the UI.
+  const ctxA = await browser.newContext({viewport: {width: 1300, height: 900}});
+  const page = await login(ctxA, approver);
+  await page.locator('table.runs').waitFor();
+  await page.screenshot({path: path.join(shots, 'runs.png'), fullPage: true});
+  await page.selectOption('#start-workflow', 'blog');
+  await page.getByRole('button', {name: 'Start run'}).click();
+  await page.waitForURL(/#\/runs\/r_/);
+  const runId = decodeURIComponent(page.url().split('#/runs/')[1]);
+  check(runId.startsWith('r_'), `the UI started run ${runId}`);
+  await page.locator('section.gate h2', {hasText: 'Outline review'}).waitFor();
+  check(await page.locator('.graph [data-step="outline_review"]').count() === 1, 'the graph shows the gate step');
+  await page.screenshot({path: path.join(shots, 'run-outline-review.png'), fullPage: true});
+  await page.locator('form.edit').getByLabel('title').fill('Fencing, explained');
+  await page.getByRole('button', {name: 'Save edit and approve'}).click();
+  await page.locator('section.gate h2', {hasText: 'Final review'}).waitFor();
+  check(await page.locator('pre.proposal', {hasText: 'Fencing, explained'}).count() === 1,
+    'the final review shows the edited outline title');
+  check(await page.locator('#from-phase').inputValue() === 'research', 'the revision phase defaults to research');
+  await page.screenshot({path: path.join(shots, 'run-final-review.png'), fullPage: true});
+  await page.locator('#feedback').fill('Add a section on lease expiry.');
+  await page.getByRole('button', {name: 'Request revision'}).click();
+  await page.locator('.runhead', {hasText: 'revision 2'}).waitFor();
+  await page.locator('section.gate h2', {hasText: 'Final review'}).waitFor();
+  await page.locator('section.gate').getByRole('button', {name: 'Approve', exact: true}).click();
+  await page.locator('.runhead .badge', {hasText: 'completed'}).waitFor();
+  const done = await api('GET', `/runs/${runId}`, viewer);
+  check(done.body.status === 'completed' && done.body.revision === 2, 'the run completed in revision 2');
+  await page.locator('.timeline li', {hasText: 'run.finished'}).waitFor();
+  await page.screenshot({path: path.join(shots, 'run-completed.png'), fullPage: true});
+  const seqs = await page.locator('.timeline li').evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
+  check(seqs.every((s, i) => s === i + 1), `the timeline shows events 1..${seqs.length} once each, in order`);
+
+  // 2. Two contexts decide the same gate; the second sees the conflict.
+  const id2 = await pausedRun();
+  const ctxB = await browser.newContext();
+  const pageB = await login(ctxB, approver2);
+  await page.goto(`${base}/#/runs/${id2}`);
+  await pageB.goto(`${base}/#/runs/${id2}`);
+  await page.locator('section.gate h2', {hasText: 'Outline review'}).waitFor();
+  await pageB.locator('section.gate h2', {hasText: 'Outline review'}).waitFor();
+  await page.locator('section.gate').getByRole('button', {name: 'Approve', exact: true}).click();
+  await waitFor('the first decision', async () => (await api('GET', `/runs/${id2}`, viewer)).body.revision >= 1 &&
+    (await api('GET', `/runs/${id2}/events`, viewer)).body.events.some((e) => e.type === 'run.decided'));
+  await pageB.locator('section.gate').getByRole('button', {name: 'Approve', exact: true}).click();
+  await pageB.locator('.conflict').waitFor();
+  await pageB.screenshot({path: path.join(shots, 'run-conflict.png'), fullPage: true});
+  const decided = (await api('GET', `/runs/${id2}/events`, viewer)).body.events
+    .filter((e) => e.type === 'run.decided' && e.data.step_path === 'outline_review');
+  check(decided.length === 1 && decided[0].data.reviewer === 'alice',
+    'one decision recorded on the outline review, by alice; bob saw the conflict');
+
+  // 3. A viewer sees no decision buttons, and the API refuses it.
+  const id3 = await pausedRun();
+  const ctxV = await browser.newContext();
+  const pageV = await login(ctxV, viewer);
+  await pageV.goto(`${base}/#/runs/${id3}`);
+  await pageV.locator('section.gate h2', {hasText: 'Outline review'}).waitFor();
+  check(await pageV.locator('section.gate button').count() === 0, 'a viewer sees no decision buttons');
+  check(await pageV.locator('form.start').count() === 0, 'a viewer sees no start form');
+  const gate = (await api('GET', `/runs/${id3}/gate`, viewer)).body;
+  const refused = await api('POST', `/runs/${id3}/decisions`, viewer,
+    {digest: gate.proposal_digest, decision: 'approve'});
+  check(refused.status === 403, 'the API refuses a viewer\'s decision (403)');
+  check((await api('GET', `/runs/${id3}`, viewer)).body.status === 'paused', 'nothing was recorded');
+  await pageV.screenshot({path: path.join(shots, 'run-viewer.png'), fullPage: true});
+
+  // The other pages render.
+  await page.goto(`${base}/#/workflows/blog`);
+  await page.locator('pre.definition').waitFor();
+  await page.screenshot({path: path.join(shots, 'workflow.png'), fullPage: true});
+  await page.goto(`${base}/#/workflows`);
+  await page.locator('table').waitFor();
+  await page.screenshot({path: path.join(shots, 'workflows.png'), fullPage: true});
+  await page.goto(`${base}/#/dead-letters`);
+  await page.locator('h1', {hasText: 'Dead letters'}).waitFor();
+  await page.screenshot({path: path.join(shots, 'dead-letters.png'), fullPage: true});
+  await page.goto(`${base}/#/runs`);
+  await page.locator('table.runs tbody tr').first().waitFor();
+  await page.screenshot({path: path.join(shots, 'runs-after.png'), fullPage: true});
+} catch (e) {
+  failed = e;
+} finally {
+  await browser.close();
+  server.kill('SIGTERM');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 10000))]);
+  if (serverExit === null) {
+    server.kill('SIGKILL');
+    if (!failed) failed = new Error('runloom serve did not stop within 10 s of SIGTERM');
+  } else if (!failed && serverExit.code !== 0) {
+    failed = new Error(`runloom serve exited with ${JSON.stringify(serverExit)} after SIGTERM`);
+  }
+}
+if (failed) {
+  console.error(`not ok - ${failed.stack || failed}`);
+  process.exit(1);
+}
+console.log(`ok - screenshots in ${shots}`);
