@@ -5,7 +5,7 @@
 #
 # Usage: scripts/bootstrap.sh [--test] [--check]
 #   --test    also install what only the tests need (nodejs, npm, clang and
-#             its libFuzzer/sanitizer runtimes)
+#             its libFuzzer/sanitizer runtimes, PostgreSQL, Redis, chromium)
 #   --check   install nothing; list what is missing and exit 1 if anything is
 #
 # Non-interactive: no prompts, works with no stdin. Runs apt-get directly as
@@ -29,7 +29,8 @@ readonly BUILD_PACKAGES=(
 # and --no-install-recommends below would skip it.
 # postgresql-15, redis-server: the servers the PostgreSQL and Redis tests
 # start on loopback (scripts/test-servers.sh).
-readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server)
+# chromium: the web UI's browser tests (tests/browser, driven by playwright-core).
+readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server chromium)
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
