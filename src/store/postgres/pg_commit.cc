@@ -4,6 +4,7 @@
 // any machine.
 #include "core/status_macros.h"
 #include "store/postgres/pg_store.h"
+#include "store/postgres/pg_write_batch.h"
 #include "store/record_codec.h"
 
 #include "absl/strings/str_cat.h"
@@ -28,75 +29,18 @@ constexpr char kRenewCheck[] =
 constexpr char kSavepoint[] = "SAVEPOINT first_write";
 constexpr char kRollbackToSavepoint[] = "ROLLBACK TO SAVEPOINT first_write";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
-constexpr char kUpsertStep[] =
-    "INSERT INTO step_records (" RUNLOOM_STEP_COLUMNS
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
-    "ON CONFLICT (run_id, revision, path) DO UPDATE SET step_id = EXCLUDED.step_id, "
-    "kind = EXCLUDED.kind, phase = EXCLUDED.phase, attempt = EXCLUDED.attempt, "
-    "state = EXCLUDED.state, output = EXCLUDED.output, error = EXCLUDED.error, "
-    "error_class = EXCLUDED.error_class, stderr_tail = EXCLUDED.stderr_tail, "
-    "started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at";
-// NULL parameters keep the column (the RunWrite field was not set).
-constexpr char kCommitUpdate[] =
-    "UPDATE runs SET status = $2, outcome = COALESCE($3, outcome), "
-    "error = COALESCE($4, error), phase = COALESCE($5, phase), "
-    "revision = COALESCE($6::bigint, revision), entry = COALESCE($7, entry), "
-    "context = COALESCE($8, context), "
-    "cancel_requested = COALESCE($9::integer, cancel_requested), "
-    "attempts = CASE WHEN $10::boolean THEN 0 ELSE attempts END, "
-    "lease_owner = CASE WHEN $11::boolean THEN '' ELSE lease_owner END, "
-    "lease_token = CASE WHEN $11::boolean THEN '' ELSE lease_token END, "
-    "lease_expires_at = CASE WHEN $11::boolean THEN NULL ELSE lease_expires_at END, "
-    "finished_at = CASE $12::integer WHEN 1 THEN $14::bigint WHEN 2 THEN NULL "
-    "ELSE finished_at END, last_event_seq = $13, updated_at = $14 WHERE id = $1";
+}  // namespace
 
-void UpsertSteps(PgConn& c, const std::string& run_id, const std::vector<StepRecord>& steps,
-                 const std::vector<std::string>& outputs) {
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
-    PgParams p;
-    p.Text(run_id).Int(s.revision).Text(s.path).Text(s.step_id).Text(s.kind).Text(s.phase);
-    p.Int(s.attempt).Text(StepStateName(s.state)).Text(outputs[i]).Text(s.error);
-    p.Text(ErrorClassName(s.error_class)).Text(s.stderr_tail).Time(s.started_at);
-    p.Time(s.finished_at);
-    c.Defer(kUpsertStep, std::move(p));
-  }
-}
-
-// Applies `write` to a run whose fence is `f` (locked by this transaction).
-absl::Status CommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
-                          const EncodedWrite& encoded, const Fence& f) {
-  const std::string& id = write.run_id;
-  RUNLOOM_RETURN_IF_ERROR(CheckFence(write, f));
-  const RunStatus to = write.new_status.value_or(f.status);
-  const bool moves = write.new_status.has_value();
-  const bool release =
-      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
-  int64_t finished = 0;                          // keep
-  if (moves) finished = IsTerminal(to) ? 1 : 2;  // set : clear
-  UpsertSteps(c, id, write.steps, encoded.step_outputs);
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
-                           PgAppendEvents(c, id, f.last_event_seq, encoded.events, now));
-  PgParams p;
-  p.Text(id).Text(StatusName(to)).OptionalText(write.outcome).OptionalText(write.error);
-  p.OptionalText(write.phase).OptionalInt(write.revision).OptionalText(write.entry);
-  p.OptionalText(encoded.context);
-  if (write.cancel_requested.has_value()) {
-    p.Int(*write.cancel_requested ? 1 : 0);
-  } else {
-    p.Null();
-  }
-  p.Text(write.reset_attempts ? "true" : "false").Text(release ? "true" : "false");
-  p.Int(finished).Int(last).Time(now);
-  c.Defer(kCommitUpdate, std::move(p));
-  if (moves && to == RunStatus::kQueued) {
-    RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, id, now).status());
-  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
-    // A run that cannot be leased needs no message.
-    c.Defer(kDeleteMessageOfRun, PgParams().Text(id));
-  }
+absl::Status PgCommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
+                            const EncodedWrite& encoded, const Fence& f) {
+  RUNLOOM_RETURN_IF_ERROR(PgWriteBatch::Check(write, encoded, f));
+  PgWriteBatch batch;
+  RUNLOOM_RETURN_IF_ERROR(batch.Add(c, now, write, encoded, f));
+  batch.Defer(c, now);
   return absl::OkStatus();
 }
+
+namespace {
 
 // Takes the lease in the current transaction; `*f` is the fence afterwards.
 absl::StatusOr<Lease> LeaseInTxn(PgConn& c, PgHandle& h, const std::string& run_id,
@@ -163,7 +107,7 @@ absl::StatusOr<Lease> PgStore::AcquireLease(const std::string& run_id, const std
     // A savepoint (sent with the lease's writes): a first write refused
     // part-way leaves the lease standing.
     RUNLOOM_RETURN_IF_ERROR(c.Exec(kSavepoint).status());
-    out.first_write = CommitFenced(c, now, *w, encoded, f);
+    out.first_write = PgCommitFenced(c, now, *w, encoded, f);
     if (out.first_write.ok()) out.first_write = c.Flush();
     out.first_write_applied = out.first_write.ok();
     if (!out.first_write.ok()) {
@@ -214,10 +158,7 @@ absl::StatusOr<RunRecord> PgStore::RenewLease(const std::string& run_id, const s
 absl::Status PgStore::Commit(const RunWrite& write) {
   if (write.run_id.empty()) return absl::InvalidArgumentError("RunWrite::run_id is empty");
   RUNLOOM_ASSIGN_OR_RETURN(EncodedWrite encoded, EncodeWrite(write));
-  return h_->Txn([&](PgConn& c) -> absl::Status {
-    RUNLOOM_ASSIGN_OR_RETURN(auto locked, PgLockFence(c, write.run_id));
-    return CommitFenced(c, locked.second, write, encoded, locked.first);
-  });
+  return group_.Commit(write, encoded);
 }
 
 absl::Status PgStore::Enqueue(const std::string& run_id, std::vector<Event> events) {

@@ -1,0 +1,169 @@
+#include "store/postgres/pg_write_batch.h"
+
+#include "core/status_macros.h"
+#include "store/event_check.h"
+#include "store/postgres/pg_store.h"
+#include "store/record_codec.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <utility>
+
+namespace runloom::store_internal {
+namespace {
+
+constexpr char kUpsertSteps[] =
+    "INSERT INTO step_records (" RUNLOOM_STEP_COLUMNS
+    ") SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], "
+    "$6::text[], $7::integer[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], "
+    "$13::bigint[], $14::bigint[]) "
+    "ON CONFLICT (run_id, revision, path) DO UPDATE SET step_id = EXCLUDED.step_id, "
+    "kind = EXCLUDED.kind, phase = EXCLUDED.phase, attempt = EXCLUDED.attempt, "
+    "state = EXCLUDED.state, output = EXCLUDED.output, error = EXCLUDED.error, "
+    "error_class = EXCLUDED.error_class, stderr_tail = EXCLUDED.stderr_tail, "
+    "started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at";
+constexpr char kInsertEvents[] =
+    "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
+    "SELECT x.r, x.s, x.t, x.v, $6, x.d FROM unnest($1::text[], $2::bigint[], $3::text[], "
+    "$4::integer[], $5::text[]) AS x(r, s, t, v, d)";
+// A NULL keeps the column (the RunWrite field was not set); `fin` 1 sets
+// finished_at, 2 clears it, 0 keeps it. `r.id = ANY($1)` lets the planner
+// find the rows by the primary key: joined on `u.id` alone it hashed the
+// array and scanned the whole table (a generic plan knows no row counts).
+constexpr char kUpdateRuns[] =
+    "UPDATE runs r SET status = u.status, outcome = COALESCE(u.outcome, r.outcome), "
+    "error = COALESCE(u.error, r.error), phase = COALESCE(u.phase, r.phase), "
+    "revision = COALESCE(u.revision, r.revision), entry = COALESCE(u.entry, r.entry), "
+    "context = COALESCE(u.context, r.context), "
+    "cancel_requested = COALESCE(u.cancel, r.cancel_requested), "
+    "attempts = CASE WHEN u.reset THEN 0 ELSE r.attempts END, "
+    "lease_owner = CASE WHEN u.rel THEN '' ELSE r.lease_owner END, "
+    "lease_token = CASE WHEN u.rel THEN '' ELSE r.lease_token END, "
+    "lease_expires_at = CASE WHEN u.rel THEN NULL ELSE r.lease_expires_at END, "
+    "finished_at = CASE u.fin WHEN 1 THEN $14::bigint WHEN 2 THEN NULL ELSE r.finished_at END, "
+    "last_event_seq = u.last, updated_at = $14 "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], "
+    "$7::text[], $8::text[], $9::integer[], $10::boolean[], $11::boolean[], $12::integer[], "
+    "$13::bigint[]) AS u(id, status, outcome, error, phase, revision, entry, context, cancel, "
+    "reset, rel, fin, last) WHERE r.id = u.id AND r.id = ANY($1::text[])";
+constexpr char kDeleteMessages[] = "DELETE FROM queue WHERE run_id = ANY($1::text[])";
+
+std::string Micros(absl::Time t) { return absl::StrCat(absl::ToUnixMicros(t)); }
+const char* Bool(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+absl::Status PgWriteBatch::Check(const RunWrite& write, const EncodedWrite& encoded,
+                                 const Fence& f) {
+  RUNLOOM_RETURN_IF_ERROR(CheckFence(write, f));
+#ifdef RUNLOOM_TESTING
+  for (const EncodedEvent& e : encoded.events) {
+    RUNLOOM_RETURN_IF_ERROR(CheckEventOnWrite(write.run_id, e.type, e.schema_version, e.data));
+  }
+#else
+  (void)encoded;
+#endif
+  return absl::OkStatus();
+}
+
+void PgWriteBatch::AddSteps(const RunWrite& write, const EncodedWrite& encoded) {
+  Steps& t = steps_;
+  for (size_t i = 0; i < write.steps.size(); ++i) {
+    const StepRecord& s = write.steps[i];
+    t.run_id.push_back(write.run_id);
+    t.revision.push_back(absl::StrCat(s.revision));
+    t.path.push_back(s.path);
+    t.step_id.push_back(s.step_id);
+    t.kind.push_back(s.kind);
+    t.phase.push_back(s.phase);
+    t.attempt.push_back(absl::StrCat(s.attempt));
+    t.state.push_back(std::string(StepStateName(s.state)));
+    t.output.push_back(encoded.step_outputs[i]);
+    t.error.push_back(s.error);
+    t.error_class.push_back(std::string(ErrorClassName(s.error_class)));
+    t.stderr_tail.push_back(s.stderr_tail);
+    t.started_at.push_back(Micros(s.started_at));
+    t.finished_at.push_back(Micros(s.finished_at));
+  }
+}
+
+void PgWriteBatch::AddEvents(const RunWrite& write, const EncodedWrite& encoded, int64_t last_seq) {
+  for (const EncodedEvent& e : encoded.events) {
+    events_.run_id.push_back(write.run_id);
+    events_.seq.push_back(absl::StrCat(++last_seq));
+    events_.type.push_back(e.type);
+    events_.schema_version.push_back(absl::StrCat(e.schema_version));
+    events_.data.push_back(e.data);
+  }
+}
+
+absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
+                               const EncodedWrite& encoded, const Fence& f) {
+  const std::string& id = write.run_id;
+  const RunStatus to = write.new_status.value_or(f.status);
+  const bool moves = write.new_status.has_value();
+  const bool release =
+      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
+  int finished = 0;                              // keep
+  if (moves) finished = IsTerminal(to) ? 1 : 2;  // set : clear
+  AddSteps(write, encoded);
+  AddEvents(write, encoded, f.last_event_seq);
+  const int64_t last = f.last_event_seq + static_cast<int64_t>(encoded.events.size());
+  Runs& r = runs_;
+  r.id.push_back(id);
+  r.status.push_back(std::string(StatusName(to)));
+  r.outcome.push_back(write.outcome);
+  r.error.push_back(write.error);
+  r.phase.push_back(write.phase);
+  r.revision.push_back(write.revision.has_value()
+                           ? std::optional<std::string>(absl::StrCat(*write.revision))
+                           : std::nullopt);
+  r.entry.push_back(write.entry);
+  r.context.push_back(encoded.context);
+  r.cancel_requested.push_back(write.cancel_requested.has_value()
+                                   ? std::optional<std::string>(*write.cancel_requested ? "1" : "0")
+                                   : std::nullopt);
+  r.reset_attempts.push_back(Bool(write.reset_attempts));
+  r.release.push_back(Bool(release));
+  r.finished.push_back(absl::StrCat(finished));
+  r.last_event_seq.push_back(absl::StrCat(last));
+  if (moves && to == RunStatus::kQueued) {
+    RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, id, now).status());
+  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
+    stopped_.push_back(id);  // a run that cannot be leased needs no message
+  }
+  return absl::OkStatus();
+}
+
+void PgWriteBatch::Defer(PgConn& c, absl::Time now) {
+  if (!steps_.run_id.empty()) {
+    const Steps& t = steps_;
+    PgParams p;
+    for (const auto* column :
+         {&t.run_id, &t.revision, &t.path, &t.step_id, &t.kind, &t.phase, &t.attempt, &t.state,
+          &t.output, &t.error, &t.error_class, &t.stderr_tail, &t.started_at, &t.finished_at}) {
+      p.TextArray(*column);
+    }
+    c.Defer(kUpsertSteps, std::move(p));
+  }
+  if (!events_.run_id.empty()) {
+    const Events& e = events_;
+    PgParams p;
+    p.TextArray(e.run_id).TextArray(e.seq).TextArray(e.type).TextArray(e.schema_version);
+    p.TextArray(e.data).Time(now);
+    c.Defer(kInsertEvents, std::move(p));
+  }
+  if (!runs_.id.empty()) {
+    const Runs& r = runs_;
+    PgParams p;
+    p.TextArray(r.id).TextArray(r.status).OptionalTextArray(r.outcome);
+    p.OptionalTextArray(r.error).OptionalTextArray(r.phase).OptionalTextArray(r.revision);
+    p.OptionalTextArray(r.entry).OptionalTextArray(r.context);
+    p.OptionalTextArray(r.cancel_requested).TextArray(r.reset_attempts).TextArray(r.release);
+    p.TextArray(r.finished).TextArray(r.last_event_seq).Time(now);
+    c.Defer(kUpdateRuns, std::move(p));
+  }
+  if (!stopped_.empty()) c.Defer(kDeleteMessages, PgParams().TextArray(stopped_));
+}
+
+}  // namespace runloom::store_internal
