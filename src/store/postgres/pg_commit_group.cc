@@ -24,49 +24,48 @@ constexpr char kLockFences[] =
     "ORDER BY id FOR UPDATE";
 constexpr int kIdColumn = 8;
 constexpr int kNowColumn = 7;
-
 }  // namespace
 
-absl::Status PgCommitAlone(PgHandle& h, const RunWrite& write, const EncodedWrite& encoded) {
-  return h.Txn([&](PgConn& c) -> absl::Status {
-    RUNLOOM_ASSIGN_OR_RETURN(auto locked, PgLockFence(c, write.run_id));
-    return PgCommitFenced(c, locked.second, write, encoded, locked.first);
-  });
-}
-
-absl::Status PgCommitGroup::Commit(const RunWrite& write, const EncodedWrite& encoded) {
-  Writer w(write, encoded);
+void PgCommitGroup::Run(PgGroupOp* op) {
+  Writer w(op);
   mu_.Lock();
-  // A writer whose run has a write in the running group stays queued for
-  // the next group.
-  if (!QueueAndAwaitTurn(mu_, writers_, leader_active_, w)) {
+  // The front op leads while fewer than kMaxLeaders groups run, unless its
+  // run is in one of them (it then waits for that group to end).
+  auto can_lead = [this, &w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return leaders_ < kMaxLeaders && !in_flight_.contains(w.op->run_id());
+  };
+  if (!QueueAndAwaitTurn(mu_, writers_, w, can_lead)) {
     mu_.Unlock();
-    return w.status;
+    return;
   }
+  ++leaders_;
   std::vector<Writer*> group = TakeGroupLocked();
-  ++groups_;
-  writes_ += group.size();
+  WakeNextLeaderLocked();
   mu_.Unlock();
 
   RunGroup(group);
 
   mu_.Lock();
   for (Writer* g : group) {
+    in_flight_.erase(g->op->run_id());
     g->done = true;
     g->cv.Signal();  // the leader's own writer is not waiting: a no-op
   }
-  leader_active_ = false;
-  if (!writers_.empty()) writers_.front()->cv.Signal();  // the next leader
+  --leaders_;
+  WakeNextLeaderLocked();
   mu_.Unlock();
-  return w.status;
+}
+
+void PgCommitGroup::WakeNextLeaderLocked() {
+  if (!writers_.empty() && leaders_ < kMaxLeaders) writers_.front()->cv.Signal();
 }
 
 std::vector<PgCommitGroup::Writer*> PgCommitGroup::TakeGroupLocked() {
   std::vector<Writer*> group;
-  absl::flat_hash_set<std::string> runs;
   std::deque<Writer*> rest;
   for (Writer* w : writers_) {
-    if (group.size() < kMaxGroup && runs.insert(w->write.run_id).second) {
+    // One op per run in a group, and none on a run another group holds.
+    if (group.size() < kMaxGroup && in_flight_.insert(w->op->run_id()).second) {
       group.push_back(w);
     } else {
       rest.push_back(w);
@@ -74,53 +73,55 @@ std::vector<PgCommitGroup::Writer*> PgCommitGroup::TakeGroupLocked() {
   }
   writers_ = std::move(rest);
   std::sort(group.begin(), group.end(),
-            [](const Writer* a, const Writer* b) { return a->write.run_id < b->write.run_id; });
+            [](const Writer* a, const Writer* b) { return a->op->run_id() < b->op->run_id(); });
   return group;
 }
 
 void PgCommitGroup::RunGroup(const std::vector<Writer*>& group) {
   bool apart = false;
   absl::Status s = RunGroupTxn(group, &apart);
-  if (s.ok()) return;  // each writer has its own status
+  if (s.ok()) return;  // each op has its own status
   if (group.size() > 1 && (apart || s.code() != absl::StatusCode::kUnavailable)) {
-    // Nothing committed, and the connection is fine: one write failed the
-    // transaction. Each write alone finds its own outcome.
-    for (Writer* g : group) g->status = PgCommitAlone(*h_, g->write, g->encoded);
+    // Nothing committed, and the connection is fine: one op failed the
+    // transaction. Each op alone finds its own outcome.
+    for (Writer* g : group) g->op->RunAlone(*h_);
     return;
   }
   for (Writer* g : group) {
-    if (g->status.ok()) g->status = s;  // a refused write keeps its refusal
+    if (g->op->status.ok()) g->op->status = s;  // a refused op keeps its refusal
   }
 }
 
 absl::Status PgCommitGroup::RunGroupTxn(const std::vector<Writer*>& group, bool* apart) {
   std::vector<std::string> ids;
   ids.reserve(group.size());
-  for (const Writer* g : group) ids.push_back(g->write.run_id);
+  for (const Writer* g : group) ids.push_back(g->op->run_id());
   return h_->Txn([&](PgConn& c) -> absl::Status {
     *apart = false;  // the body runs again after a serialization failure
-    for (Writer* g : group) g->status = absl::OkStatus();
+    for (Writer* g : group) g->op->status = absl::OkStatus();
     RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kLockFences, PgParams().TextArray(ids)));
     PgWriteBatch batch;
     absl::Time now;
     absl::flat_hash_map<std::string, int> row_of;
     for (int i = 0; i < r.rows(); ++i) row_of[r.row(i).ColumnText(kIdColumn)] = i;
     for (Writer* g : group) {
-      const RunWrite& w = g->write;
-      auto it = row_of.find(w.run_id);
+      PgGroupOp& op = *g->op;
+      auto it = row_of.find(op.run_id());
       if (it == row_of.end()) {
-        g->status = absl::NotFoundError(absl::StrCat("run ", w.run_id, " not found"));
+        op.status = absl::NotFoundError(absl::StrCat("run ", op.run_id(), " not found"));
         continue;
       }
       const PgRow row = r.row(it->second);
       now = row.ColumnTime(kNowColumn);
-      absl::StatusOr<Fence> f = PgFenceFromRow(row, w.run_id);
-      g->status = f.ok() ? PgWriteBatch::Check(w, g->encoded, *f) : f.status();
-      if (!g->status.ok()) continue;  // refused: nothing of it is written
-      absl::Status s = batch.Add(c, now, w, g->encoded, *f);
+      absl::StatusOr<Fence> f = PgFenceFromRow(row, op.run_id());
+      if (!f.ok()) {
+        op.status = f.status();
+        continue;
+      }
+      absl::Status s = op.AddTo(c, now, *f, batch);
       if (!s.ok()) {
         // A statement failed (the transaction is aborted): the group is
-        // applied again write by write, unless the connection is gone.
+        // applied again op by op, unless the connection is gone.
         *apart = c.ok();
         return s;
       }
@@ -128,16 +129,6 @@ absl::Status PgCommitGroup::RunGroupTxn(const std::vector<Writer*>& group, bool*
     batch.Defer(c, now);
     return absl::OkStatus();
   });
-}
-
-uint64_t PgCommitGroup::TEST_groups() {
-  runloom::MutexLock l(&mu_);
-  return groups_;
-}
-
-uint64_t PgCommitGroup::TEST_writes() {
-  runloom::MutexLock l(&mu_);
-  return writes_;
 }
 
 }  // namespace runloom::store_internal

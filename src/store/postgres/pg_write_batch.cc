@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
+#include <initializer_list>
+#include <optional>
 #include <utility>
 
 namespace runloom::store_internal {
@@ -46,7 +49,23 @@ constexpr char kUpdateRuns[] =
     "$7::text[], $8::text[], $9::integer[], $10::boolean[], $11::boolean[], $12::integer[], "
     "$13::bigint[]) AS u(id, status, outcome, error, phase, revision, entry, context, cancel, "
     "reset, rel, fin, last) WHERE r.id = u.id AND r.id = ANY($1::text[])";
+constexpr char kAcquire[] =
+    "UPDATE runs r SET status = 'running', lease_owner = u.owner, lease_token = u.token, "
+    "lease_expires_at = u.expires, attempts = r.attempts + 1, last_event_seq = u.last, "
+    "updated_at = $6, finished_at = NULL FROM unnest($1::text[], $2::text[], $3::text[], "
+    "$4::bigint[], $5::bigint[]) AS u(id, owner, token, expires, last) "
+    "WHERE r.id = u.id AND r.id = ANY($1::text[])";
 constexpr char kDeleteMessages[] = "DELETE FROM queue WHERE run_id = ANY($1::text[])";
+
+// Defers `sql` with one text[] parameter per column, then `now` if set.
+void DeferColumns(PgConn& c, const char* sql,
+                  std::initializer_list<const std::vector<std::string>*> columns,
+                  std::optional<absl::Time> now) {
+  PgParams p;
+  for (const std::vector<std::string>* column : columns) p.TextArray(*column);
+  if (now.has_value()) p.Time(*now);
+  c.Defer(sql, std::move(p));
+}
 
 std::string Micros(absl::Time t) { return absl::StrCat(absl::ToUnixMicros(t)); }
 const char* Bool(bool b) { return b ? "true" : "false"; }
@@ -87,14 +106,35 @@ void PgWriteBatch::AddSteps(const RunWrite& write, const EncodedWrite& encoded) 
   }
 }
 
-void PgWriteBatch::AddEvents(const RunWrite& write, const EncodedWrite& encoded, int64_t last_seq) {
-  for (const EncodedEvent& e : encoded.events) {
-    events_.run_id.push_back(write.run_id);
+void PgWriteBatch::AddEvents(const std::string& run_id, const std::vector<EncodedEvent>& events,
+                             int64_t last_seq) {
+  for (const EncodedEvent& e : events) {
+    events_.run_id.push_back(run_id);
     events_.seq.push_back(absl::StrCat(++last_seq));
     events_.type.push_back(e.type);
     events_.schema_version.push_back(absl::StrCat(e.schema_version));
     events_.data.push_back(e.data);
   }
+}
+
+void PgWriteBatch::AddLease(const std::string& run_id, const std::string& owner,
+                            const std::string& token, absl::Time expires,
+                            const std::vector<EncodedEvent>& events, Fence* f) {
+  AddEvents(run_id, events, f->last_event_seq);
+  f->status = RunStatus::kRunning;
+  f->lease_token = token;
+  f->lease_owner = owner;
+  f->lease_expires_at = expires;
+  f->attempts += 1;
+  f->last_event_seq += static_cast<int64_t>(events.size());
+  leases_.id.push_back(run_id);
+  leases_.owner.push_back(owner);
+  leases_.token.push_back(token);
+  leases_.expires.push_back(Micros(expires));
+  leases_.last_event_seq.push_back(absl::StrCat(f->last_event_seq));
+  // The lease now stands for the run's message (as on SQLite): a crashed
+  // holder is recovered through lease expiry; the consumer's Ack is a no-op.
+  unqueued_.push_back(run_id);
 }
 
 absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
@@ -107,7 +147,7 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
   int finished = 0;                              // keep
   if (moves) finished = IsTerminal(to) ? 1 : 2;  // set : clear
   AddSteps(write, encoded);
-  AddEvents(write, encoded, f.last_event_seq);
+  AddEvents(id, encoded.events, f.last_event_seq);
   const int64_t last = f.last_event_seq + static_cast<int64_t>(encoded.events.size());
   Runs& r = runs_;
   r.id.push_back(id);
@@ -128,9 +168,11 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
   r.finished.push_back(absl::StrCat(finished));
   r.last_event_seq.push_back(absl::StrCat(last));
   if (moves && to == RunStatus::kQueued) {
+    // After a lease of this batch: its message is replaced now, not deleted.
+    unqueued_.erase(std::remove(unqueued_.begin(), unqueued_.end(), id), unqueued_.end());
     RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, id, now).status());
   } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
-    stopped_.push_back(id);  // a run that cannot be leased needs no message
+    unqueued_.push_back(id);  // a run that cannot be leased needs no message
   }
   return absl::OkStatus();
 }
@@ -138,20 +180,19 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
 void PgWriteBatch::Defer(PgConn& c, absl::Time now) {
   if (!steps_.run_id.empty()) {
     const Steps& t = steps_;
-    PgParams p;
-    for (const auto* column :
-         {&t.run_id, &t.revision, &t.path, &t.step_id, &t.kind, &t.phase, &t.attempt, &t.state,
-          &t.output, &t.error, &t.error_class, &t.stderr_tail, &t.started_at, &t.finished_at}) {
-      p.TextArray(*column);
-    }
-    c.Defer(kUpsertSteps, std::move(p));
+    DeferColumns(
+        c, kUpsertSteps,
+        {&t.run_id, &t.revision, &t.path, &t.step_id, &t.kind, &t.phase, &t.attempt, &t.state,
+         &t.output, &t.error, &t.error_class, &t.stderr_tail, &t.started_at, &t.finished_at},
+        std::nullopt);
   }
   if (!events_.run_id.empty()) {
     const Events& e = events_;
-    PgParams p;
-    p.TextArray(e.run_id).TextArray(e.seq).TextArray(e.type).TextArray(e.schema_version);
-    p.TextArray(e.data).Time(now);
-    c.Defer(kInsertEvents, std::move(p));
+    DeferColumns(c, kInsertEvents, {&e.run_id, &e.seq, &e.type, &e.schema_version, &e.data}, now);
+  }
+  if (!leases_.id.empty()) {
+    const Leases& l = leases_;
+    DeferColumns(c, kAcquire, {&l.id, &l.owner, &l.token, &l.expires, &l.last_event_seq}, now);
   }
   if (!runs_.id.empty()) {
     const Runs& r = runs_;
@@ -163,7 +204,7 @@ void PgWriteBatch::Defer(PgConn& c, absl::Time now) {
     p.TextArray(r.finished).TextArray(r.last_event_seq).Time(now);
     c.Defer(kUpdateRuns, std::move(p));
   }
-  if (!stopped_.empty()) c.Defer(kDeleteMessages, PgParams().TextArray(stopped_));
+  if (!unqueued_.empty()) c.Defer(kDeleteMessages, PgParams().TextArray(unqueued_));
 }
 
 }  // namespace runloom::store_internal

@@ -42,12 +42,19 @@ class PgWriteBatch {
   // error is theirs, and the transaction is then aborted.
   absl::Status Add(PgConn& c, absl::Time now, const RunWrite& write, const EncodedWrite& encoded,
                    const Fence& f);
+  // Adds a lease on run `run_id` (fence `*f`, which CheckLeasable passed):
+  // its events, the run's lease columns (attempts + 1) and the deletion of
+  // its queue message. Updates `*f` to the leased run's fence, which a first
+  // write (Add) of the same batch then goes on from.
+  void AddLease(const std::string& run_id, const std::string& owner, const std::string& token,
+                absl::Time expires, const std::vector<EncodedEvent>& events, Fence* f);
   // Queues the batch's statements on `c` (PgConn::Defer); nothing when empty.
   void Defer(PgConn& c, absl::Time now);
 
  private:
   void AddSteps(const RunWrite& write, const EncodedWrite& encoded);
-  void AddEvents(const RunWrite& write, const EncodedWrite& encoded, int64_t last_seq);
+  void AddEvents(const std::string& run_id, const std::vector<EncodedEvent>& events,
+                 int64_t last_seq);
 
   // step_records columns, one element per step record.
   struct Steps {
@@ -64,7 +71,11 @@ class PgWriteBatch {
     std::vector<std::optional<std::string>> outcome, error, phase, revision, entry, context,
         cancel_requested;
   } runs_;
-  std::vector<std::string> stopped_;  // runs whose message goes (terminal or paused)
+  // The lease update, one element per lease.
+  struct Leases {
+    std::vector<std::string> id, owner, token, expires, last_event_seq;
+  } leases_;
+  std::vector<std::string> unqueued_;  // runs whose message goes (leased, terminal or paused)
 };
 
 }  // namespace runloom::store_internal

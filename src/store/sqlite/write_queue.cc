@@ -52,10 +52,12 @@ absl::Status WriteQueue::Write(WriteOp op) {
   Writer w(op);
   mu_.Lock();
   // The front writer leads once the current leader has handed over.
-  if (!QueueAndAwaitTurn(mu_, writers_, leader_active_, w)) {
+  auto no_leader = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !leader_active_; };
+  if (!QueueAndAwaitTurn(mu_, writers_, w, no_leader)) {
     mu_.Unlock();
     return w.status;
   }
+  leader_active_ = true;
   // This thread leads. It keeps leading while writers are queued (up to
   // kMaxRounds groups): it is running already, whereas handing over means
   // waking a sleeping thread first.
