@@ -35,12 +35,22 @@ PgParams& PgParams::OptionalInt(const std::optional<int64_t>& v) {
 }
 
 PgParams& PgParams::TextArray(const std::vector<std::string>& v) {
-  // The array literal: every element quoted, its quotes and backslashes escaped.
+  std::vector<std::optional<std::string>> all(v.begin(), v.end());
+  return OptionalTextArray(all);
+}
+
+PgParams& PgParams::OptionalTextArray(const std::vector<std::optional<std::string>>& v) {
+  // The array literal: every element quoted, its quotes and backslashes
+  // escaped; an unquoted NULL is a null element.
   std::string array = "{";
   for (size_t i = 0; i < v.size(); ++i) {
     if (i > 0) array += ',';
+    if (!v[i].has_value()) {
+      array += "NULL";
+      continue;
+    }
     array += '"';
-    for (char ch : v[i]) {
+    for (char ch : *v[i]) {
       if (ch == '"' || ch == '\\') array += '\\';
       array += ch;
     }

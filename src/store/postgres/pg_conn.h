@@ -37,6 +37,8 @@ class PgParams {
   PgParams& OptionalInt(const std::optional<int64_t>& v);
   // A text[] parameter (bind as $n::text[]).
   PgParams& TextArray(const std::vector<std::string>& v);
+  // The same with NULL elements (std::nullopt).
+  PgParams& OptionalTextArray(const std::vector<std::optional<std::string>>& v);
 
   int size() const { return static_cast<int>(values_.size()); }
   // Pointers into this object: valid until it changes or dies.

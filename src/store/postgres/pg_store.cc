@@ -135,6 +135,11 @@ absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::s
   RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kFence, PgParams().Text(run_id)));
   if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
   const PgRow row = r.row(0);
+  RUNLOOM_ASSIGN_OR_RETURN(Fence f, PgFenceFromRow(row, run_id));
+  return std::make_pair(std::move(f), row.ColumnTime(7));
+}
+
+absl::StatusOr<Fence> PgFenceFromRow(const PgRow& row, const std::string& run_id) {
   Fence f;
   const std::string status = row.ColumnText(0);
   std::optional<RunStatus> parsed = ParseRunStatus(status);
@@ -149,7 +154,7 @@ absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::s
   f.lease_owner = row.ColumnText(4);
   f.attempts = static_cast<int>(row.ColumnInt(5));
   f.cancel_requested = row.ColumnInt(6) != 0;
-  return std::make_pair(std::move(f), row.ColumnTime(7));
+  return f;
 }
 
 absl::StatusOr<int64_t> PgAppendEvents(PgConn& c, const std::string& run_id, int64_t last_seq,

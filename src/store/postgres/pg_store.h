@@ -1,9 +1,10 @@
 // The PostgreSQL implementation of Store (include/runloom/store.h) and of
 // its queue-table Transport. pg_store.cc has the catalog, creation, reads and
 // recovery; pg_commit.cc the lease and fenced writes; pg_queue.cc the
-// transport. Each write is one transaction that locks the run's row
-// (SELECT ... FOR UPDATE) and checks the same fence as SQLite
-// (store/write_checks.h) before writing.
+// transport; pg_commit_group.cc the group commit of concurrent Commits,
+// pg_write_batch.cc their set-based statements. Each write runs in a
+// transaction that locks the run's row (SELECT ... FOR UPDATE) and checks
+// the same fence as SQLite (store/write_checks.h) before writing.
 //
 // Thread-safety: every method is thread-safe (see PgHandle).
 #pragma once
@@ -11,6 +12,7 @@
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
+#include "store/postgres/pg_commit_group.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_handle.h"
 #include "store/write_checks.h"
@@ -24,7 +26,7 @@ namespace runloom::store_internal {
 
 class PgStore final : public Store {
  public:
-  explicit PgStore(std::shared_ptr<PgHandle> handle) : h_(std::move(handle)) {}
+  explicit PgStore(std::shared_ptr<PgHandle> handle) : h_(std::move(handle)), group_(h_.get()) {}
 
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
                                                    const std::string& digest,
@@ -41,6 +43,8 @@ class PgStore final : public Store {
                                      const RunWrite* first) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override;
+  // Through the commit group (pg_commit_group.h): concurrent commits share
+  // one transaction.
   absl::Status Commit(const RunWrite& write) override;
   absl::StatusOr<std::vector<StepRecord>> ListSteps(const std::string& run_id,
                                                     std::optional<int64_t> revision) override;
@@ -56,6 +60,7 @@ class PgStore final : public Store {
 
  private:
   const std::shared_ptr<PgHandle> h_;
+  PgCommitGroup group_;
 };
 
 // Appends `events` to run `run_id` after `last_seq`, at `now`, in the
@@ -68,6 +73,14 @@ absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, 
 // The run's fence, its row locked until the transaction ends, and the
 // server time. kNotFound when absent.
 absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::string& run_id);
+// The fence in columns 0-6 of `row` (PgLockFence's layout); kDataLoss for
+// an unknown status.
+absl::StatusOr<Fence> PgFenceFromRow(const PgRow& row, const std::string& run_id);
+// Applies `write` (serialized as `encoded`) to a run whose fence `f` is
+// locked by this transaction, at server time `now`: checks the fence, then
+// queues the writes on `c` (PgConn::Defer) for the transaction's COMMIT.
+absl::Status PgCommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
+                            const EncodedWrite& encoded, const Fence& f);
 
 // Records that message `message_id` of run `run_id` was dead-lettered after
 // `deliveries` deliveries, for `reason`: a dead_letters row and the run's

@@ -3,6 +3,7 @@
 #include "core/crash_point.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "store/internal/group_leader.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -50,12 +51,9 @@ uint64_t WriteQueue::TEST_ops() {
 absl::Status WriteQueue::Write(WriteOp op) {
   Writer w(op);
   mu_.Lock();
-  writers_.push_back(&w);
-  // The front writer leads once the current leader has handed over (the
-  // flag also guards against spurious wake-ups of a front writer whose
-  // group the leader is running).
-  while (!w.done && (leader_active_ || &w != writers_.front())) w.cv.Wait(&mu_);
-  if (w.done) {
+  // The front writer leads once the current leader has handed over.
+  auto no_leader = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !leader_active_; };
+  if (!QueueAndAwaitTurn(mu_, writers_, w, no_leader)) {
     mu_.Unlock();
     return w.status;
   }
