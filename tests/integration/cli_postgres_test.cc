@@ -146,5 +146,33 @@ TEST(CliPostgres, TokensAreStoredAsHashesAndShownOnce) {
   EXPECT_EQ(r->row(0).ColumnInt(2), 1);  // and it is revoked
 }
 
+// A database of schema version 4 (before tokens) gets the tokens table on
+// its next open, and keeps its runs.
+TEST(CliPostgres, AVersion4DatabaseMigratesToVersion5) {
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_v4");
+  ASSERT_OK(db);
+  const std::string dir = MakeTempDir("clipgv4");
+  WriteFile(dir + "/slow.yaml", kSlow);
+  Result admitted = RunCli({"run", dir + "/slow.yaml", "--detach", "--db", *db}, Clean(dir));
+  ASSERT_EQ(admitted.code, 0) << admitted.out;
+  const std::string id = RunIdFrom(admitted.out);
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(*db, "");
+  ASSERT_OK(c);
+  ASSERT_OK(
+      (*c)->ExecScript("DROP TABLE runloom.tokens; UPDATE runloom.meta SET value = '4' "
+                       "WHERE key = 'schema_version'"));
+  Result created = RunStdout({"token", "create", "--name", "ci", "--role", "viewer", "--db", *db});
+  EXPECT_EQ(created.code, 0) << created.out;
+  static constexpr char kVersion[] =
+      "SELECT value::bigint, (SELECT count(*) FROM runloom.tokens) FROM runloom.meta "
+      "WHERE key = 'schema_version'";
+  absl::StatusOr<store_internal::PgResult> r = (*c)->Exec(kVersion);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->row(0).ColumnInt(0), 5);
+  EXPECT_EQ(r->row(0).ColumnInt(1), 1);
+  EXPECT_EQ(StatusJson(*db, id)["status"], "queued");
+}
+
 }  // namespace
 }  // namespace runloom::testing
