@@ -2,6 +2,10 @@
 // find by hash, for every backend of AllBackendFactories().
 #include "conformance_fixture.h"
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 namespace runloom::conformance {
 namespace {
 
@@ -146,6 +150,46 @@ TEST_P(TokenConformanceTest, TokensAreSharedBetweenHandles) {
   EXPECT_THAT(store_->FindActiveToken(Hash('a')), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(store_->ListTokens(),
               IsOkAndHolds(ElementsAre(Field(&TokenRecord::revoked_at, Optional(::testing::_)))));
+}
+
+// Racing creates of one name, and racing revokes of one token, from two
+// handles (two processes' worth): exactly one of each wins.
+TEST_P(TokenConformanceTest, RacingCreatesAndRevokesHaveOneWinner) {
+  if (!GetParam().shared_location) GTEST_SKIP() << "each open is a private database";
+  absl::StatusOr<Backend> second = Open();
+  ASSERT_OK(second);
+  Store* stores[] = {store_.get(), second->store.get()};
+  constexpr int kThreads = 6;
+  std::atomic<int> created{0}, taken{0}, revoked{0}, gone{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Store* s = stores[i % 2];
+      absl::StatusOr<TokenRecord> c =
+          s->CreateToken(Token(absl::StrCat("tok_", i), "shared", Role::kViewer),
+                         Hash(static_cast<char>('a' + i)));
+      (c.ok() ? created : taken)++;
+      if (!c.ok()) {
+        EXPECT_EQ(c.status().code(), absl::StatusCode::kAlreadyExists) << c.status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  threads.clear();
+  EXPECT_EQ(created.load(), 1);
+  EXPECT_EQ(taken.load(), kThreads - 1);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      absl::StatusOr<TokenRecord> r = stores[i % 2]->RevokeToken("shared");
+      (r.ok() ? revoked : gone)++;
+      if (!r.ok()) {
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(revoked.load(), 1);
+  EXPECT_EQ(gone.load(), kThreads - 1);
 }
 
 }  // namespace
