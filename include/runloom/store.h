@@ -32,6 +32,7 @@
 // commit; kInvalidArgument = bad arguments.
 #pragma once
 
+#include "runloom/auth.h"
 #include "runloom/clock.h"
 #include "runloom/run.h"
 #include "runloom/transport.h"
@@ -121,6 +122,16 @@ struct RunFilter {
   // order, i.e. (created_at, id) < (after.created_at, after.id). Runs
   // created later sort before the position, so they never shift a page.
   std::optional<RunPosition> after;
+};
+
+// An API token as the store keeps it: never the token itself, and the hash
+// of it stays inside the store (only FindActiveToken takes one).
+struct TokenRecord {
+  std::string id;    // "tok_" + hex, chosen by the caller of CreateToken
+  std::string name;  // unique among active tokens; the principal's name
+  Role role = Role::kViewer;
+  absl::Time created_at;                 // set by the store (its Now())
+  std::optional<absl::Time> revoked_at;  // empty while active
 };
 
 class Store {
@@ -228,6 +239,28 @@ class Store {
   // finished (it moved on since the caller read it).
   virtual absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) = 0;
 
+  // ---- API tokens ----
+  // Only a hash of each token is stored (src/engine/tokens.h makes tokens
+  // and hashes); these methods never see a token.
+  //
+  // Inserts `token` (id, name, role; created_at and revoked_at are ignored)
+  // with `token_hash`, active, created at Now(); returns the stored record.
+  // kAlreadyExists, writing nothing, when an active token has this name or
+  // a token has this id or hash; kInvalidArgument when id, name or hash is
+  // empty.
+  virtual absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
+                                                  const std::string& token_hash) = 0;
+  // Every token, active and revoked, oldest first (created_at, then id).
+  virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
+  // Revokes the active token whose id is `id_or_name`, else the active token
+  // of that name, at Now(); returns it as revoked. kNotFound, writing
+  // nothing, when no active token has that id or name (revoking twice is
+  // kNotFound the second time).
+  virtual absl::StatusOr<TokenRecord> RevokeToken(const std::string& id_or_name) = 0;
+  // The active token whose hash is `token_hash`: one indexed equality
+  // lookup. kNotFound when none is (unknown or revoked).
+  virtual absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) = 0;
+
   // ---- time ----
   // The backend's time authority: lease deadlines, visibility timeouts and
   // the queued grace are computed from it, never from another machine's
@@ -302,6 +335,17 @@ class StoreWrapper : public Store {
   }
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override {
     return inner_->Enqueue(run_id, std::move(events));
+  }
+  absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
+                                          const std::string& token_hash) override {
+    return inner_->CreateToken(token, token_hash);
+  }
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override { return inner_->ListTokens(); }
+  absl::StatusOr<TokenRecord> RevokeToken(const std::string& id_or_name) override {
+    return inner_->RevokeToken(id_or_name);
+  }
+  absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) override {
+    return inner_->FindActiveToken(token_hash);
   }
   absl::Time Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }

@@ -226,14 +226,18 @@ absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& tra
   return b;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const CommonFlags& c) {
+absl::StatusOr<Backend> OpenExistingDb(const CommonFlags& c) {
   RUNLOOM_RETURN_IF_ERROR(CheckQueueUrl(c));
   const std::string path = SqliteFileOf(c.db);
   if (!path.empty() && !FileExists(path)) {
     return absl::NotFoundError(absl::StrCat("no database at '", c.db, "'", FromEnv(c.db_from),
                                             "; pass --db with the file `runloom run` used"));
   }
-  auto backend = OpenDb(c);
+  return OpenDb(c);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const CommonFlags& c) {
+  auto backend = OpenExistingDb(c);
   if (!backend.ok()) return backend.status();
   auto engine = Engine::Open({}, *std::move(backend));
   if (!engine.ok()) return absl::InternalError(engine.status().message());

@@ -57,6 +57,9 @@ absl::Status CheckQueueUrl(const CommonFlags& c);
 // Checks the queue URL first; errors are prefixed with the URL and where it
 // came from.
 absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& transport = {});
+// OpenDb over an existing database: kNotFound when `c` names an SQLite file
+// that is not there (nothing is created).
+absl::StatusOr<Backend> OpenExistingDb(const CommonFlags& c);
 // An engine over an existing database, for every command but run, worker
 // and bench: never started, so it executes nothing; its watches wake on
 // commits from the process that executes the run. kNotFound when `c` names

@@ -128,6 +128,23 @@ struct DeadLettersFlags {
 // Lists dead letters, or redrives one (--redrive) or all (--redrive-all).
 int DeadLettersCommand(const DeadLettersFlags& flags);
 
+// `runloom token create|list|revoke` (tokens.cc): API tokens with roles.
+struct TokenFlags {
+  CommonFlags common;
+  std::string name;        // create: 1..64 printable ASCII, no spaces, not "tok_..."
+  std::string role;        // create: viewer | operator | approver | admin
+  std::string id_or_name;  // revoke
+  bool json = false;
+};
+// Prints the new token once (stdout; the notice that it will not be shown
+// again goes to stderr); stores only its hash. Bad name or role, or a name
+// an active token has: exit 2, nothing written.
+int TokenCreateCommand(const TokenFlags& flags);
+// id, name, role, created, revoked: never a token or a hash.
+int TokenListCommand(const TokenFlags& flags);
+// Revokes the active token with this id, else this name; none: exit 2.
+int TokenRevokeCommand(const TokenFlags& flags);
+
 struct BenchFlags {
   int runs = 50000;
   // A service's shape: many executor threads (steps mostly wait on models and

@@ -1,5 +1,5 @@
 // runloom: flag parsing and dispatch only; the commands live in commands.cc,
-// run.cc, dead_letters.cc and bench.cc.
+// run.cc, dead_letters.cc, tokens.cc and bench.cc.
 //
 // Each subcommand is declared by one Add* function below, in --help order:
 // its flags (owned by the returned command, since CLI11 writes into them
@@ -215,6 +215,37 @@ Command AddDeadLetters(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return DeadLettersCommand(*f); }};
 }
 
+// `token create|list|revoke`: one subcommand with three of its own, each
+// with its own flags (BackendFlags applies the environment to each).
+Command AddToken(CLI::App& app, BackendFlags& backend) {
+  auto fc = std::make_shared<TokenFlags>();
+  auto fl = std::make_shared<TokenFlags>();
+  auto fr = std::make_shared<TokenFlags>();
+  CLI::App* cmd = app.add_subcommand("token",
+                                     "Create, list or revoke API tokens (roles: viewer, "
+                                     "operator, approver, admin)");
+  cmd->require_subcommand(1);
+  CLI::App* create =
+      cmd->add_subcommand("create", "Make a token and print it once; only its hash is stored");
+  create->add_option("--name", fc->name, "who uses it (recorded as the reviewer of decisions)")
+      ->required();
+  create->add_option("--role", fc->role, "viewer, operator, approver or admin")->required();
+  create->add_flag("--json", fc->json, "print {\"id\", \"name\", \"role\", \"token\"}");
+  backend.Add(create, fc->common);
+  CLI::App* list = cmd->add_subcommand("list", "List tokens (never the tokens themselves)");
+  list->add_flag("--json", fl->json, "JSON output: {\"tokens\": [...]}");
+  backend.Add(list, fl->common);
+  CLI::App* revoke = cmd->add_subcommand("revoke", "Revoke an active token by id or name");
+  revoke->add_option("token", fr->id_or_name, "token id (tok_...) or name")->required();
+  revoke->add_flag("--json", fr->json, "print the revoked token as JSON");
+  backend.Add(revoke, fr->common);
+  return {cmd, [fc, fl, fr, create, list] {
+            if (*create) return TokenCreateCommand(*fc);
+            if (*list) return TokenListCommand(*fl);
+            return TokenRevokeCommand(*fr);
+          }};
+}
+
 Command AddBench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -252,12 +283,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "runloom 0.1.0");
   cli::BackendFlags backend;
   const std::vector<cli::Command> commands = {
-      cli::AddRun(app, backend),         cli::AddWorker(app, backend),
-      cli::AddDecide(app, backend),      cli::AddCancel(app, backend),
-      cli::AddRerun(app, backend),       cli::AddReset(app, backend),
-      cli::AddStatus(app, backend),      cli::AddEvents(app, backend),
-      cli::AddWorkflows(app, backend),   cli::AddRuns(app, backend),
-      cli::AddDeadLetters(app, backend), cli::AddBench(app),
+      cli::AddRun(app, backend),
+      cli::AddWorker(app, backend),
+      cli::AddDecide(app, backend),
+      cli::AddCancel(app, backend),
+      cli::AddRerun(app, backend),
+      cli::AddReset(app, backend),
+      cli::AddStatus(app, backend),
+      cli::AddEvents(app, backend),
+      cli::AddWorkflows(app, backend),
+      cli::AddRuns(app, backend),
+      cli::AddDeadLetters(app, backend),
+      cli::AddToken(app, backend),
+      cli::AddBench(app),
   };
   try {
     app.parse(argc, argv);

@@ -32,4 +32,13 @@ absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, std::string_vi
   }
 }
 
+absl::Status CheckNewToken(const TokenRecord& token, const std::string& token_hash) {
+  if (token.id.empty()) return absl::InvalidArgumentError("token id is empty");
+  if (token.name.empty()) return absl::InvalidArgumentError("token name is empty");
+  if (token_hash.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("token ", token.name, " has an empty hash"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace runloom::store_internal

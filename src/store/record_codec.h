@@ -7,8 +7,10 @@
 // Thread-safety: stateless functions.
 #pragma once
 
+#include "runloom/auth.h"
 #include "runloom/run.h"
 #include "runloom/status.h"
+#include "runloom/store.h"
 
 #include "core/status_macros.h"
 
@@ -35,6 +37,8 @@
 
 // The run_events columns in the order EventFromRow reads them.
 #define RUNLOOM_EVENT_COLUMNS "run_id, seq, type, schema_version, at, data"
+// The tokens columns in the order TokenFromRow reads them (never the hash).
+#define RUNLOOM_TOKEN_COLUMNS "id, name, role, created_at, revoked_at"
 
 namespace runloom::store_internal {
 
@@ -153,5 +157,25 @@ absl::StatusOr<WorkflowVersion> WorkflowFromRow(const Row& st) {
   w.created_at = st.ColumnTime(4);
   return w;
 }
+
+template <typename Row>
+absl::StatusOr<TokenRecord> TokenFromRow(const Row& st) {
+  TokenRecord t;
+  t.id = st.ColumnText(0);
+  t.name = st.ColumnText(1);
+  absl::StatusOr<Role> role = ParseRole(st.ColumnText(2));
+  if (!role.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("tokens.role of ", t.id, ": ", role.status().message()));
+  }
+  t.role = *role;
+  t.created_at = st.ColumnTime(3);
+  t.revoked_at = st.ColumnOptionalTime(4);
+  return t;
+}
+
+// CreateToken's argument checks, shared by the backends: kInvalidArgument
+// for an empty id, name or hash.
+absl::Status CheckNewToken(const TokenRecord& token, const std::string& token_hash);
 
 }  // namespace runloom::store_internal

@@ -77,4 +77,12 @@ nlohmann::json DeadLetterToJson(const DeadLetter& d) {
           {"at", FormatEventTime(d.at)}};
 }
 
+nlohmann::json TokenToJson(const TokenRecord& t) {
+  return {{"id", t.id},
+          {"name", t.name},
+          {"role", std::string(RoleName(t.role))},
+          {"created_at", FormatEventTime(t.created_at)},
+          {"revoked_at", TimeOrNull(t.revoked_at)}};
+}
+
 }  // namespace runloom::wire

@@ -10,6 +10,7 @@
 #include "runloom/engine.h"
 #include "runloom/gate.h"
 #include "runloom/run.h"
+#include "runloom/store.h"
 
 #include "events/events.h"
 
@@ -31,6 +32,9 @@ nlohmann::json RunPageToJson(const RunPage& page);
 // A dead letter (runloom/transport.h): id, run_id, message_id, deliveries,
 // reason, at.
 nlohmann::json DeadLetterToJson(const DeadLetter& d);
+// An API token (runloom/store.h): id, name, role, created_at, revoked_at
+// (null while active). Never the token or its hash: the record has neither.
+nlohmann::json TokenToJson(const TokenRecord& t);
 // The event envelope of docs/formats/events.md (what schemas/events/
 // validate), defined beside the event types in events/events.h.
 using ::runloom::EventToJson;

@@ -129,5 +129,19 @@ TEST(Wire, DeadLetterHasEveryDocumentedField) {
   EXPECT_EQ(j["at"], FormatEventTime(absl::FromUnixSeconds(0)));
 }
 
+TEST(Wire, TokenHasEveryDocumentedFieldAndNoSecret) {
+  TokenRecord t{.id = "tok_1",
+                .name = "ci",
+                .role = Role::kApprover,
+                .created_at = absl::FromUnixSeconds(0),
+                .revoked_at = std::nullopt};
+  nlohmann::json j = TokenToJson(t);
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"id", "name", "role", "created_at", "revoked_at"}));
+  EXPECT_EQ(j["role"], "approver");
+  EXPECT_TRUE(j["revoked_at"].is_null());
+  t.revoked_at = absl::FromUnixSeconds(60);
+  EXPECT_EQ(TokenToJson(t)["revoked_at"], FormatEventTime(absl::FromUnixSeconds(60)));
+}
+
 }  // namespace
 }  // namespace runloom::wire

@@ -64,7 +64,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -84,7 +84,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 3; "
+                                     " has schema version 99 but this runloom supports up to 4; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -127,7 +127,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -166,7 +166,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -230,10 +230,10 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
       "VALUES (7, 'r_old', 10, 'old', 0); "
       "CREATE INDEX runs_created ON runs (created_at); DROP INDEX runs_created_id; "
-      "PRAGMA user_version = 1");
+      "DROP TABLE tokens; PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -247,7 +247,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
 TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
   { ASSERT_OK(OpenSqlite(path_, options_)); }
   Raw("CREATE INDEX runs_created ON runs (created_at); DROP INDEX runs_created_id; "
-      "PRAGMA user_version = 2");
+      "DROP TABLE tokens; PRAGMA user_version = 2");
   {
     absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
     ASSERT_OK(b);
@@ -266,9 +266,33 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "3");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
+}
+
+// Version 4 adds the tokens table; a version 3 file keeps its runs and can
+// store tokens after the migration.
+TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
+  {
+    absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+    ASSERT_OK(b);
+    NewRun n;
+    n.id = "r_v3";
+    n.workflow_name = "wf";
+    ASSERT_OK(b->store->CreateRun(n, {}));
+  }
+  Raw("DROP TABLE tokens; PRAGMA user_version = 3");
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_OK(b->store->GetRun("r_v3"));
+  TokenRecord t;
+  t.id = "tok_1";
+  t.name = "ci";
+  t.role = Role::kOperator;
+  ASSERT_OK(b->store->CreateToken(t, std::string(64, 'a')));
+  EXPECT_EQ(Raw("SELECT name || ' ' || role FROM tokens"), "ci operator");
 }
 
 TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {

@@ -1,6 +1,7 @@
 // The CLI on PostgreSQL (the test server, a database per test): detached
 // runs executed by a worker process and followed live from a third process,
 // and the refusals of a server it cannot use.
+#include "core/digest.h"
 #include "store/postgres/pg_conn.h"
 #include "testing/status_matchers.h"
 #include "testing/test_servers.h"
@@ -107,6 +108,70 @@ TEST(CliPostgres, AnUnreachableServerOrANewerSchemaExitsTwoWithOneLine) {
   EXPECT_NE(newer.out.find("schema version 99"), std::string::npos) << newer.out;
   Result runs = RunStdout({"runs", "--db", *db, "--json"});
   EXPECT_EQ(runs.code, 2);  // still refused: nothing was admitted
+}
+
+// `runloom token` on PostgreSQL (schema version 5): the token is printed
+// once; the tokens table holds its hash, and no later output shows either.
+TEST(CliPostgres, TokensAreStoredAsHashesAndShownOnce) {
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_tokens");
+  ASSERT_OK(db);
+  const std::string dir = MakeTempDir("clipgtok");
+  Result created = RunStdout({"token", "create", "--name", "ci", "--role", "admin", "--db", *db});
+  ASSERT_EQ(created.code, 0) << created.out;
+  const std::string token = created.out.substr(0, created.out.find('\n'));
+  ASSERT_EQ(token.size(), 3u + 64u) << created.out;
+  const std::string hash = Sha256Hex(token);
+  Result list = RunCli({"token", "list", "--db", *db}, Clean(dir));
+  EXPECT_EQ(list.code, 0) << list.out;
+  EXPECT_NE(list.out.find("admin"), std::string::npos) << list.out;
+  Result revoked = RunCli({"token", "revoke", "ci", "--db", *db}, Clean(dir));
+  EXPECT_EQ(revoked.code, 0) << revoked.out;
+  Result again = RunCli({"token", "revoke", "ci", "--db", *db}, Clean(dir));
+  EXPECT_EQ(again.code, 2) << again.out;
+  for (const Result* r : {&list, &revoked, &again}) {
+    EXPECT_EQ(r->out.find(token), std::string::npos) << r->out;
+    EXPECT_EQ(r->out.find(hash), std::string::npos) << r->out;
+  }
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(*db, "");
+  ASSERT_OK(c);
+  static constexpr char kRows[] =
+      "SELECT count(*) FILTER (WHERE hash = $1), count(*) FILTER (WHERE hash = $2 OR name = $2 "
+      "OR id = $2), count(*) FILTER (WHERE revoked_at IS NOT NULL) FROM runloom.tokens";
+  absl::StatusOr<store_internal::PgResult> r =
+      (*c)->Exec(kRows, store_internal::PgParams().Text(hash).Text(token));
+  ASSERT_OK(r);
+  EXPECT_EQ(r->row(0).ColumnInt(0), 1);  // the hash is stored
+  EXPECT_EQ(r->row(0).ColumnInt(1), 0);  // the token is not
+  EXPECT_EQ(r->row(0).ColumnInt(2), 1);  // and it is revoked
+}
+
+// A database of schema version 4 (before tokens) gets the tokens table on
+// its next open, and keeps its runs.
+TEST(CliPostgres, AVersion4DatabaseMigratesToVersion5) {
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_v4");
+  ASSERT_OK(db);
+  const std::string dir = MakeTempDir("clipgv4");
+  WriteFile(dir + "/slow.yaml", kSlow);
+  Result admitted = RunCli({"run", dir + "/slow.yaml", "--detach", "--db", *db}, Clean(dir));
+  ASSERT_EQ(admitted.code, 0) << admitted.out;
+  const std::string id = RunIdFrom(admitted.out);
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(*db, "");
+  ASSERT_OK(c);
+  ASSERT_OK(
+      (*c)->ExecScript("DROP TABLE runloom.tokens; UPDATE runloom.meta SET value = '4' "
+                       "WHERE key = 'schema_version'"));
+  Result created = RunStdout({"token", "create", "--name", "ci", "--role", "viewer", "--db", *db});
+  EXPECT_EQ(created.code, 0) << created.out;
+  static constexpr char kVersion[] =
+      "SELECT value::bigint, (SELECT count(*) FROM runloom.tokens) FROM runloom.meta "
+      "WHERE key = 'schema_version'";
+  absl::StatusOr<store_internal::PgResult> r = (*c)->Exec(kVersion);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->row(0).ColumnInt(0), 5);
+  EXPECT_EQ(r->row(0).ColumnInt(1), 1);
+  EXPECT_EQ(StatusJson(*db, id)["status"], "queued");
 }
 
 }  // namespace

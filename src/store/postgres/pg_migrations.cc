@@ -229,8 +229,23 @@ BEGIN
 END $$;
 )sql";
 
+// Version 5: API tokens, as SQLite's version 4 (docs/formats/sqlite-schema.md,
+// "tokens"): only the SHA-256 of a token is kept; a name is unique among
+// active tokens only.
+constexpr char kV5[] = R"sql(
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at BIGINT NOT NULL,
+  revoked_at BIGINT
+);
+CREATE UNIQUE INDEX tokens_active_name ON tokens (name) WHERE revoked_at IS NULL;
+)sql";
+
 constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
-                                    Migration{4, kV4}};
+                                    Migration{4, kV4}, Migration{5, kV5}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

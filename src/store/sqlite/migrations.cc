@@ -135,10 +135,26 @@ CREATE INDEX runs_created_id ON runs (created_at, id);
 DROP INDEX runs_created;
 )sql";
 
+// Version 4: API tokens (docs/formats/sqlite-schema.md, "tokens"). Only
+// the SHA-256 of a token is kept; a name is unique among active tokens
+// only, so a revoked token's name can be given to a new one.
+constexpr char kV4[] = R"sql(
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY NOT NULL,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+CREATE UNIQUE INDEX tokens_active_name ON tokens (name) WHERE revoked_at IS NULL;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},
     Migration{2, kV2},
     Migration{3, kV3},
+    Migration{4, kV4},
 };
 
 absl::Status MigrateLocked(Db& db) {

@@ -52,6 +52,13 @@ class SqliteStore final : public Store {
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
 
+  // sqlite_tokens.cc
+  absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
+                                          const std::string& token_hash) override;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
+  absl::StatusOr<TokenRecord> RevokeToken(const std::string& id_or_name) override;
+  absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) override;
+
   absl::Time Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }
 
