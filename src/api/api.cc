@@ -38,6 +38,7 @@ Api::Api(Engine* engine, Authenticator* auth, prometheus::Registry* metrics)
     : engine_(engine), auth_(auth), metrics_(metrics) {
   routes_ = RunRoutes(engine_);
   for (Route& r : AdminRoutes(engine_, metrics_)) routes_.push_back(std::move(r));
+  for (Route& r : UiRoutes()) routes_.push_back(std::move(r));
 }
 
 Dispatched Api::Handle(const HttpRequest& request) const {

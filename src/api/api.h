@@ -1,4 +1,5 @@
-// Api: the /api/v1 routes (plus /healthz, /readyz, /metrics) over an Engine,
+// Api: the /api/v1 routes (plus /healthz, /readyz, /metrics and the web UI's
+// files) over an Engine,
 // apart from any socket. Routing is a table of (method, pattern, role,
 // handler); handlers are thin: parse, call the engine, encode with the wire
 // form (wire/wire.h).
@@ -70,5 +71,6 @@ class Api {
 // The route tables, by area (handlers_runs.cc, handlers_admin.cc).
 std::vector<Route> RunRoutes(Engine* engine);
 std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics);
+std::vector<Route> UiRoutes();
 
 }  // namespace runloom::api

@@ -174,3 +174,24 @@ TEST_F(ApiTest, InsecureNoAuthActsAsAdminLocal) {
 
 }  // namespace
 }  // namespace runloom::api::testing
+
+namespace runloom::api::testing {
+namespace {
+
+TEST_F(ApiTest, TheWebUiIsServedAndMeNamesTheToken) {
+  ClientResponse page = Get("/", "");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_THAT(page.content_type, ::testing::HasSubstr("text/html"));
+  ClientResponse app = Get("/ui/app.js", "");
+  ASSERT_EQ(app.status, 200);
+  EXPECT_THAT(app.content_type, ::testing::HasSubstr("javascript"));
+  EXPECT_EQ(Get("/ui/nope.js", "").status, 404);
+  ClientResponse me = Get("/api/v1/me", "approver-token");
+  ASSERT_EQ(me.status, 200);
+  EXPECT_EQ(me.json()["name"], "ana-approver");
+  EXPECT_EQ(me.json()["role"], "approver");
+  EXPECT_EQ(Get("/api/v1/me", "").status, 401);
+}
+
+}  // namespace
+}  // namespace runloom::api::testing
