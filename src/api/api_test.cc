@@ -3,7 +3,11 @@
 #include "api/api_test_util.h"
 #include "events/events.h"
 
+#include "boost/asio/write.hpp"
 #include "gmock/gmock.h"
+
+#include <chrono>
+#include <functional>
 
 namespace runloom::api::testing {
 namespace {
@@ -117,6 +121,68 @@ TEST_F(ApiTest, RunStepsGateAndEventsOfAPausedRun) {
   ClientResponse done = Get("/api/v1/runs/" + StartAndAwait("quick").id + "/gate");
   EXPECT_EQ(done.status, 404);
   EXPECT_EQ(done.json().value("code", ""), "no_pending_gate");
+}
+
+}  // namespace
+}  // namespace runloom::api::testing
+
+namespace runloom::api::testing {
+namespace {
+
+// Reads what the server sends until it closes (or `timeout`).
+std::string ReadUntilClosed(boost::asio::ip::tcp::socket& s, std::chrono::milliseconds timeout) {
+  boost::asio::io_context& ioc = static_cast<boost::asio::io_context&>(s.get_executor().context());
+  std::string got;
+  char buf[4096];
+  bool closed = false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::function<void()> read = [&] {
+    s.async_read_some(boost::asio::buffer(buf), [&](boost::system::error_code ec, size_t n) {
+      got.append(buf, n);
+      if (ec) {
+        closed = true;
+        return;
+      }
+      read();
+    });
+  };
+  read();
+  ioc.restart();
+  ioc.run_until(deadline);
+  if (!closed) got += "<still open>";
+  boost::system::error_code ignored;
+  s.close(ignored);
+  ioc.restart();
+  ioc.run();
+  return got;
+}
+
+TEST_F(ApiTest, SlowAndOversizedRequestsAreCutOffWithoutHoldingTheServer) {
+  StopAll();
+  StartAll({.idle_timeout = absl::Milliseconds(300), .request_timeout = absl::Milliseconds(300)});
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::socket slow(ioc);
+  slow.connect({boost::asio::ip::make_address("127.0.0.1"), port()});
+  boost::asio::write(slow,
+                     boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\nHost: x\r\n")));
+  // The half-sent request holds no thread: others are answered meanwhile.
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Get("/healthz", "").status, 200);
+  EXPECT_EQ(ReadUntilClosed(slow, std::chrono::milliseconds(5'000)), "");
+
+  boost::asio::ip::tcp::socket body(ioc);
+  body.connect({boost::asio::ip::make_address("127.0.0.1"), port()});
+  boost::asio::write(body, boost::asio::buffer(std::string(
+                               "POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                               "operator-token\r\nContent-Length: 100\r\n\r\n{\"work")));
+  EXPECT_EQ(ReadUntilClosed(body, std::chrono::milliseconds(5'000)), "");
+  EXPECT_EQ(CountRuns(), 0);
+
+  boost::asio::ip::tcp::socket big(ioc);
+  big.connect({boost::asio::ip::make_address("127.0.0.1"), port()});
+  boost::asio::write(big, boost::asio::buffer("GET /healthz HTTP/1.1\r\nX-Pad: " +
+                                              std::string(32 * 1024, 'x') + "\r\n\r\n"));
+  EXPECT_THAT(ReadUntilClosed(big, std::chrono::milliseconds(5'000)),
+              ::testing::HasSubstr("HTTP/1.1 431"));
 }
 
 }  // namespace
