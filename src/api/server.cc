@@ -15,6 +15,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
@@ -40,6 +41,7 @@ class HttpSession;
 namespace {
 constexpr std::chrono::seconds kLingerTime{2};
 constexpr uint64_t kMaxLingerBytes = uint64_t{16} << 20;
+constexpr std::chrono::milliseconds kAcceptRetry{50};
 }  // namespace
 
 class Server::Impl {
@@ -92,6 +94,7 @@ class Server::Impl {
   // (destroyed after it: the hub's callback posts to stream strands).
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_{acceptor_.get_executor()};  // on the acceptor's strand
   std::vector<std::thread> threads_;
 
  public:
@@ -303,8 +306,15 @@ absl::Status Server::Impl::Listen() {
 void Server::Impl::Accept() {
   acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<HttpSession>(std::move(s), this)->Start();
-    Accept();
+    if (!ec) {
+      std::make_shared<HttpSession>(std::move(s), this)->Start();
+      return Accept();
+    }
+    // Out of descriptors or memory: retrying at once would spin; wait a little.
+    accept_retry_.expires_after(kAcceptRetry);
+    accept_retry_.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && acceptor_.is_open()) Accept();
+    });
   });
 }
 
@@ -328,6 +338,7 @@ void Server::Impl::Shutdown() {
   asio::post(acceptor_.get_executor(), [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    accept_retry_.cancel();
   });
   hub_.CloseAll();
   for (auto& s : live) s->OnShutdown();

@@ -15,6 +15,7 @@
 
 #include <iostream>
 #include <memory>
+#include <sys/resource.h>
 
 namespace runloom::cli {
 namespace {
@@ -37,6 +38,17 @@ absl::Status ParseListen(const std::string& listen, api::ServerOptions& out) {
   return absl::OkStatus();
 }
 
+// Each open connection and event stream is a descriptor; the usual soft
+// limit (1024) would cap a server at about a thousand streams. Raise it to
+// the hard limit (best effort: a failure leaves the soft limit).
+void RaiseDescriptorLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
 }  // namespace
 
 int ServeCommand(const ServeFlags& f) {
@@ -54,6 +66,7 @@ int ServeCommand(const ServeFlags& f) {
   }
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
+  RaiseDescriptorLimit();
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
