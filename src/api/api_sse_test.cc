@@ -68,6 +68,24 @@ TEST_F(ApiTest, SseOfAFinishedRunReplaysThenEndsAndResumingAtTheEndSendsNothing)
   EXPECT_THAT(at_end.raw(), HasSubstr("text/event-stream"));
 }
 
+TEST_F(ApiTest, SseOfARerunRunGoesOnPastTheFirstFinish) {
+  RunRecord done = StartAndAwait("quick");
+  ASSERT_EQ(
+      Post("/api/v1/runs/" + done.id + "/rerun", R"({"from_phase": ""})", "operator-token").status,
+      200);
+  absl::StatusOr<RunRecord> again =
+      engine()->AwaitRun(done.id, engine()->clock()->Now() + absl::Seconds(20));
+  ASSERT_OK(again);
+  ASSERT_EQ(again->status, RunStatus::kCompleted);
+  SseReader all(port(), EventsUrl(done.id), "viewer-token");
+  std::vector<SseEvent> events = all.ReadToEnd(milliseconds(5'000));
+  EXPECT_TRUE(all.ended());
+  ASSERT_EQ(static_cast<int64_t>(events.size()), again->last_event_seq);
+  int finishes = 0;
+  for (const SseEvent& e : events) finishes += e.event == "run.finished" ? 1 : 0;
+  EXPECT_EQ(finishes, 2);
+}
+
 TEST_F(ApiTest, SseRefusalsAreOrdinaryErrors) {
   RunRecord done = StartAndAwait("quick");
   SseReader bad_id(port(), EventsUrl(done.id), "viewer-token", "seven");

@@ -97,20 +97,23 @@ std::string SseStream::ReadRunEvents() {
     return "";
   }
   std::string text;
+  bool finished = false;
   for (const Event& e : *events) {
     absl::StrAppend(&text, "id: ", e.seq, "\nevent: ", e.type, "\ndata: ", EventToJson(e).dump(),
                     "\n\n");
     last_seq_ = e.seq;
     if (e.type == event_types::kRunFinished) {
-      finishing_ = true;
-      return text;
+      finished = true;  // the end, unless a rerun has begun since
+      break;
     }
   }
-  if (events->size() == static_cast<size_t>(kMaxReadLimit)) dirty_ = true;
-  if (events->empty()) {
+  if (!finished && events->size() == static_cast<size_t>(kMaxReadLimit)) dirty_ = true;
+  if (finished || events->empty()) {
     absl::StatusOr<RunRecord> run = engine->GetRun(request_.run_id);
     if (run.ok() && IsTerminal(run->status) && last_seq_ >= run->last_event_seq) {
       finishing_ = true;
+    } else if (finished) {
+      dirty_ = true;  // a later revision's events follow
     }
   }
   return text;

@@ -4,7 +4,8 @@
 // stream sends each event as `id: <seq>`, `event: <type>`, `data: <the event
 // envelope>`, reading the store after `after_seq` whenever the engine says
 // the run changed, so nothing is skipped or repeated; it ends after the
-// run.finished event (or at once when the run is terminal and everything was
+// run.finished event that leaves the run terminal (a rerun's events go on
+// past an earlier one), or at once when the run is terminal and everything was
 // sent). The all-runs stream sends `event: run` with {run_id, status,
 // last_event_seq} for every committed change. Both send a `: keep-alive`
 // comment when idle for keepalive_interval.
