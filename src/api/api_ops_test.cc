@@ -76,11 +76,13 @@ TEST_F(ApiTest, CancelAndRerunNeedAnOperator) {
 
   RunRecord done = StartAndAwait("quick");
   const std::string rerun = "/api/v1/runs/" + done.id + "/rerun";
-  EXPECT_EQ(Post(rerun, R"({"from_phase": ""})", "viewer-token").status, 403);
+  EXPECT_EQ(Post(rerun, R"({"from_phase": "main"})", "viewer-token").status, 403);
   EXPECT_EQ(Post(rerun, R"({})", "operator-token").json().value("field", ""), "from_phase");
+  EXPECT_EQ(Post(rerun, R"({"from_phase": ""})", "operator-token").json().value("field", ""),
+            "from_phase");
   EXPECT_EQ(engine()->GetRun(done.id)->revision, 1);
   ClientResponse again =
-      Post(rerun, R"({"from_phase": "", "feedback": "again"})", "operator-token");
+      Post(rerun, R"({"from_phase": "main", "feedback": "again"})", "operator-token");
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.json()["revision"], 2);
 }

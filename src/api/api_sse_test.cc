@@ -71,7 +71,8 @@ TEST_F(ApiTest, SseOfAFinishedRunReplaysThenEndsAndResumingAtTheEndSendsNothing)
 TEST_F(ApiTest, SseOfARerunRunGoesOnPastTheFirstFinish) {
   RunRecord done = StartAndAwait("quick");
   ASSERT_EQ(
-      Post("/api/v1/runs/" + done.id + "/rerun", R"({"from_phase": ""})", "operator-token").status,
+      Post("/api/v1/runs/" + done.id + "/rerun", R"({"from_phase": "main"})", "operator-token")
+          .status,
       200);
   absl::StatusOr<RunRecord> again =
       engine()->AwaitRun(done.id, engine()->clock()->Now() + absl::Seconds(20));

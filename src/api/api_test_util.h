@@ -73,6 +73,7 @@ inputs:
 steps:
   - id: only
     kind: count
+    phase: main
 )";
 
 class ApiTest : public ::testing::Test {

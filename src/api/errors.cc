@@ -1,5 +1,7 @@
 #include "api/errors.h"
 
+#include "core/log.h"
+
 #include "nlohmann/json.hpp"
 
 namespace runloom::api {
@@ -41,7 +43,9 @@ HttpResponse StatusResponse(const absl::Status& status) {
       return ErrorResponse(c.http, c.code, std::string(status.message()));
     }
   }
-  // Internal errors and broken invariants: the message may name internals.
+  // Internal errors and broken invariants: the message may name internals,
+  // so it goes to the log, not to the client.
+  Log(DefaultLogger(), LogLevel::kError, "http: answered 500 for ", status.ToString());
   return ErrorResponse(500, "internal", "internal error; see the server log");
 }
 

@@ -172,8 +172,17 @@ HandlerResult Rerun(Engine* engine, const Call& c) {
   ParsedBody b = ParseBody(
       c.request.body, {{"from_phase", FieldType::kString, true}, {"feedback", FieldType::kString}});
   if (b.error) return {*b.error};
-  return {RunResponse(engine->Rerun(c.params[0], b.value["from_phase"].get<std::string>(),
-                                    b.value.value("feedback", std::string()), c.principal.name))};
+  const std::string phase = b.value["from_phase"].get<std::string>();
+  if (phase.empty()) {
+    return {ErrorResponse(400, "invalid_argument", "from_phase must name a phase", "from_phase")};
+  }
+  absl::StatusOr<RunRecord> run =
+      engine->Rerun(c.params[0], phase, b.value.value("feedback", std::string()), c.principal.name);
+  if (absl::IsInvalidArgument(run.status())) {
+    return {
+        ErrorResponse(400, "invalid_argument", std::string(run.status().message()), "from_phase")};
+  }
+  return {RunResponse(run)};
 }
 
 }  // namespace

@@ -10,8 +10,10 @@
 #include "api/http_metrics.h"
 #include "api/query.h"
 #include "api/sse.h"
+#include "core/log.h"
 
 #include "absl/strings/str_cat.h"
+#include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
@@ -95,6 +97,10 @@ class Server::Impl {
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_{acceptor_.get_executor()};  // on the acceptor's strand
+  // Keeps run() going while there is momentarily nothing to do; reset by
+  // Shutdown() once the connections are drained.
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{
+      ioc_.get_executor()};
   std::vector<std::thread> threads_;
 
  public:
@@ -320,7 +326,18 @@ void Server::Impl::Accept() {
 
 void Server::Impl::RunThreads() {
   for (int i = 0; i < options_.threads; ++i) {
-    threads_.emplace_back([this] { ioc_.run(); });
+    threads_.emplace_back([this] {
+      // A handler that throws (a bug: handlers catch what they call) must
+      // not take its io thread with it.
+      for (;;) {
+        try {
+          ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          Log(DefaultLogger(), LogLevel::kError, "http: handler threw: ", e.what());
+        }
+      }
+    });
   }
 }
 
@@ -351,6 +368,7 @@ void Server::Impl::Shutdown() {
     if (sessions_.empty() && hub_.open() == 0) break;
     session_gone_.WaitWithTimeout(&mu_, kPoll);
   }
+  work_.reset();
   ioc_.stop();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
