@@ -35,7 +35,16 @@ TEST_F(ApiTest, DecisionIsBoundToTheDigestAndTheReviewerIsTheToken) {
            "approver-token");
   EXPECT_EQ(forged.status, 400);
   EXPECT_EQ(forged.json().value("field", ""), "reviewer");
-  EXPECT_EQ(Post(url, Decision(digest, "shrug"), "approver-token").status, 400);
+  EXPECT_EQ(Post(url, Decision(digest, "shrug"), "approver-token").json().value("field", ""),
+            "decision");
+  ClientResponse bad_phase =
+      Post(url,
+           nlohmann::json{
+               {"digest", digest}, {"decision", "request_revision"}, {"from_phase", "nowhere"}}
+               .dump(),
+           "approver-token");
+  EXPECT_EQ(bad_phase.status, 400) << bad_phase.body;
+  EXPECT_EQ(bad_phase.json().value("field", ""), "from_phase");
   EXPECT_EQ(
       Post("/api/v1/runs/nope/decisions", Decision(digest, "approve"), "approver-token").status,
       404);

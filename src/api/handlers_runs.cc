@@ -156,8 +156,12 @@ HandlerResult Decide(Engine* engine, const Call& c) {
                           "digest")};
   }
   if (absl::IsInvalidArgument(run.status())) {
-    return {
-        ErrorResponse(400, "invalid_argument", std::string(run.status().message()), "decision")};
+    // A decision the gate does not allow, or (request_revision) a phase it
+    // cannot rerun from.
+    const bool phase =
+        d.decision == "request_revision" && absl::StrContains(run.status().message(), "phase");
+    return {ErrorResponse(400, "invalid_argument", std::string(run.status().message()),
+                          phase ? "from_phase" : "decision")};
   }
   return {RunResponse(run)};
 }
