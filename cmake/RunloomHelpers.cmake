@@ -21,7 +21,7 @@ endfunction()
 # the `tsan_tests` target; in a Tsan build their tests carry the ctest label
 # `tsan`). Add a test here by name.
 set(RUNLOOM_TSAN_TESTS engine_test decisions_test chaos_test dead_letter_test store_write_queue_test
-    event_bus_test store_change_watcher_test)
+    event_bus_test store_change_watcher_test api_test)
 if(RUNLOOM_BUILD_TESTS)
   add_custom_target(tsan_tests)
 endif()

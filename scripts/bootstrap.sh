@@ -18,6 +18,7 @@ readonly BUILD_PACKAGES=(
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libssl-dev libsqlite3-dev sqlite3
   libpq-dev libhiredis-dev  # the PostgreSQL store, the Redis transport and stage events
+  libboost-dev  # Boost.Beast/Asio (header-only): the HTTP server
   libgtest-dev libgmock-dev libbenchmark-dev
   python3  # examples/ingest/*.py and other exec steps
 )

@@ -85,6 +85,16 @@ struct WorkerFlags {
 };
 int WorkerCommand(const WorkerFlags& flags);
 
+struct ServeFlags {
+  CommonFlags common;
+  std::string listen = "127.0.0.1:8080";
+  int executors = 4;
+  bool no_executors = false;  // serve only; `runloom worker` processes execute
+  int threads = 4;            // HTTP io threads
+  bool insecure_no_auth = false;
+};
+int ServeCommand(const ServeFlags& flags);
+
 struct DecideFlags {
   CommonFlags common;
   std::string run_id;

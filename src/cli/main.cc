@@ -1,5 +1,5 @@
 // runloom: flag parsing and dispatch only; the commands live in commands.cc,
-// run.cc, dead_letters.cc, tokens.cc and bench.cc.
+// run.cc, serve.cc, dead_letters.cc, tokens.cc and bench.cc.
 //
 // Each subcommand is declared by one Add* function below, in --help order:
 // its flags (owned by the returned command, since CLI11 writes into them
@@ -98,6 +98,26 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
       ->capture_default_str();
   backend.Add(cmd, f->common);
   return {cmd, [f] { return WorkerCommand(*f); }};
+}
+
+Command AddServe(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Serve the HTTP API and execute runs in this process until SIGINT/SIGTERM");
+  cmd->add_option("--listen", f->listen, "address:port to listen on (loopback by default)")
+      ->capture_default_str();
+  auto* executors = cmd->add_option("--executors", f->executors, "concurrent runs executed here")
+                        ->capture_default_str();
+  cmd->add_flag("--no-executors", f->no_executors,
+                "serve only; `runloom worker` processes execute the runs")
+      ->excludes(executors);
+  cmd->add_option("--http-threads", f->threads, "threads serving HTTP")->capture_default_str();
+  cmd->add_flag("--insecure-no-auth", f->insecure_no_auth,
+                "check no token: every caller is admin \"local\" (local demos only)");
+  cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
+      ->capture_default_str();
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return ServeCommand(*f); }};
 }
 
 Command AddDecide(CLI::App& app, BackendFlags& backend) {
@@ -285,6 +305,7 @@ int main(int argc, char** argv) {
   const std::vector<cli::Command> commands = {
       cli::AddRun(app, backend),
       cli::AddWorker(app, backend),
+      cli::AddServe(app, backend),
       cli::AddDecide(app, backend),
       cli::AddCancel(app, backend),
       cli::AddRerun(app, backend),

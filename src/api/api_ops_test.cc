@@ -1,0 +1,208 @@
+// Operations over real HTTP: decisions (digest binding, reviewer from the
+// token, 409s that record nothing), cancel, rerun, reset, workflows, dead
+// letters, health and metrics, and who may do each.
+#include "api/api_test_util.h"
+#include "events/events.h"
+
+#include "gmock/gmock.h"
+
+namespace runloom::api::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Decision(const std::string& digest, const std::string& decision) {
+  return nlohmann::json{{"digest", digest}, {"decision", decision}}.dump();
+}
+
+TEST_F(ApiTest, DecisionIsBoundToTheDigestAndTheReviewerIsTheToken) {
+  RunRecord run = StartAndAwait("gated");
+  ASSERT_EQ(run.status, RunStatus::kPaused);
+  const std::string url = "/api/v1/runs/" + run.id + "/decisions";
+  const std::string digest = Get("/api/v1/runs/" + run.id + "/gate").json()["proposal_digest"];
+  const int64_t events_before = engine()->GetRun(run.id)->last_event_seq;
+
+  EXPECT_EQ(Post(url, Decision(digest, "approve"), "viewer-token").status, 403);
+  EXPECT_EQ(Post(url, Decision(digest, "approve"), "operator-token").status, 403);
+  EXPECT_EQ(Post(url, Decision(digest, "approve"), "").status, 401);
+  ClientResponse stale = Post(url, Decision("sha256:0000", "approve"), "approver-token");
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(stale.json().value("code", ""), "stale_digest");
+  EXPECT_THAT(stale.body, Not(HasSubstr(digest)));
+  ClientResponse forged =
+      Post(url, R"({"digest": ")" + digest + R"(", "decision": "approve", "reviewer": "mallory"})",
+           "approver-token");
+  EXPECT_EQ(forged.status, 400);
+  EXPECT_EQ(forged.json().value("field", ""), "reviewer");
+  EXPECT_EQ(Post(url, Decision(digest, "shrug"), "approver-token").json().value("field", ""),
+            "decision");
+  ClientResponse bad_phase =
+      Post(url,
+           nlohmann::json{
+               {"digest", digest}, {"decision", "request_revision"}, {"from_phase", "nowhere"}}
+               .dump(),
+           "approver-token");
+  EXPECT_EQ(bad_phase.status, 400) << bad_phase.body;
+  EXPECT_EQ(bad_phase.json().value("field", ""), "from_phase");
+  EXPECT_EQ(
+      Post("/api/v1/runs/nope/decisions", Decision(digest, "approve"), "approver-token").status,
+      404);
+  EXPECT_EQ(engine()->GetRun(run.id)->last_event_seq, events_before);  // nothing recorded
+
+  ClientResponse ok = Post(url, Decision(digest, "approve"), "approver-token");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  absl::StatusOr<std::vector<Event>> events = engine()->ListEvents(run.id, 0, 1000);
+  ASSERT_OK(events);
+  bool decided = false;
+  for (const Event& e : *events) {
+    if (e.type == event_types::kRunDecided) {
+      decided = true;
+      EXPECT_EQ(e.data["reviewer"], "ana-approver");
+    }
+  }
+  EXPECT_TRUE(decided);
+  absl::StatusOr<RunRecord> done =
+      engine()->AwaitRun(run.id, engine()->clock()->Now() + absl::Seconds(20));
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
+  ClientResponse late = Post(url, Decision(digest, "approve"), "admin-token");
+  EXPECT_EQ(late.status, 409);
+  EXPECT_EQ(late.json().value("code", ""), "not_paused");
+}
+
+TEST_F(ApiTest, CancelAndRerunNeedAnOperator) {
+  RunRecord paused = StartAndAwait("gated");
+  const std::string base = "/api/v1/runs/" + paused.id;
+  EXPECT_EQ(Post(base + "/cancel", "", "viewer-token").status, 403);
+  EXPECT_EQ(Post(base + "/cancel", R"({"why": 1})", "operator-token").status, 400);
+  EXPECT_EQ(engine()->GetRun(paused.id)->status, RunStatus::kPaused);
+  ClientResponse cancelled = Post(base + "/cancel", "", "operator-token");
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(cancelled.json()["status"], "cancelled");
+  EXPECT_EQ(Post(base + "/cancel", "", "operator-token").status, 409);
+  EXPECT_EQ(Post("/api/v1/runs/nope/cancel", "", "operator-token").status, 404);
+
+  RunRecord done = StartAndAwait("quick");
+  const std::string rerun = "/api/v1/runs/" + done.id + "/rerun";
+  EXPECT_EQ(Post(rerun, R"({"from_phase": "main"})", "viewer-token").status, 403);
+  EXPECT_EQ(Post(rerun, R"({})", "operator-token").json().value("field", ""), "from_phase");
+  EXPECT_EQ(Post(rerun, R"({"from_phase": ""})", "operator-token").json().value("field", ""),
+            "from_phase");
+  EXPECT_EQ(engine()->GetRun(done.id)->revision, 1);
+  ClientResponse again =
+      Post(rerun, R"({"from_phase": "main", "feedback": "again"})", "operator-token");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["revision"], 2);
+}
+
+TEST_F(ApiTest, ResetIsForAdminsOnly) {
+  RunRecord paused = StartAndAwait("gated");
+  EXPECT_EQ(Post("/api/v1/admin/reset", "", "approver-token").status, 403);
+  EXPECT_EQ(engine()->GetRun(paused.id)->status, RunStatus::kPaused);
+  ClientResponse r = Post("/api/v1/admin/reset", "", "admin-token");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["cancelled"], 1);
+  EXPECT_EQ(engine()->GetRun(paused.id)->status, RunStatus::kCancelled);
+}
+
+TEST_F(ApiTest, WorkflowsListGetAndRegisterThroughTheLoader) {
+  ClientResponse list = Get("/api/v1/workflows");
+  ASSERT_EQ(list.status, 200);
+  EXPECT_EQ(list.json()["workflows"].size(), 3u);
+  ClientResponse one = Get("/api/v1/workflows/gated");
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(one.json()["version"], 1);
+  EXPECT_TRUE(one.json().contains("definition"));
+  EXPECT_EQ(Get("/api/v1/workflows/gated?version=9").status, 404);
+  EXPECT_EQ(Get("/api/v1/workflows/nope").status, 404);
+
+  const std::string yaml =
+      nlohmann::json{{"yaml", "name: fresh\nsteps:\n  - id: a\n    kind: count\n"}}.dump();
+  EXPECT_EQ(Post("/api/v1/workflows", yaml, "operator-token").status, 403);
+  ClientResponse bad = Post("/api/v1/workflows", R"({"yaml": "name: [unclosed"})", "admin-token");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.json().value("field", ""), "yaml");
+  ClientResponse unknown_kind =
+      Post("/api/v1/workflows",
+           nlohmann::json{{"yaml", "name: odd\nsteps:\n  - id: a\n    kind: teleport\n"}}.dump(),
+           "admin-token");
+  EXPECT_EQ(unknown_kind.status, 400) << unknown_kind.body;
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 3u);
+  ClientResponse ok = Post("/api/v1/workflows", yaml, "admin-token");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.json()["name"], "fresh");
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 4u);
+}
+
+TEST_F(ApiTest, DeadLettersListAndRedrive) {
+  ClientResponse list = Get("/api/v1/dead-letters");
+  ASSERT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(list.json()["dead_letters"].size(), 0u);
+  EXPECT_EQ(Get("/api/v1/dead-letters", "").status, 401);
+  EXPECT_EQ(Post("/api/v1/dead-letters/1/redrive", "", "operator-token").status, 403);
+  ClientResponse missing = Post("/api/v1/dead-letters/1/redrive", "", "admin-token");
+  EXPECT_THAT(missing.status, ::testing::AnyOf(400, 404)) << missing.body;
+}
+
+TEST_F(ApiTest, HealthReadinessAndMetrics) {
+  EXPECT_EQ(Get("/healthz", "").status, 200);
+  EXPECT_EQ(Get("/readyz", "").status, 200);
+  EXPECT_EQ(Get("/metrics", "").status, 401);
+  StartAndAwait("quick");
+  ClientResponse m = Get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_THAT(m.content_type, HasSubstr("text/plain"));
+  EXPECT_THAT(m.body, HasSubstr("runloom_http_request_duration_seconds_count{"));
+  EXPECT_THAT(m.body, HasSubstr("route=\"/api/v1/runs\""));
+  EXPECT_THAT(m.body, HasSubstr("runloom_http_open_streams"));
+  EXPECT_THAT(m.body, HasSubstr("runloom_runs_"));
+  EXPECT_EQ(Get("/api/v1/nowhere").status, 404);
+  EXPECT_EQ(Request(port(), "DELETE", "/api/v1/runs", "", "admin-token").status, 405);
+}
+
+TEST_F(ApiTest, InsecureNoAuthActsAsAdminLocal) {
+  StopAll();
+  StartAll({}, /*auth=*/false);
+  ClientResponse r = Post("/api/v1/runs", R"({"workflow": "gated"})", "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  absl::StatusOr<RunRecord> paused =
+      engine()->AwaitRun(r.json()["id"], engine()->clock()->Now() + absl::Seconds(20));
+  ASSERT_OK(paused);
+  const std::string digest =
+      Get("/api/v1/runs/" + paused->id + "/gate", "").json()["proposal_digest"];
+  ASSERT_EQ(
+      Post("/api/v1/runs/" + paused->id + "/decisions", Decision(digest, "approve"), "").status,
+      200);
+  absl::StatusOr<std::vector<Event>> events = engine()->ListEvents(paused->id, 0, 1000);
+  ASSERT_OK(events);
+  bool by_local = false;
+  for (const Event& e : *events) {
+    if (e.type == event_types::kRunDecided) by_local = e.data["reviewer"] == "local";
+  }
+  EXPECT_TRUE(by_local);
+}
+
+}  // namespace
+}  // namespace runloom::api::testing
+
+namespace runloom::api::testing {
+namespace {
+
+TEST_F(ApiTest, TheWebUiIsServedAndMeNamesTheToken) {
+  ClientResponse page = Get("/", "");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_THAT(page.content_type, ::testing::HasSubstr("text/html"));
+  ClientResponse app = Get("/ui/app.js", "");
+  ASSERT_EQ(app.status, 200);
+  EXPECT_THAT(app.content_type, ::testing::HasSubstr("javascript"));
+  EXPECT_EQ(Get("/ui/nope.js", "").status, 404);
+  ClientResponse me = Get("/api/v1/me", "approver-token");
+  ASSERT_EQ(me.status, 200);
+  EXPECT_EQ(me.json()["name"], "ana-approver");
+  EXPECT_EQ(me.json()["role"], "approver");
+  EXPECT_EQ(Get("/api/v1/me", "").status, 401);
+}
+
+}  // namespace
+}  // namespace runloom::api::testing

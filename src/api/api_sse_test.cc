@@ -1,0 +1,137 @@
+// Event streams over real HTTP: a run's events as SSE with seq as the id,
+// resumed with Last-Event-ID after the test cuts the connection mid-run (no
+// gap, no duplicate), the end after run.finished, keep-alive comments, the
+// all-runs stream, and streams ended by a graceful shutdown.
+#include "api/api_test_util.h"
+#include "events/events.h"
+
+#include "gmock/gmock.h"
+
+#include <chrono>
+
+namespace runloom::api::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+
+std::string EventsUrl(const std::string& run_id) { return "/api/v1/runs/" + run_id + "/events"; }
+
+TEST_F(ApiTest, SseResumesAfterACutWithNoGapAndNoDuplicate) {
+  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "slow"})", "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string id = started.json()["id"];
+  std::vector<SseEvent> seen;
+  {
+    SseReader first(port(), EventsUrl(id), "viewer-token");
+    // Read until step "two" (which blocks) has started: the run is mid-way.
+    for (int i = 0; i < 200; ++i) {
+      std::vector<SseEvent> more = first.ReadEvents(1, milliseconds(100));
+      seen.insert(seen.end(), more.begin(), more.end());
+      if (!seen.empty() && seen.back().event == "step.started" &&
+          absl::StrContains(seen.back().data, "\"two\"")) {
+        break;
+      }
+    }
+    ASSERT_FALSE(seen.empty());
+    ASSERT_EQ(seen.back().event, "step.started");
+    first.Cut();
+  }
+  harness_->kind->release.Notify();  // the run goes on while nobody listens
+  ASSERT_OK(engine()->AwaitRun(id, engine()->clock()->Now() + absl::Seconds(20)));
+  SseReader second(port(), EventsUrl(id), "viewer-token", seen.back().id);
+  std::vector<SseEvent> rest = second.ReadToEnd(milliseconds(10'000));
+  EXPECT_TRUE(second.ended());
+  ASSERT_FALSE(rest.empty());
+  seen.insert(seen.end(), rest.begin(), rest.end());
+  const int64_t last = engine()->GetRun(id)->last_event_seq;
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), last);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].id, std::to_string(i + 1));
+    nlohmann::json data = nlohmann::json::parse(seen[i].data);
+    EXPECT_EQ(data["seq"], static_cast<int64_t>(i + 1));
+    EXPECT_EQ(data["type"], seen[i].event);
+  }
+  EXPECT_EQ(seen.back().event, "run.finished");
+}
+
+TEST_F(ApiTest, SseOfAFinishedRunReplaysThenEndsAndResumingAtTheEndSendsNothing) {
+  RunRecord done = StartAndAwait("quick");
+  SseReader all(port(), EventsUrl(done.id) + "?after=1", "viewer-token");
+  std::vector<SseEvent> events = all.ReadToEnd(milliseconds(5'000));
+  EXPECT_TRUE(all.ended());
+  ASSERT_EQ(static_cast<int64_t>(events.size()), done.last_event_seq - 1);
+  EXPECT_EQ(events.front().id, "2");
+  SseReader at_end(port(), EventsUrl(done.id), "viewer-token", std::to_string(done.last_event_seq));
+  EXPECT_TRUE(at_end.ReadToEnd(milliseconds(5'000)).empty());
+  EXPECT_TRUE(at_end.ended());
+  EXPECT_THAT(at_end.raw(), HasSubstr("text/event-stream"));
+}
+
+TEST_F(ApiTest, SseOfARerunRunGoesOnPastTheFirstFinish) {
+  RunRecord done = StartAndAwait("quick");
+  ASSERT_EQ(
+      Post("/api/v1/runs/" + done.id + "/rerun", R"({"from_phase": "main"})", "operator-token")
+          .status,
+      200);
+  absl::StatusOr<RunRecord> again =
+      engine()->AwaitRun(done.id, engine()->clock()->Now() + absl::Seconds(20));
+  ASSERT_OK(again);
+  ASSERT_EQ(again->status, RunStatus::kCompleted);
+  SseReader all(port(), EventsUrl(done.id), "viewer-token");
+  std::vector<SseEvent> events = all.ReadToEnd(milliseconds(5'000));
+  EXPECT_TRUE(all.ended());
+  ASSERT_EQ(static_cast<int64_t>(events.size()), again->last_event_seq);
+  int finishes = 0;
+  for (const SseEvent& e : events) finishes += e.event == "run.finished" ? 1 : 0;
+  EXPECT_EQ(finishes, 2);
+}
+
+TEST_F(ApiTest, SseRefusalsAreOrdinaryErrors) {
+  RunRecord done = StartAndAwait("quick");
+  SseReader bad_id(port(), EventsUrl(done.id), "viewer-token", "seven");
+  bad_id.ReadToEnd(milliseconds(300));
+  EXPECT_THAT(bad_id.raw(), HasSubstr("HTTP/1.1 400"));
+  EXPECT_THAT(bad_id.raw(), HasSubstr("Last-Event-ID"));
+  SseReader no_token(port(), EventsUrl(done.id), "");
+  no_token.ReadToEnd(milliseconds(300));
+  EXPECT_THAT(no_token.raw(), HasSubstr("HTTP/1.1 401"));
+  SseReader no_run(port(), EventsUrl("no-such-run"), "viewer-token");
+  no_run.ReadToEnd(milliseconds(300));
+  EXPECT_THAT(no_run.raw(), HasSubstr("HTTP/1.1 404"));
+}
+
+TEST_F(ApiTest, AllRunsStreamSendsStatusChanges) {
+  SseReader live(port(), "/api/v1/events", "viewer-token");
+  live.ReadEvents(1, milliseconds(100));  // the headers are in
+  RunRecord done = StartAndAwait("quick");
+  bool completed = false;
+  for (int i = 0; i < 100 && !completed; ++i) {
+    for (const SseEvent& e : live.ReadEvents(1, milliseconds(100))) {
+      EXPECT_EQ(e.event, "run");
+      nlohmann::json data = nlohmann::json::parse(e.data);
+      completed = completed || (data["run_id"] == done.id && data["status"] == "completed");
+    }
+  }
+  EXPECT_TRUE(completed);
+  EXPECT_EQ(Get("/api/v1/events").status, 406);
+}
+
+TEST_F(ApiTest, IdleStreamsGetKeepAliveCommentsAndShutdownEndsThem) {
+  StopAll();
+  StartAll({.keepalive_interval = absl::Milliseconds(50)});
+  RunRecord paused = StartAndAwait("gated");
+  ASSERT_EQ(paused.status, RunStatus::kPaused);
+  SseReader reader(port(), EventsUrl(paused.id), "viewer-token");
+  std::vector<SseEvent> events = reader.ReadEvents(paused.last_event_seq, milliseconds(5'000));
+  EXPECT_EQ(static_cast<int64_t>(events.size()), paused.last_event_seq);
+  EXPECT_TRUE(reader.ReadEvents(1, milliseconds(300)).empty());
+  EXPECT_THAT(reader.raw(), HasSubstr(": keep-alive\n\n"));
+  EXPECT_FALSE(reader.ended());
+  server_->Shutdown();
+  reader.ReadToEnd(milliseconds(5'000));
+  EXPECT_TRUE(reader.ended());
+}
+
+}  // namespace
+}  // namespace runloom::api::testing

@@ -1,0 +1,112 @@
+// Health, metrics, workflows, dead letters and the admin reset.
+#include "api/api.h"
+#include "api/body.h"
+#include "api/errors.h"
+#include "api/query.h"
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "wire/wire.h"
+
+namespace runloom::api {
+namespace {
+
+HandlerResult Healthz(Engine*, const Call&) { return {JsonResponse(R"({"status":"ok"})")}; }
+
+// Ready when the store answers a read.
+HandlerResult Readyz(Engine* engine, const Call&) {
+  absl::StatusOr<RunPage> page = engine->ListRuns({.limit = 1});
+  if (!page.ok()) {
+    return {ErrorResponse(503, "unavailable",
+                          absl::StrCat("store unreachable: ", page.status().message()))};
+  }
+  return {JsonResponse(R"({"status":"ready"})")};
+}
+
+HandlerResult Metrics(prometheus::Registry* registry) {
+  HttpResponse r{.content_type = "text/plain; version=0.0.4"};
+  if (registry != nullptr) r.body = prometheus::TextSerializer().Serialize(registry->Collect());
+  return {r};
+}
+
+HandlerResult Reset(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body, {});
+  if (b.error) return {*b.error};
+  absl::StatusOr<int> n = engine->ResetAll(c.principal.name);
+  if (!n.ok()) return {StatusResponse(n.status())};
+  return {JsonResponse(nlohmann::json{{"cancelled", *n}}.dump())};
+}
+
+HandlerResult ListWorkflows(Engine* engine, const Call&) {
+  absl::StatusOr<std::vector<WorkflowVersion>> all = engine->ListWorkflows();
+  if (!all.ok()) return {StatusResponse(all.status())};
+  nlohmann::json out = nlohmann::json::array();
+  for (const WorkflowVersion& v : *all) out.push_back(wire::WorkflowVersionToJson(v, false));
+  return {JsonResponse(nlohmann::json{{"workflows", std::move(out)}}.dump())};
+}
+
+HandlerResult GetWorkflow(Engine* engine, const Call& c) {
+  QueryInt version = ReadQueryInt(c.request, "version", 0, INT64_MAX);
+  if (version.error) return {*version.error};
+  absl::StatusOr<WorkflowVersion> v = engine->GetWorkflow(c.params[0], version.value.value_or(0));
+  if (!v.ok()) return {StatusResponse(v.status())};
+  return {JsonResponse(wire::WorkflowVersionToJson(*v, true).dump())};
+}
+
+// {"yaml": "..."} through the loader and its limits (runloom/limits.h), then
+// the step kinds; registering the same definition again is a no-op.
+HandlerResult RegisterWorkflow(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body, {{"yaml", FieldType::kString, true}});
+  if (b.error) return {*b.error};
+  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(b.value["yaml"].get<std::string>(), "yaml");
+  if (!wf.ok()) {
+    return {ErrorResponse(400, "invalid_workflow", std::string(wf.status().message()), "yaml")};
+  }
+  absl::StatusOr<WorkflowVersion> v = engine->RegisterWorkflow(*wf);
+  if (absl::IsInvalidArgument(v.status())) {
+    return {ErrorResponse(400, "invalid_workflow", std::string(v.status().message()), "yaml")};
+  }
+  if (!v.ok()) return {StatusResponse(v.status())};
+  return {JsonResponse(wire::WorkflowVersionToJson(*v, false).dump())};
+}
+
+HandlerResult ListDeadLetters(Engine* engine, const Call& c) {
+  QueryInt limit = ReadQueryInt(c.request, "limit", 1, kMaxReadLimit);
+  if (limit.error) return {*limit.error};
+  absl::StatusOr<std::vector<DeadLetter>> all =
+      engine->ListDeadLetters(static_cast<int>(limit.value.value_or(100)));
+  if (!all.ok()) return {StatusResponse(all.status())};
+  nlohmann::json out = nlohmann::json::array();
+  for (const DeadLetter& d : *all) out.push_back(wire::DeadLetterToJson(d));
+  return {JsonResponse(nlohmann::json{{"dead_letters", std::move(out)}}.dump())};
+}
+
+HandlerResult Redrive(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body, {});
+  if (b.error) return {*b.error};
+  absl::Status s = engine->RedriveDeadLetter(c.params[0]);
+  if (!s.ok()) return {StatusResponse(s)};
+  return {JsonResponse(nlohmann::json{{"redriven", c.params[0]}}.dump())};
+}
+
+}  // namespace
+
+std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics) {
+  auto bind = [engine](HandlerResult (*fn)(Engine*, const Call&)) {
+    return [engine, fn](const Call& c) { return fn(engine, c); };
+  };
+  return {
+      {"GET", "/healthz", std::nullopt, bind(Healthz)},
+      {"GET", "/readyz", std::nullopt, bind(Readyz)},
+      {"GET", "/metrics", Role::kViewer, [metrics](const Call&) { return Metrics(metrics); }},
+      {"POST", "/api/v1/admin/reset", Role::kAdmin, bind(Reset)},
+      {"GET", "/api/v1/workflows", Role::kViewer, bind(ListWorkflows)},
+      {"POST", "/api/v1/workflows", Role::kAdmin, bind(RegisterWorkflow)},
+      {"GET", "/api/v1/workflows/{name}", Role::kViewer, bind(GetWorkflow)},
+      {"GET", "/api/v1/dead-letters", Role::kViewer, bind(ListDeadLetters)},
+      {"POST", "/api/v1/dead-letters/{id}/redrive", Role::kAdmin, bind(Redrive)},
+  };
+}
+
+}  // namespace runloom::api

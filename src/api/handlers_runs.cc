@@ -1,0 +1,213 @@
+// Runs, their steps, gate and events, and the operations on one run:
+// start, decide, cancel, rerun. Each handler: parse, call the engine, encode.
+#include "api/api.h"
+#include "api/body.h"
+#include "api/errors.h"
+#include "api/query.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "wire/wire.h"
+
+namespace runloom::api {
+namespace {
+
+HttpResponse RunResponse(const absl::StatusOr<RunRecord>& run, int status = 200) {
+  if (!run.ok()) return StatusResponse(run.status());
+  return JsonResponse(wire::RunToJson(*run).dump(), status);
+}
+
+HandlerResult StartRun(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body, {{"workflow", FieldType::kString, true},
+                                            {"version", FieldType::kInteger},
+                                            {"inputs", FieldType::kObject},
+                                            {"idempotency_key", FieldType::kString}});
+  if (b.error) return {*b.error};
+  StartRunRequest req;
+  req.workflow_name = b.value["workflow"].get<std::string>();
+  req.workflow_version = b.value.value("version", int64_t{0});
+  if (req.workflow_version < 0) {
+    return {
+        ErrorResponse(400, "invalid_argument", "version must be 0 (latest) or more", "version")};
+  }
+  if (b.value.contains("inputs")) req.inputs = b.value["inputs"];
+  req.idempotency_key = b.value.value("idempotency_key", std::string());
+  absl::StatusOr<CreateRunResult> started = engine->StartRun(req);
+  if (!started.ok()) {
+    if (absl::IsInvalidArgument(started.status())) {
+      return {ErrorResponse(400, "invalid_argument", std::string(started.status().message()),
+                            "inputs")};
+    }
+    return {StatusResponse(started.status())};
+  }
+  return {JsonResponse(wire::RunToJson(started->run).dump(), started->created ? 201 : 200)};
+}
+
+HandlerResult ListRuns(Engine* engine, const Call& c) {
+  RunQuery q;
+  if (auto it = c.request.query.find("status"); it != c.request.query.end()) {
+    q.status = ParseRunStatus(it->second);
+    if (!q.status) {
+      return {ErrorResponse(400, "invalid_argument",
+                            absl::StrCat("unknown status '", it->second.substr(0, 64), "'"),
+                            "status")};
+    }
+  }
+  if (auto it = c.request.query.find("workflow"); it != c.request.query.end()) {
+    q.workflow = it->second;
+  }
+  if (auto it = c.request.query.find("cursor"); it != c.request.query.end()) {
+    q.cursor = it->second;
+  }
+  QueryInt limit = ReadQueryInt(c.request, "limit", 1, kMaxReadLimit);
+  if (limit.error) return {*limit.error};
+  if (limit.value) q.limit = static_cast<int>(*limit.value);
+  absl::StatusOr<RunPage> page = engine->ListRuns(q);
+  if (!page.ok()) return {StatusResponse(page.status())};
+  return {JsonResponse(wire::RunPageToJson(*page).dump())};
+}
+
+HandlerResult GetRun(Engine* engine, const Call& c) {
+  return {RunResponse(engine->GetRun(c.params[0]))};
+}
+
+HandlerResult ListSteps(Engine* engine, const Call& c) {
+  QueryInt revision = ReadQueryInt(c.request, "revision", 1, INT64_MAX);
+  if (revision.error) return {*revision.error};
+  absl::StatusOr<std::vector<StepRecord>> steps = engine->ListSteps(c.params[0], revision.value);
+  if (!steps.ok()) return {StatusResponse(steps.status())};
+  nlohmann::json out = nlohmann::json::array();
+  for (const StepRecord& s : *steps) out.push_back(wire::StepToJson(s));
+  return {JsonResponse(nlohmann::json{{"steps", std::move(out)}}.dump())};
+}
+
+HandlerResult GetGate(Engine* engine, const Call& c) {
+  absl::StatusOr<std::optional<PendingGate>> gate = engine->GetPendingGate(c.params[0]);
+  if (!gate.ok()) return {StatusResponse(gate.status())};
+  if (!gate->has_value()) {
+    return {ErrorResponse(404, "no_pending_gate",
+                          absl::StrCat("run ", c.params[0], " is not paused at an approval gate"))};
+  }
+  return {JsonResponse(wire::GateToJson(**gate).dump())};
+}
+
+// JSON with ?after=N (and ?limit), or Server-Sent Events when the client
+// accepts text/event-stream; Last-Event-ID (a reconnect) wins over ?after.
+HandlerResult ListEvents(Engine* engine, const Call& c) {
+  QueryInt after = ReadQueryInt(c.request, "after", 0, INT64_MAX);
+  if (after.error) return {*after.error};
+  int64_t after_seq = after.value.value_or(0);
+  const bool sse = absl::StrContains(c.request.accept, "text/event-stream");
+  if (sse && c.request.has_last_event_id) {
+    QueryInt last = ParseInt(c.request.last_event_id, "Last-Event-ID", 0, INT64_MAX);
+    if (last.error) return {*last.error};
+    after_seq = *last.value;
+  }
+  if (sse) {
+    absl::StatusOr<RunRecord> run = engine->GetRun(c.params[0]);
+    if (!run.ok()) return {StatusResponse(run.status())};
+    return {{}, StreamRequest{.run_id = c.params[0], .after_seq = after_seq}};
+  }
+  QueryInt limit = ReadQueryInt(c.request, "limit", 1, kMaxReadLimit);
+  if (limit.error) return {*limit.error};
+  absl::StatusOr<std::vector<Event>> events = engine->ListEvents(
+      c.params[0], after_seq, static_cast<int>(limit.value.value_or(kMaxReadLimit)));
+  if (!events.ok()) return {StatusResponse(events.status())};
+  nlohmann::json out = nlohmann::json::array();
+  for (const Event& e : *events) out.push_back(wire::EventToJson(e));
+  return {JsonResponse(nlohmann::json{{"events", std::move(out)}}.dump())};
+}
+
+HandlerResult WatchAllRuns(Engine*, const Call& c) {
+  if (!absl::StrContains(c.request.accept, "text/event-stream")) {
+    return {ErrorResponse(406, "not_acceptable",
+                          "this route streams Server-Sent Events: send Accept: text/event-stream")};
+  }
+  return {{}, StreamRequest{.all_runs = true}};
+}
+
+// The reviewer is the caller's principal, never a body field. A refusal
+// says why without the current digest (a client that could copy it from
+// here would decide without reading the proposal).
+HandlerResult Decide(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body, {{"digest", FieldType::kString, true},
+                                            {"decision", FieldType::kString, true},
+                                            {"edited", FieldType::kAny},
+                                            {"feedback", FieldType::kString},
+                                            {"from_phase", FieldType::kString}});
+  if (b.error) return {*b.error};
+  DecisionRequest d;
+  d.proposal_digest = b.value["digest"].get<std::string>();
+  d.decision = b.value["decision"].get<std::string>();
+  if (b.value.contains("edited")) d.edited_proposal = b.value["edited"];
+  d.feedback = b.value.value("feedback", std::string());
+  d.from_phase = b.value.value("from_phase", std::string());
+  absl::StatusOr<RunRecord> run = engine->Decide(c.params[0], d, c.principal.name);
+  if (absl::IsFailedPrecondition(run.status())) {
+    return {
+        ErrorResponse(409, "not_paused",
+                      absl::StrCat("run ", c.params[0],
+                                   " is not paused at an approval gate; nothing was recorded"))};
+  }
+  if (absl::IsAborted(run.status())) {
+    return {ErrorResponse(409, "stale_digest",
+                          "the digest is not the current proposal's (or another decision was "
+                          "recorded first); read the gate again; nothing was recorded",
+                          "digest")};
+  }
+  if (absl::IsInvalidArgument(run.status())) {
+    // A decision the gate does not allow, or (request_revision) a phase it
+    // cannot rerun from.
+    const bool phase =
+        d.decision == "request_revision" && absl::StrContains(run.status().message(), "phase");
+    return {ErrorResponse(400, "invalid_argument", std::string(run.status().message()),
+                          phase ? "from_phase" : "decision")};
+  }
+  return {RunResponse(run)};
+}
+
+HandlerResult Cancel(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body, {});
+  if (b.error) return {*b.error};
+  return {RunResponse(engine->Cancel(c.params[0], c.principal.name))};
+}
+
+HandlerResult Rerun(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(
+      c.request.body, {{"from_phase", FieldType::kString, true}, {"feedback", FieldType::kString}});
+  if (b.error) return {*b.error};
+  const std::string phase = b.value["from_phase"].get<std::string>();
+  if (phase.empty()) {
+    return {ErrorResponse(400, "invalid_argument", "from_phase must name a phase", "from_phase")};
+  }
+  absl::StatusOr<RunRecord> run =
+      engine->Rerun(c.params[0], phase, b.value.value("feedback", std::string()), c.principal.name);
+  if (absl::IsInvalidArgument(run.status())) {
+    return {
+        ErrorResponse(400, "invalid_argument", std::string(run.status().message()), "from_phase")};
+  }
+  return {RunResponse(run)};
+}
+
+}  // namespace
+
+std::vector<Route> RunRoutes(Engine* engine) {
+  auto bind = [engine](HandlerResult (*fn)(Engine*, const Call&)) {
+    return [engine, fn](const Call& c) { return fn(engine, c); };
+  };
+  constexpr const char* kRun = "/api/v1/runs/{id}";
+  return {
+      {"POST", "/api/v1/runs", Role::kOperator, bind(StartRun)},
+      {"GET", "/api/v1/runs", Role::kViewer, bind(ListRuns)},
+      {"GET", kRun, Role::kViewer, bind(GetRun)},
+      {"GET", absl::StrCat(kRun, "/steps"), Role::kViewer, bind(ListSteps)},
+      {"GET", absl::StrCat(kRun, "/gate"), Role::kViewer, bind(GetGate)},
+      {"GET", absl::StrCat(kRun, "/events"), Role::kViewer, bind(ListEvents)},
+      {"POST", absl::StrCat(kRun, "/decisions"), Role::kApprover, bind(Decide)},
+      {"POST", absl::StrCat(kRun, "/cancel"), Role::kOperator, bind(Cancel)},
+      {"POST", absl::StrCat(kRun, "/rerun"), Role::kOperator, bind(Rerun)},
+      {"GET", "/api/v1/events", Role::kViewer, bind(WatchAllRuns)},
+  };
+}
+
+}  // namespace runloom::api

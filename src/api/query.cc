@@ -1,0 +1,80 @@
+#include "api/query.h"
+
+#include "api/errors.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace runloom::api {
+
+QueryInt ParseInt(const std::string& text, const std::string& name, int64_t min, int64_t max) {
+  QueryInt out;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < min || v > max) {
+    out.error = ErrorResponse(
+        400, "invalid_argument",
+        absl::StrCat(name, " must be an integer from ", min, max == INT64_MAX ? " up" : " to ",
+                     max == INT64_MAX ? std::string() : absl::StrCat(max)),
+        name);
+    return out;
+  }
+  out.value = v;
+  return out;
+}
+
+QueryInt ReadQueryInt(const HttpRequest& request, const std::string& name, int64_t min,
+                      int64_t max) {
+  auto it = request.query.find(name);
+  if (it == request.query.end()) return {};
+  return ParseInt(it->second, name, min, max);
+}
+
+}  // namespace runloom::api
+
+namespace runloom::api {
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::string> PercentDecode(const std::string& s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+' && plus_is_space) {
+      out.push_back(' ');
+      continue;
+    }
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = HexValue(s[i + 1]);
+    const int lo = HexValue(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ParseQuery(const std::string& query) {
+  std::map<std::string, std::string> out;
+  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::optional<std::string> k = PercentDecode(kv.first, true);
+    std::optional<std::string> v = PercentDecode(kv.second, true);
+    if (k && v) out[*k] = *v;
+  }
+  return out;
+}
+
+}  // namespace runloom::api

@@ -1,0 +1,39 @@
+// Query-string and header integers, checked as untrusted input: a value that
+// is not a decimal integer in range is a 400 naming it.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "api/http_types.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace runloom::api {
+
+struct QueryInt {
+  std::optional<int64_t> value;       // nullopt: absent (and no error)
+  std::optional<HttpResponse> error;  // set: answer with it
+};
+
+// `text` (named `name` in the error) as an integer in [min, max].
+QueryInt ParseInt(const std::string& text, const std::string& name, int64_t min, int64_t max);
+// The query parameter `name`, if present, as ParseInt.
+QueryInt ReadQueryInt(const HttpRequest& request, const std::string& name, int64_t min,
+                      int64_t max);
+
+}  // namespace runloom::api
+
+namespace runloom::api {
+
+// Percent-decodes `s` ('+' is a space when `plus_is_space`, as in a query);
+// nullopt when a '%' is not followed by two hex digits.
+std::optional<std::string> PercentDecode(const std::string& s, bool plus_is_space);
+
+// Splits a query string ("a=1&b=x%20y") into decoded pairs; a repeated key
+// keeps the last value; a malformed pair is skipped.
+std::map<std::string, std::string> ParseQuery(const std::string& query);
+
+}  // namespace runloom::api

@@ -1,0 +1,247 @@
+#include "api/sse.h"
+
+#include "events/events.h"
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/bind_executor.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/write.hpp"
+#include "nlohmann/json.hpp"
+
+#include <utility>
+#include <vector>
+
+namespace runloom::api {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+constexpr char kHeaders[] =
+    "HTTP/1.1 200 OK\r\n"
+    "Content-Type: text/event-stream\r\n"
+    "Cache-Control: no-cache\r\n"
+    "X-Accel-Buffering: no\r\n"
+    "Connection: close\r\n"
+    "\r\n";
+constexpr char kKeepAlive[] = ": keep-alive\n\n";
+// Changes an all-runs stream holds for a slow client before it drops the
+// oldest (a live list re-reads the runs it shows; a change is a hint).
+constexpr size_t kMaxQueuedChanges = 10'000;
+
+}  // namespace
+
+SseStream::SseStream(beast::tcp_stream stream, StreamHub* hub, StreamRequest request)
+    : hub_(hub),
+      request_(std::move(request)),
+      stream_(std::move(stream)),
+      keepalive_(stream_.get_executor()),
+      last_seq_(request_.after_seq) {}
+
+void SseStream::Start() {
+  asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    self->WatchForHangUp();
+    self->ArmKeepAlive();
+    std::string text = kHeaders;
+    if (!self->request_.all_runs) text += self->ReadRunEvents();
+    self->Write(std::move(text));
+  });
+}
+
+bool SseStream::Wants(const RunChange& change) const {
+  return request_.all_runs || change.run_id == request_.run_id;
+}
+
+void SseStream::Notify(const RunChange& change) {
+  if (request_.all_runs) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), change] {
+      if (self->changes_.size() >= kMaxQueuedChanges) self->changes_.pop_front();
+      self->changes_.push_back(change);
+      self->Pump();
+    });
+    return;
+  }
+  // Wake-ups coalesce: one posted Pump reads everything committed so far.
+  if (pump_posted_.exchange(true)) return;
+  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Pump(); });
+}
+
+void SseStream::Close() {
+  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+}
+
+void SseStream::Pump() {
+  pump_posted_.store(false);
+  if (closed_ || finishing_) return;
+  if (writing_) {
+    dirty_ = true;
+    return;
+  }
+  std::string text = request_.all_runs ? TakeChanges() : ReadRunEvents();
+  if (!text.empty()) {
+    Write(std::move(text));
+  } else if (finishing_) {
+    CloseNow();
+  }
+}
+
+// Events after last_seq_, as SSE; sets finishing_ at run.finished, or when
+// the run is terminal and everything was sent. A failed read is retried at
+// the next wake-up or keep-alive.
+std::string SseStream::ReadRunEvents() {
+  Engine* engine = hub_->engine();
+  absl::StatusOr<std::vector<Event>> events =
+      engine->ListEvents(request_.run_id, last_seq_, kMaxReadLimit);
+  if (!events.ok()) {
+    if (absl::IsNotFound(events.status())) finishing_ = true;
+    return "";
+  }
+  std::string text;
+  bool finished = false;
+  for (const Event& e : *events) {
+    absl::StrAppend(&text, "id: ", e.seq, "\nevent: ", e.type, "\ndata: ", EventToJson(e).dump(),
+                    "\n\n");
+    last_seq_ = e.seq;
+    if (e.type == event_types::kRunFinished) {
+      finished = true;  // the end, unless a rerun has begun since
+      break;
+    }
+  }
+  if (!finished && events->size() == static_cast<size_t>(kMaxReadLimit)) dirty_ = true;
+  if (finished || events->empty()) {
+    absl::StatusOr<RunRecord> run = engine->GetRun(request_.run_id);
+    if (run.ok() && IsTerminal(run->status) && last_seq_ >= run->last_event_seq) {
+      finishing_ = true;
+    } else if (finished) {
+      dirty_ = true;  // a later revision's events follow
+    }
+  }
+  return text;
+}
+
+std::string SseStream::TakeChanges() {
+  std::string text;
+  for (const RunChange& c : changes_) {
+    nlohmann::json j = {{"run_id", c.run_id},
+                        {"status", std::string(ToString(c.status))},
+                        {"last_event_seq", c.last_event_seq}};
+    absl::StrAppend(&text, "event: run\ndata: ", j.dump(), "\n\n");
+  }
+  changes_.clear();
+  return text;
+}
+
+void SseStream::Write(std::string text) {
+  writing_ = true;
+  out_ = std::move(text);
+  stream_.expires_after(absl::ToChronoMilliseconds(hub_->options().write_timeout));
+  asio::async_write(
+      stream_, asio::buffer(out_),
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
+}
+
+void SseStream::OnWrite(beast::error_code ec) {
+  writing_ = false;
+  if (ec || closed_) {
+    CloseNow();
+    return;
+  }
+  stream_.expires_never();
+  if (finishing_) {
+    CloseNow();
+    return;
+  }
+  if (dirty_) {
+    dirty_ = false;
+    Pump();
+  }
+}
+
+void SseStream::ArmKeepAlive() {
+  keepalive_.expires_after(absl::ToChronoMilliseconds(hub_->options().keepalive_interval));
+  keepalive_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->closed_) return;
+    if (!self->writing_ && !self->finishing_) {
+      // A failed read (store briefly down) is retried here too.
+      std::string text = self->request_.all_runs ? "" : self->ReadRunEvents();
+      self->Write(text.empty() ? std::string(kKeepAlive) : std::move(text));
+    }
+    self->ArmKeepAlive();
+  });
+}
+
+// A client does not send after its request; a read that ends is a hang-up,
+// noticed at once rather than at the next write.
+void SseStream::WatchForHangUp() {
+  stream_.async_read_some(asio::buffer(&hangup_byte_, 1),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) {
+                              self->CloseNow();
+                              return;
+                            }
+                            self->WatchForHangUp();
+                          });
+}
+
+void SseStream::CloseNow() {
+  if (closed_) return;
+  closed_ = true;
+  keepalive_.cancel();
+  beast::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream_.close();
+  hub_->Remove(this);
+}
+
+StreamHub::StreamHub(Engine* engine, HttpMetrics* metrics, StreamOptions options)
+    : engine_(engine), metrics_(metrics), options_(options) {
+  subscription_ = engine_->WatchRuns([this](const RunChange& c) { OnChange(c); });
+}
+
+StreamHub::~StreamHub() {
+  subscription_.reset();
+  CloseAll();
+}
+
+bool StreamHub::Add(const std::shared_ptr<SseStream>& stream) {
+  runloom::MutexLock l(&mu_);
+  if (closed_) return false;
+  streams_[stream.get()] = stream;
+  metrics_->StreamOpened();
+  return true;
+}
+
+void StreamHub::Remove(SseStream* stream) {
+  std::shared_ptr<SseStream> gone;  // released after the lock
+  runloom::MutexLock l(&mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  gone = std::move(it->second);
+  streams_.erase(it);
+  metrics_->StreamClosed();
+}
+
+void StreamHub::CloseAll() {
+  std::vector<std::shared_ptr<SseStream>> all;
+  {
+    runloom::MutexLock l(&mu_);
+    closed_ = true;
+    for (auto& [p, s] : streams_) all.push_back(s);
+  }
+  for (auto& s : all) s->Close();
+}
+
+int StreamHub::open() const {
+  runloom::MutexLock l(&mu_);
+  return static_cast<int>(streams_.size());
+}
+
+// On the publishing thread: only posts (SseStream::Notify never blocks).
+void StreamHub::OnChange(const RunChange& change) {
+  runloom::MutexLock l(&mu_);
+  for (auto& [p, s] : streams_) {
+    if (s->Wants(change)) s->Notify(change);
+  }
+}
+
+}  // namespace runloom::api

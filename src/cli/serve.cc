@@ -1,0 +1,108 @@
+// `runloom serve`: the HTTP API (src/api), the executors and the sweeper in
+// one process, until SIGINT/SIGTERM; then a graceful stop: the server stops
+// accepting, finishes in-flight requests and ends its streams, then the
+// engine releases the runs it holds.
+#include "runloom/engine.h"
+#include "runloom/mutex.h"
+
+#include "api/server.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "engine/tokens.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/registry.h"
+
+#include <iostream>
+#include <memory>
+#include <sys/resource.h>
+
+namespace runloom::cli {
+namespace {
+
+// "host:port" (or "[v6]:port") -> address and port.
+absl::Status ParseListen(const std::string& listen, api::ServerOptions& out) {
+  const size_t colon = listen.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen '", listen, "': use host:port, e.g. 127.0.0.1:8080 (port 0 = any free port)"));
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  out.address = host;
+  out.port = static_cast<uint16_t>(port);
+  return absl::OkStatus();
+}
+
+// Each open connection and event stream is a descriptor; the usual soft
+// limit (1024) would cap a server at about a thousand streams. Raise it to
+// the hard limit (best effort: a failure leaves the soft limit).
+void RaiseDescriptorLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+}  // namespace
+
+int ServeCommand(const ServeFlags& f) {
+  api::ServerOptions so;
+  if (absl::Status s = ParseListen(f.listen, so); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
+  if (f.executors < 1) return BadInput("--executors must be at least 1");
+  if (f.threads < 1) return BadInput("--http-threads must be at least 1");
+  so.threads = f.threads;
+  if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
+  if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
+  RaiseDescriptorLimit();
+  SignalWatcher signals;
+  auto backend = OpenDb(f.common);
+  if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
+  auto registry = std::make_shared<prometheus::Registry>();
+  EngineOptions opts;
+  opts.executors = f.executors;
+  opts.env.metrics = registry.get();
+  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  Engine* e = engine->get();
+  // Bearer tokens are checked against the store's token table (`runloom
+  // token create`); --insecure-no-auth (a local demo) checks none.
+  std::unique_ptr<StoreAuthenticator> auth;
+  if (f.insecure_no_auth) {
+    std::cerr << "runloom serve: WARNING: --insecure-no-auth: no token is checked; every caller "
+                 "acts as admin \"local\". Do not expose this server.\n";
+  } else {
+    auth = std::make_unique<StoreAuthenticator>(e->store());
+  }
+  auto server = api::Server::Start(so, e, auth.get(), registry.get());
+  if (!server.ok()) return Failure(std::string(server.status().message()));
+  if (!f.no_executors) e->Start();
+  std::cerr << "runloom serve: listening on http://" << so.address << ":" << (*server)->port()
+            << " (" << RedactedUrl(f.common.db) << "; "
+            << (f.no_executors ? std::string("no executors")
+                               : absl::StrCat(f.executors, " executors"))
+            << "); Ctrl-C to stop\n";
+  runloom::Notification stop;
+  signals.OnSignal([&stop] {
+    if (!stop.HasBeenNotified()) stop.Notify();
+  });
+  stop.WaitForNotification();
+  signals.OnSignal(nullptr);  // `stop` goes before `signals`
+  std::cerr << "runloom serve: stopping: finishing requests, ending streams\n";
+  (*server)->Shutdown();
+  e->Stop();
+  EngineStats st = e->stats();
+  std::cerr << "runloom serve: stopped; " << st.runs_finished << " runs finished, "
+            << st.runs_released << " released to the queue\n";
+  return 0;
+}
+
+}  // namespace runloom::cli

@@ -1,0 +1,110 @@
+// `runloom serve` end to end: it checks bearer tokens against the token
+// store (`runloom token`), serves the API on the port it prints, executes runs, and on
+// SIGTERM ends its event streams and exits 0 with a paused run still paused.
+#include "api/test_client.h"
+
+#include "absl/strings/numbers.h"
+#include "cli_harness.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+namespace runloom::testing {
+namespace {
+
+using api::testing::ClientResponse;
+using api::testing::Request;
+using api::testing::SseReader;
+using ::testing::HasSubstr;
+
+constexpr char kGated[] = R"(name: served
+steps:
+  - id: draft
+    kind: noop
+  - id: review
+    kind: approval
+    proposal: {text: hello}
+)";
+
+// The port `serve` printed in `log`, or 0 after a few seconds.
+uint16_t WaitForPort(const std::string& log) {
+  const std::string marker = "listening on http://127.0.0.1:";
+  for (int i = 0; i < 200; ++i) {
+    std::string text = ReadFile(log);
+    size_t at = text.find(marker);
+    if (at != std::string::npos) {
+      size_t end = text.find_first_not_of("0123456789", at + marker.size());
+      uint32_t port = 0;
+      if (end != std::string::npos &&
+          absl::SimpleAtoi(text.substr(at + marker.size(), end - at - marker.size()), &port)) {
+        return static_cast<uint16_t>(port);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
+}
+
+TEST(Serve, ChecksBearerTokensFromTheTokenStore) {
+  std::string dir = MakeTempDir("serve");
+  std::string db = dir + "/r.db";
+  Result bad = RunCli({"serve", "--db", db, "--listen", "nowhere"});
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("--listen"));
+  Result created =
+      RunCli({"token", "create", "--name", "vera", "--role", "viewer", "--db", db, "--json"});
+  ASSERT_EQ(created.code, 0) << created.out;
+  const std::string token = nlohmann::json::parse(created.out)["token"];
+  std::string log = dir + "/serve.log";
+  Child server({"serve", "--db", db, "--listen", "127.0.0.1:0"}, log);
+  const uint16_t port = WaitForPort(log);
+  ASSERT_NE(port, 0) << ReadFile(log);
+  EXPECT_THAT(ReadFile(log), ::testing::Not(HasSubstr("insecure")));
+  EXPECT_EQ(Request(port, "GET", "/api/v1/runs").status, 401);
+  EXPECT_EQ(Request(port, "GET", "/api/v1/runs", "", "rl_" + std::string(64, '0')).status, 401);
+  ClientResponse me = Request(port, "GET", "/api/v1/me", "", token);
+  ASSERT_EQ(me.status, 200) << me.body;
+  EXPECT_EQ(me.json()["name"], "vera");
+  EXPECT_EQ(me.json()["role"], "viewer");
+  EXPECT_EQ(Request(port, "POST", "/api/v1/runs", R"({"workflow": "x"})", token).status, 403);
+  ASSERT_EQ(RunCli({"token", "revoke", "vera", "--db", db}).code, 0);
+  EXPECT_EQ(Request(port, "GET", "/api/v1/me", "", token).status, 401);
+  EXPECT_THAT(ReadFile(log), ::testing::Not(HasSubstr(token)));
+}
+
+TEST(Serve, ServesRunsAndStopsGracefullyOnSigterm) {
+  std::string dir = MakeTempDir("serve");
+  std::string log = dir + "/serve.log";
+  Child server({"serve", "--db", dir + "/r.db", "--listen", "127.0.0.1:0", "--insecure-no-auth"},
+               log);
+  const uint16_t port = WaitForPort(log);
+  ASSERT_NE(port, 0) << ReadFile(log);
+  EXPECT_THAT(ReadFile(log), HasSubstr("WARNING: --insecure-no-auth"));
+  ASSERT_EQ(Request(port, "GET", "/readyz").status, 200);
+  ClientResponse reg =
+      Request(port, "POST", "/api/v1/workflows", nlohmann::json{{"yaml", kGated}}.dump());
+  ASSERT_EQ(reg.status, 200) << reg.body;
+  ClientResponse run = Request(port, "POST", "/api/v1/runs", R"({"workflow": "served"})");
+  ASSERT_EQ(run.status, 201) << run.body;
+  const std::string id = run.json()["id"];
+  std::string status;
+  for (int i = 0; i < 200 && status != "paused"; ++i) {
+    status = Request(port, "GET", "/api/v1/runs/" + id).json().value("status", "");
+    if (status != "paused") std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(status, "paused");
+  SseReader stream(port, "/api/v1/runs/" + id + "/events", "");
+  EXPECT_FALSE(stream.ReadEvents(2, std::chrono::milliseconds(2'000)).empty());
+  server.Kill(SIGTERM);
+  stream.ReadToEnd(std::chrono::milliseconds(10'000));
+  EXPECT_TRUE(stream.ended());
+  EXPECT_EQ(server.Wait(), 0) << ReadFile(log);
+  EXPECT_THAT(ReadFile(log), HasSubstr("runloom serve: stopped"));
+  EXPECT_EQ(StatusJson(dir + "/r.db", id)["status"], "paused");
+}
+
+}  // namespace
+}  // namespace runloom::testing
