@@ -71,13 +71,13 @@ export function gatePanel(ctx, run, gate, onDecided) {
       await post(`/runs/${encodeURIComponent(run.id)}/decisions`,
         Object.assign({digest: gate.proposal_digest}, body));
       toast(`Decision recorded: ${body.decision}.`);
-      onDecided();
+      onDecided('');
     } catch (e) {
       if (e.status === 409) {
-        replace(status, h('p', {class: 'error conflict'},
-          'This proposal was already decided or has changed since you opened it. ' +
-          'Nothing was recorded. The current state is shown below.'));
-        setTimeout(onDecided, 50);
+        // The panel is redrawn from the run's current state; the notice
+        // stays above it (run.js) so the reviewer learns why.
+        onDecided('This proposal was already decided or has changed since you opened it. ' +
+          'Nothing of your decision was recorded. The current state is shown below.');
       } else {
         replace(status, h('p', {class: 'error'}, `Not recorded: ${e.message}`));
       }

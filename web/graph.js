@@ -96,11 +96,12 @@ export function drawGraph(definition) {
     nodes.set(s.id, {g, state, title, step: s});
     root.appendChild(g);
   }
-  function update(records) {
+  // `waiting`: the path of the gate the run is paused at (no record yet).
+  function update(records, waiting) {
     const latest = latestByPath(records);
     for (const [id, n] of nodes) {
       const r = latest.get(id);
-      const st = r ? r.state : 'pending';
+      const st = id === waiting && (!r || r.state === 'pending') ? 'waiting' : r ? r.state : 'pending';
       n.g.setAttribute('class', `node st-${st}`);
       n.g.setAttribute('data-state', st);
       const inner = innerSummary(n.step, latest);

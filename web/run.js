@@ -63,7 +63,9 @@ export async function runPage(ctx, id) {
   const definition = wf.definition || {};
   const graph = drawGraph(definition);
   const head = h('div', {class: 'runhead'});
-  const gateBox = h('section', {class: 'gatebox', 'aria-live': 'polite'});
+  const notice = h('div', {class: 'notice', role: 'alert'});
+  const gatePanelBox = h('div');
+  const gateBox = h('section', {class: 'gatebox', 'aria-live': 'polite'}, notice, gatePanelBox);
   const stepsBox = h('section', {}, h('p', {}, 'Loading steps…'));
   const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
   const live = h('span', {class: 'live', 'aria-live': 'polite'});
@@ -84,7 +86,7 @@ export async function runPage(ctx, id) {
   async function refreshGate() {
     if (run.status !== 'paused') {
       gateDigest = null;
-      replace(gateBox);
+      replace(gatePanelBox);
       return;
     }
     let gate = null;
@@ -93,21 +95,25 @@ export async function runPage(ctx, id) {
     } catch (e) {
       if (e.status !== 404) throw e;
     }
-    if (!gate || !gate.proposal_digest) return replace(gateBox);
+    if (!gate || !gate.proposal_digest) return replace(gatePanelBox);
+    graph.update(lastRecords, gate.path);  // the gate's node shows it waits
     if (gate.proposal_digest === gateDigest) return;  // the panel on screen is current
     gateDigest = gate.proposal_digest;
-    replace(gateBox, gatePanel(ctx, run, gate, () => {
+    replace(gatePanelBox, gatePanel(ctx, run, gate, (conflict) => {
+      replace(notice, conflict ? h('p', {class: 'error conflict'}, conflict) : null);
       gateDigest = null;
-      refresh();
+      refresh().catch((e) => toast(e.message));
     }));
   }
 
   let pending = null;
+  let lastRecords = [];
   async function refresh() {
     const [r, steps] = await Promise.all([get(path), get(`${path}/steps`)]);
     run = r;
     const records = Array.isArray(steps) ? steps : steps.steps || [];
     drawHead();
+    lastRecords = records;
     graph.update(records);
     replace(stepsBox, stepsTable(records));
     await refreshGate();

@@ -163,6 +163,9 @@ try {
   const id2 = await pausedRun();
   const ctxB = await browser.newContext();
   const pageB = await login(ctxB, approver2);
+  // Bob's page gets no live updates (its event streams are cut), so his panel
+  // still shows the proposal Alice decides: the race a slow network makes.
+  await pageB.route(/\/api\/v1\/(runs\/[^/]+\/)?events/, (route) => route.abort());
   await page.goto(`${base}/#/runs/${id2}`);
   await pageB.goto(`${base}/#/runs/${id2}`);
   await page.locator('section.gate h2', {hasText: 'Outline review'}).waitFor();

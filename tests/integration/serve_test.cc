@@ -57,7 +57,10 @@ TEST(Serve, ChecksBearerTokensFromTheTokenStore) {
   Result created =
       RunCli({"token", "create", "--name", "vera", "--role", "viewer", "--db", db, "--json"});
   ASSERT_EQ(created.code, 0) << created.out;
-  const std::string token = nlohmann::json::parse(created.out)["token"];
+  // The JSON object is the first line; the notice that it will not be shown
+  // again follows (stderr, merged by RunCli).
+  const std::string token =
+      nlohmann::json::parse(created.out.substr(0, created.out.find('\n')))["token"];
   std::string log = dir + "/serve.log";
   Child server({"serve", "--db", db, "--listen", "127.0.0.1:0"}, log);
   const uint16_t port = WaitForPort(log);
