@@ -1,0 +1,132 @@
+#include "net/http_client.h"
+
+#include "testing/scripted_http_server.h"
+#include "testing/status_matchers.h"
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <atomic>
+#include <string>
+
+namespace runloom::net {
+namespace {
+
+using ::runloom::testing::ScriptedHttpServer;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Reply = ScriptedHttpServer::Reply;
+
+std::unique_ptr<ScriptedHttpServer> Serve(ScriptedHttpServer::Handler handler) {
+  absl::StatusOr<std::unique_ptr<ScriptedHttpServer>> server =
+      ScriptedHttpServer::Start(std::move(handler));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return std::move(server).value();
+}
+
+TEST(HttpClient, PostsHeadersAndBodyAndReadsTheResponse) {
+  auto server = Serve([](const ScriptedHttpServer::Request& r) {
+    return Reply{.status = 201,
+                 .headers = {{"X-Ratelimit-Remaining-Requests", "7"}},
+                 .body = absl::StrCat("echo:", r.body)};
+  });
+  absl::StatusOr<HttpResponse> resp = SendHttp({.method = "POST",
+                                                .url = server->url() + "/v1/things?x=1",
+                                                .headers = {{"Authorization", "Bearer k"}},
+                                                .body = R"({"a":1})"});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->status, 201);
+  EXPECT_EQ(resp->body, R"(echo:{"a":1})");
+  EXPECT_EQ(resp->Header("x-ratelimit-remaining-requests"), "7");
+  EXPECT_EQ(resp->Header("content-type"), "application/json");
+  EXPECT_EQ(resp->Header("absent"), std::nullopt);
+  std::vector<ScriptedHttpServer::Request> seen = server->requests();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].target, "/v1/things?x=1");
+  EXPECT_EQ(seen[0].headers["authorization"], "Bearer k");
+  EXPECT_EQ(seen[0].headers.count("expect"), 0u);
+}
+
+TEST(HttpClient, AnErrorStatusIsAResponseNotAnError) {
+  auto server = Serve([](const ScriptedHttpServer::Request&) {
+    return Reply{.status = 429, .headers = {{"Retry-After", "2"}}, .body = "slow down"};
+  });
+  absl::StatusOr<HttpResponse> resp = SendHttp({.url = server->url() + "/"});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->status, 429);
+  EXPECT_EQ(resp->Header("retry-after"), "2");
+}
+
+TEST(HttpClient, ASlowServerIsATimeout) {
+  auto server =
+      Serve([](const ScriptedHttpServer::Request&) { return Reply{.delay = absl::Seconds(5)}; });
+  absl::StatusOr<HttpResponse> resp =
+      SendHttp({.url = server->url() + "/slow", .total_timeout = absl::Milliseconds(200)});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kDeadlineExceeded) << resp.status();
+  EXPECT_THAT(resp.status().message(), HasSubstr("/slow"));
+}
+
+TEST(HttpClient, ADroppedConnectionIsUnavailable) {
+  auto server = Serve([](const ScriptedHttpServer::Request&) { return Reply{.drop = true}; });
+  absl::StatusOr<HttpResponse> resp = SendHttp({.method = "PUT", .url = server->url() + "/w"});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable) << resp.status();
+  EXPECT_EQ(server->requests().size(), 1u);  // it arrived; only the answer was lost
+}
+
+TEST(HttpClient, NothingListeningIsUnavailable) {
+  int port = 0;
+  {
+    auto server = Serve([](const ScriptedHttpServer::Request&) { return Reply{}; });
+    port = server->port();
+  }
+  absl::StatusOr<HttpResponse> resp = SendHttp({.url = absl::StrCat("http://127.0.0.1:", port)});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable) << resp.status();
+}
+
+TEST(HttpClient, AnOversizedBodyIsRefused) {
+  auto server = Serve(
+      [](const ScriptedHttpServer::Request&) { return Reply{.body = std::string(4096, 'x')}; });
+  absl::StatusOr<HttpResponse> resp = SendHttp({.url = server->url(), .max_response_bytes = 1024});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kResourceExhausted) << resp.status();
+}
+
+TEST(HttpClient, OnlyHttpAndHttpsAreSpoken) {
+  for (const char* url : {"file:///etc/passwd", "gopher://127.0.0.1/", "not a url"}) {
+    absl::StatusOr<HttpResponse> resp = SendHttp({.url = url});
+    EXPECT_FALSE(resp.ok()) << url;
+    EXPECT_NE(resp.status().code(), absl::StatusCode::kOk);
+  }
+  EXPECT_EQ(SendHttp({.url = "file:///etc/passwd"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HttpClient, CancelStopsAWaitingRequest) {
+  auto server =
+      Serve([](const ScriptedHttpServer::Request&) { return Reply{.delay = absl::Seconds(10)}; });
+  std::atomic<int> polls{0};
+  absl::StatusOr<HttpResponse> resp =
+      SendHttp({.url = server->url(), .cancelled = [&] { return ++polls > 3; }});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kCancelled) << resp.status();
+}
+
+TEST(HttpClient, KeepsNoSecretInItsMessages) {
+  absl::StatusOr<HttpResponse> resp = SendHttp({.url = "http://user:pa55@127.0.0.1:1/p?key=s3cret",
+                                                .headers = {{"authorization", "Bearer t0ken"}},
+                                                .connect_timeout = absl::Milliseconds(200)});
+  ASSERT_FALSE(resp.ok());
+  EXPECT_THAT(resp.status().message(), Not(HasSubstr("pa55")));
+  EXPECT_THAT(resp.status().message(), Not(HasSubstr("s3cret")));
+  EXPECT_THAT(resp.status().message(), Not(HasSubstr("t0ken")));
+}
+
+TEST(HttpClient, RedactUrlKeepsSchemeHostAndPath) {
+  EXPECT_EQ(RedactUrl("https://u:p@api.example.com:8443/v1/x?key=1#f"),
+            "https://api.example.com:8443/v1/x");
+  EXPECT_EQ(RedactUrl("http://h/a@b"), "http://h/a@b");
+  EXPECT_EQ(RedactUrl("http://h"), "http://h");
+}
+
+}  // namespace
+}  // namespace runloom::net
