@@ -140,6 +140,7 @@ CapLimits ConcurrencyController::Tick() {
         Show(limits.pool), ", cpu ", Show(limits.cpu), ")");
   }
   Publish(limits.cap);
+  if (deps_.on_tick) deps_.on_tick(limits);
   return limits;
 }
 

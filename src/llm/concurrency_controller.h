@@ -91,14 +91,16 @@ struct CapLimits {
 };
 
 struct ControllerDeps {
-  Clock* clock = nullptr;     // required
-  Logger* logger = nullptr;   // nullptr = DefaultLogger()
-  CapBoard* board = nullptr;  // required
+  Clock* clock = nullptr;           // required
+  Logger* logger = nullptr;         // nullptr = DefaultLogger()
+  std::shared_ptr<CapBoard> board;  // required
   // The store's connection pool size; nullptr or <= 0 = no pool limiter.
   std::function<int()> pool_connections;
   CpuLoad* cpu = nullptr;  // nullptr = no CPU limiter
   // Calls in flight now in this process (for the CPU limiter).
   std::function<int()> in_flight;
+  // Hears each tick's decision (metrics); runs on the tick thread.
+  std::function<void(const CapLimits&)> on_tick;
 };
 
 class ConcurrencyController {

@@ -117,7 +117,7 @@ TEST(FakeProviderLimits, CompleteWaitsOnTheStepClockAndLeaves) {
   EXPECT_EQ(fake->in_flight(), 0);
 }
 
-ControllerDeps Deps(Clock* clock, CapBoard* board, Logger* log) {
+ControllerDeps Deps(Clock* clock, std::shared_ptr<CapBoard> board, Logger* log) {
   return ControllerDeps{.clock = clock, .logger = log, .board = board};
 }
 
@@ -131,8 +131,8 @@ CallOutcome Ok(absl::Time started, bool waited) {
 TEST(ConcurrencyController, AddsOnlyWhileCallsWaitAndCutsAtOnceOn429) {
   SimulatedClock clock;
   CapturingLogger log;
-  auto board = NewInProcessCapBoard(&clock);
-  ConcurrencyController c("p", {.static_cap = 4}, Deps(&clock, board.get(), &log));
+  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
+  ConcurrencyController c("p", {.static_cap = 4}, Deps(&clock, board, &log));
   EXPECT_EQ(c.Tick().cap, 4);  // no demand: no increase
   c.Observe(Ok(clock.Now(), /*waited=*/true));
   EXPECT_EQ(c.Tick().cap, 5);
@@ -155,8 +155,8 @@ TEST(ConcurrencyController, AddsOnlyWhileCallsWaitAndCutsAtOnceOn429) {
 
 TEST(ConcurrencyController, ErrorsCutByAFactor) {
   SimulatedClock clock;
-  auto board = NewInProcessCapBoard(&clock);
-  ConcurrencyController c("p", {.static_cap = 10}, Deps(&clock, board.get(), NullLogger()));
+  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
+  ConcurrencyController c("p", {.static_cap = 10}, Deps(&clock, board, NullLogger()));
   for (int i = 0; i < 5; ++i) {
     c.Observe({.kind = CallOutcome::Kind::kError, .started = clock.Now()});
   }
@@ -174,10 +174,10 @@ class FixedCpu final : public CpuLoad {
 
 TEST(ConcurrencyController, TheLowestLimiterWins) {
   SimulatedClock clock;
-  auto board = NewInProcessCapBoard(&clock);
+  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
   FixedCpu cpu(0.99);
   int in_flight = 40;
-  ControllerDeps deps = Deps(&clock, board.get(), NullLogger());
+  ControllerDeps deps = Deps(&clock, board, NullLogger());
   deps.pool_connections = [] { return 2; };
   deps.cpu = &cpu;
   deps.in_flight = [&in_flight] { return in_flight; };
@@ -208,8 +208,7 @@ TEST(LlmSlots, FallBackToTheStaticCapWhenTheControllerStops) {
   CapturingLogger log;
   std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
   ConcurrencyOptions o{.static_cap = 6, .ttl = absl::Seconds(5)};
-  auto controller =
-      std::make_shared<ConcurrencyController>("p", o, Deps(&clock, board.get(), &log));
+  auto controller = std::make_shared<ConcurrencyController>("p", o, Deps(&clock, board, &log));
   LlmSlots slots("p", o, &log);
   slots.Attach(board, controller);
   controller->Start();

@@ -71,7 +71,7 @@ class Simulation {
                                   .seed = config_.seed}),
         controller_(std::make_shared<ConcurrencyController>(
             "fake", config_.options,
-            ControllerDeps{.clock = &clock_, .logger = &log_, .board = board_.get()})),
+            ControllerDeps{.clock = &clock_, .logger = &log_, .board = board_})),
         slots_("fake", config_.options, &log_) {
     slots_.Attach(board_, controller_);
   }
