@@ -23,6 +23,22 @@ void LlmSlots::Slot::Finish(CallOutcome::Kind kind, const RateLimitTelemetry& te
   std::exchange(owner_, nullptr)->Release(*this, kind, telemetry);
 }
 
+void LlmSlots::Slot::Finish(const absl::Status& status, const RateLimitTelemetry& telemetry) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return Finish(CallOutcome::Kind::kOk, telemetry);
+    case absl::StatusCode::kResourceExhausted:
+      return Finish(CallOutcome::Kind::kRateLimited, telemetry);
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+      return Finish(CallOutcome::Kind::kError, telemetry);
+    default:
+      if (owner_ != nullptr) std::exchange(owner_, nullptr)->Release(*this, std::nullopt, {});
+  }
+}
+
 LlmSlots::LlmSlots(std::string provider, ConcurrencyOptions options, Logger* logger)
     : provider_(std::move(provider)),
       options_(options),

@@ -39,6 +39,11 @@ class LlmSlots {
     ~Slot();  // releases without reporting when Finish was not called
     // Releases the slot and reports the call to the controller.
     void Finish(CallOutcome::Kind kind, const RateLimitTelemetry& telemetry);
+    // Finish with the kind a provider's answer means: OK -> kOk,
+    // kResourceExhausted -> kRateLimited, kUnavailable, kDeadlineExceeded,
+    // kUnknown, kInternal -> kError; anything else (a stop, a bad request)
+    // says nothing about the provider's load and is not reported.
+    void Finish(const absl::Status& status, const RateLimitTelemetry& telemetry);
 
    private:
     friend class LlmSlots;
