@@ -117,6 +117,29 @@ TEST(FakeProviderLimits, CompleteWaitsOnTheStepClockAndLeaves) {
   EXPECT_EQ(fake->in_flight(), 0);
 }
 
+TEST(FakeProviderLimits, OptionsFromConfig) {
+  auto o = ParseFakeProviderOptions(nlohmann::json::parse(
+      R"({"latency": "800ms", "latency_jitter": "400ms", "error_rate": 0.01,
+          "hidden_limit": 20, "retry_after": "2s", "advertise": true, "seed": 42})"));
+  ASSERT_OK(o);
+  EXPECT_EQ(o->latency, absl::Milliseconds(800));
+  EXPECT_EQ(o->latency_jitter, absl::Milliseconds(400));
+  EXPECT_EQ(o->error_rate, 0.01);
+  EXPECT_EQ(o->hidden_limit, 20);
+  EXPECT_EQ(o->retry_after, absl::Seconds(2));
+  EXPECT_TRUE(o->advertise);
+  EXPECT_EQ(o->seed, 42u);
+  for (const char* bad :
+       {R"({"error_rate": 1.5})", R"({"hidden_limit": -1})", R"({"latency": 5})",
+        R"({"seed": "x"})", R"({"advertise": 1})", R"({"hidden_limit": 2000000})", "[]"}) {
+    EXPECT_THAT(ParseFakeProviderOptions(nlohmann::json::parse(bad)),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fake provider")))
+        << bad;
+  }
+  EXPECT_THAT(ParseFakeProviderOptions(nlohmann::json::parse(R"({"limit": 3})")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("allowed: advertise")));
+}
+
 ControllerDeps Deps(Clock* clock, std::shared_ptr<CapBoard> board, Logger* log) {
   return ControllerDeps{.clock = clock, .logger = log, .board = board};
 }

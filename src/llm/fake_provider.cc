@@ -30,6 +30,7 @@ constexpr int kMinWords = 6;
 constexpr int kWordSpread = 6;  // 6..11 pseudo-words per reply
 constexpr int kEchoWords = 5;
 constexpr int kMaxScore = 100;
+constexpr uint64_t kMaxHiddenLimit = 1'000'000;
 
 uint64_t Fnv1a(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -289,6 +290,56 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
 }
 
 std::shared_ptr<LlmProvider> NewFakeLlmProvider() { return std::make_shared<FakeLlmProvider>(); }
+
+absl::StatusOr<FakeProviderOptions> ParseFakeProviderOptions(const nlohmann::json& config) {
+  FakeProviderOptions out;
+  if (config.is_null()) return out;
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fake provider: options must be a map, got ", config.dump()));
+  }
+  auto error = [](const std::string& key, const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("fake provider: ", key, " ", what));
+  };
+  for (const auto& [key, value] : config.items()) {
+    if (key == "latency" || key == "latency_jitter" || key == "retry_after") {
+      absl::StatusOr<absl::Duration> d = value.is_string()
+                                             ? ParseDuration(value.get_ref<const std::string&>())
+                                             : absl::InvalidArgumentError("is not a string");
+      if (!d.ok() || *d < absl::ZeroDuration()) {
+        return error(key, "must be a duration such as \"250ms\" or \"2s\"");
+      }
+      (key == "latency"          ? out.latency
+       : key == "latency_jitter" ? out.latency_jitter
+                                 : out.retry_after) = *d;
+    } else if (key == "error_rate") {
+      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1) {
+        return error(key, absl::StrCat("must be a number from 0 to 1, got ", value.dump()));
+      }
+      out.error_rate = value.get<double>();
+    } else if (key == "hidden_limit") {
+      if (!value.is_number_unsigned() || value.get<uint64_t>() > kMaxHiddenLimit) {
+        return error(key, absl::StrCat("must be an integer from 0 to ", kMaxHiddenLimit, ", got ",
+                                       value.dump()));
+      }
+      out.hidden_limit = static_cast<int>(value.get<uint64_t>());
+    } else if (key == "seed") {
+      if (!value.is_number_unsigned()) {
+        return error(key, absl::StrCat("must be a non-negative integer, got ", value.dump()));
+      }
+      out.seed = value.get<uint64_t>();
+    } else if (key == "advertise") {
+      if (!value.is_boolean()) return error(key, "must be true or false");
+      out.advertise = value.get<bool>();
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fake provider: unknown option '", key,
+                       "'; allowed: advertise, error_rate, hidden_limit, latency, "
+                       "latency_jitter, retry_after, seed"));
+    }
+  }
+  return out;
+}
 
 std::shared_ptr<FakeLlmProvider> NewFakeLlmProvider(FakeProviderOptions options) {
   return std::make_shared<FakeLlmProvider>(options);

@@ -101,4 +101,11 @@ class FakeLlmProvider final : public LlmProvider {
 std::shared_ptr<LlmProvider> NewFakeLlmProvider();
 std::shared_ptr<FakeLlmProvider> NewFakeLlmProvider(FakeProviderOptions options);
 
+// Reads FakeProviderOptions from a config map (a provider entry of kind
+// fake): latency, latency_jitter, retry_after (durations such as "250ms"),
+// error_rate (0..1), hidden_limit (integer >= 0), advertise (bool), seed
+// (integer >= 0); every key optional. kInvalidArgument naming the key and
+// what is allowed.
+absl::StatusOr<FakeProviderOptions> ParseFakeProviderOptions(const nlohmann::json& config);
+
 }  // namespace runloom
