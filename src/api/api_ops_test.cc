@@ -130,9 +130,27 @@ TEST_F(ApiTest, WorkflowsListGetAndRegisterThroughTheLoader) {
   EXPECT_EQ(unknown_kind.status, 400) << unknown_kind.body;
   EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 3u);
   ClientResponse ok = Post("/api/v1/workflows", yaml, "admin-token");
-  ASSERT_EQ(ok.status, 200) << ok.body;
+  ASSERT_EQ(ok.status, 201) << ok.body;
   EXPECT_EQ(ok.json()["name"], "fresh");
+  EXPECT_EQ(ok.json()["version"], 1);
   EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 4u);
+  // The identical YAML again: 200 with the same version, nothing written.
+  ClientResponse again = Post("/api/v1/workflows", yaml, "admin-token");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json(), ok.json());
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 4u);
+  // A changed definition of the same name: its next version, 201.
+  ClientResponse changed =
+      Post("/api/v1/workflows",
+           nlohmann::json{{"yaml", "name: fresh\nsteps:\n  - id: b\n    kind: count\n"}}.dump(),
+           "admin-token");
+  ASSERT_EQ(changed.status, 201) << changed.body;
+  EXPECT_EQ(changed.json()["version"], 2);
+  // An older version's definition is registered already: 200 with version 1.
+  ClientResponse old = Post("/api/v1/workflows", yaml, "admin-token");
+  EXPECT_EQ(old.status, 200);
+  EXPECT_EQ(old.json()["version"], 1);
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 5u);
 }
 
 TEST_F(ApiTest, DeadLettersListAndRedrive) {

@@ -89,7 +89,7 @@ TEST(Serve, ServesRunsAndStopsGracefullyOnSigterm) {
   ASSERT_EQ(Request(port, "GET", "/readyz").status, 200);
   ClientResponse reg =
       Request(port, "POST", "/api/v1/workflows", nlohmann::json{{"yaml", kGated}}.dump());
-  ASSERT_EQ(reg.status, 200) << reg.body;
+  ASSERT_EQ(reg.status, 201) << reg.body;
   ClientResponse run = Request(port, "POST", "/api/v1/runs", R"({"workflow": "served"})");
   ASSERT_EQ(run.status, 201) << run.body;
   const std::string id = run.json()["id"];
