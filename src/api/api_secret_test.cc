@@ -76,7 +76,7 @@ TEST_F(ApiTest, APlainSecretInputIsWrittenNowhere) {
   absl::StatusOr<RunRecord> paused =
       engine()->AwaitRun(id, engine()->clock()->Now() + absl::Seconds(20));
   ASSERT_OK(paused);
-  ASSERT_EQ(paused->status, RunStatus::kPaused) << ToString(paused->status);
+  ASSERT_EQ(paused->status, RunStatus::kPaused) << ToString(paused->status) << ": " << paused->error;
   // The same key again: the first run, with the value given again.
   EXPECT_EQ(
       keep(Post("/api/v1/runs",
