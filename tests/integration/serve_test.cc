@@ -55,6 +55,8 @@ TEST(Serve, ChecksBearerTokensFromTheTokenStore) {
   EXPECT_EQ(Request(port, "POST", "/api/v1/runs", R"({"workflow": "x"})", token).status, 403);
   ASSERT_EQ(RunCli({"token", "revoke", "vera", "--db", db}).code, 0);
   EXPECT_EQ(Request(port, "GET", "/api/v1/me", "", token).status, 401);
+  server.Kill(SIGTERM);  // else the server outlives the test
+  EXPECT_EQ(server.Wait(), 0) << ReadFile(log);
   EXPECT_THAT(ReadFile(log), ::testing::Not(HasSubstr(token)));
 }
 
