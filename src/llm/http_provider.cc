@@ -20,8 +20,6 @@ namespace {
 
 constexpr char kScrubbed[] = "[secret]";
 constexpr int kTooManyRequests = 429;
-constexpr int kFirstClientError = 400;
-constexpr int kFirstServerError = 500;
 // Replies above this are refused (a completion is far smaller).
 constexpr int64_t kMaxReplyBytes = int64_t{64} << 20;
 

@@ -3,7 +3,9 @@
 #define VALIJSON_USE_EXCEPTIONS 1
 // GCC 12 at -O3 reports a false -Wrestrict inside valijson's json_pointer.hpp
 // (std::string::replace inlined); the code is valijson's, not ours.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 
 #include "llm/json_schema.h"
 
