@@ -22,6 +22,7 @@ readonly BUILD_PACKAGES=(
   libpq-dev libhiredis-dev  # the PostgreSQL store, the Redis transport and stage events
   libboost-dev  # Boost.Beast/Asio (header-only): the HTTP server
   libcurl4-openssl-dev  # outbound HTTP: model providers and the http step (src/net)
+  libvalijson-dev  # JSON Schema checks of model replies (header-only)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3  # examples/ingest/*.py and other exec steps
 )

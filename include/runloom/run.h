@@ -67,7 +67,8 @@ std::optional<StepState> ParseStepState(std::string_view s);
 //   timeout      the step passed its `timeout` (kDeadlineExceeded)
 //   unavailable  a dependency could not be reached (kUnavailable)
 //   rate_limited the provider said slow down (kResourceExhausted)
-//   invalid      bad input or output (kInvalidArgument): never retried
+//   invalid      bad input or output (kInvalidArgument): retried only when
+//                the step's retry.on lists it
 //   cancelled    the run was cancelled or its lease lost (kCancelled): never
 //                retried, never in a step record
 //   skipped      the step did not run (step records only, never in step.failed)

@@ -4,9 +4,9 @@
 // the resolved config and a StepContext. A step reports failure through the
 // returned Status; its code decides the error class a retry policy sees:
 //   kDeadlineExceeded -> timeout, kUnavailable -> unavailable,
-//   kResourceExhausted -> rate_limited, kInvalidArgument -> invalid (never
-//   retried), kCancelled -> the run was cancelled or the lease lost (not a
-//   step failure), anything else -> error.
+//   kResourceExhausted -> rate_limited, kInvalidArgument -> invalid (retried
+//   only when the step's retry.on lists it), kCancelled -> the run was cancelled or the lease lost
+//   (not a step failure), anything else -> error.
 //
 // Built-in kinds: exec, noop, sleep, fail, llm. An embedding program adds its
 // own with StepRegistry::Register before opening the engine.
@@ -18,6 +18,7 @@
 
 #include "runloom/clock.h"
 #include "runloom/mutex.h"
+#include "runloom/run.h"
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -32,6 +33,10 @@
 namespace runloom {
 
 struct StepDef;
+
+// The error class of a step's status, by the table above (kCancelled ->
+// kCancelled).
+ErrorClass ErrorClassOf(const absl::Status& s);
 
 // What a running step may ask of the engine.
 class StepContext {
@@ -53,6 +58,12 @@ class StepContext {
   // Registers a callback run (on another thread) when Stopping() turns true,
   // e.g. to kill a subprocess. Replaces any earlier callback; nullptr clears.
   virtual void OnStop(std::function<void()> fn) = 0;
+  // Adds an event of this attempt (e.g. llm.call), built by a factory of
+  // src/events/events.h; the engine fills in run_id. It is written with the
+  // attempt's step.succeeded or step.failed event, in the same transaction,
+  // whether the attempt succeeds or fails; an attempt that is stopped (run
+  // cancelled, lease lost) is not recorded, and neither are its events.
+  virtual void RecordEvent(Event event) = 0;
 };
 
 // The result of one successful execution.

@@ -38,7 +38,8 @@ struct RetryPolicy {
   double multiplier = 2.0;
   absl::Duration max_delay = absl::Minutes(5);
   // Classes that are retried (ErrorClass, runloom/run.h); default: error,
-  // timeout, unavailable, rate_limited. invalid is accepted and never retried.
+  // timeout, unavailable, rate_limited. invalid is retried only when listed
+  // (for a model reply that does not match the step's response_schema).
   std::vector<ErrorClass> retry_on = {ErrorClass::kError, ErrorClass::kTimeout,
                                       ErrorClass::kUnavailable, ErrorClass::kRateLimited};
 };

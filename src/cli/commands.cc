@@ -124,6 +124,8 @@ int WorkerCommand(const WorkerFlags& f) {
   if (f.max_deliveries < 1) return BadInput("--max-deliveries must be at least 1");
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
+  auto kinds = StepKindsSetting(f.config);
+  if (!kinds.ok()) return BadInput(std::string(kinds.status().message()));
   SignalWatcher signals;
   auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
@@ -135,6 +137,7 @@ int WorkerCommand(const WorkerFlags& f) {
   opts.lease_ttl = *ttl;
   opts.queued_grace = *grace;
   opts.max_attempts = f.max_attempts;
+  opts.registry = *std::move(kinds);
   auto engine = Engine::Open(std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();

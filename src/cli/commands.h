@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was rel
 // prefix is $RUNLOOM_STAGE_EVENTS_PREFIX (default "pipeline").
 // kInvalidArgument naming the flag or variable for a malformed URL.
 absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag);
+
+// The step kinds of `run`, `worker` and `serve`: the built-ins, with the llm
+// kind's model aliases routed by the configuration file `flag` (--config)
+// or else $RUNLOOM_CONFIG (docs/operations.md, "Configuration file");
+// without either, by the built-in fake provider alone. kInvalidArgument or
+// kNotFound naming the file, the key and how to fix it.
+absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag);
 
 struct CommonFlags {
   // The backend (OpenBackend's URL forms). Set by --db, else RUNLOOM_DB,
@@ -69,6 +77,7 @@ struct RunFlags {
   // Admit the run (queued), print its id and exit 0; a worker executes it.
   bool detach = false;
   std::string stage_events;  // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
+  std::string config;        // --config FILE ("" = $RUNLOOM_CONFIG); see StepKindsSetting
 };
 int RunCommand(const RunFlags& flags);
 
@@ -82,6 +91,7 @@ struct WorkerFlags {
   // Deliveries of a queue message without an ack before it is dead-lettered.
   int max_deliveries = TransportOptions{}.max_deliveries;
   std::string stage_events;  // as RunFlags::stage_events
+  std::string config;        // as RunFlags::config
 };
 int WorkerCommand(const WorkerFlags& flags);
 
@@ -92,6 +102,7 @@ struct ServeFlags {
   bool no_executors = false;  // serve only; `runloom worker` processes execute
   int threads = 4;            // HTTP io threads
   bool insecure_no_auth = false;
+  std::string config;  // as RunFlags::config
 };
 int ServeCommand(const ServeFlags& flags);
 

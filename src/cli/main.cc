@@ -49,6 +49,10 @@ class BackendFlags {
   std::vector<std::function<void()>> apply_;
 };
 
+constexpr const char* kConfigHelp =
+    "configuration file (else $RUNLOOM_CONFIG): model providers, model aliases and prices, "
+    "tenant budgets; without one, llm steps use the offline fake provider";
+
 constexpr const char* kStageEventsHelp =
     "publish stage events to this Redis (redis://host:port[/db]); default "
     "$RUNLOOM_STAGE_EVENTS, off when empty";
@@ -66,6 +70,7 @@ Command AddRun(CLI::App& app, BackendFlags& backend) {
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the final run as JSON");
   cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
+  cmd->add_option("--config", f->config, kConfigHelp);
   auto* auto_approve_flag =
       cmd->add_flag("--auto-approve", f->auto_approve,
                     "approve every approval gate automatically (reviewer \"auto\")");
@@ -94,6 +99,7 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
                   "deliveries of a queue message without an ack before it is dead-lettered")
       ->capture_default_str();
   cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
+  cmd->add_option("--config", f->config, kConfigHelp);
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   backend.Add(cmd, f->common);
@@ -114,6 +120,7 @@ Command AddServe(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--http-threads", f->threads, "threads serving HTTP")->capture_default_str();
   cmd->add_flag("--insecure-no-auth", f->insecure_no_auth,
                 "check no token: every caller is admin \"local\" (local demos only)");
+  cmd->add_option("--config", f->config, kConfigHelp);
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   backend.Add(cmd, f->common);
@@ -303,20 +310,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "runloom 0.1.0");
   cli::BackendFlags backend;
   const std::vector<cli::Command> commands = {
-      cli::AddRun(app, backend),
-      cli::AddWorker(app, backend),
-      cli::AddServe(app, backend),
-      cli::AddDecide(app, backend),
-      cli::AddCancel(app, backend),
-      cli::AddRerun(app, backend),
-      cli::AddReset(app, backend),
-      cli::AddStatus(app, backend),
-      cli::AddEvents(app, backend),
-      cli::AddWorkflows(app, backend),
-      cli::AddRuns(app, backend),
-      cli::AddDeadLetters(app, backend),
-      cli::AddToken(app, backend),
-      cli::AddBench(app),
+      cli::AddRun(app, backend),    cli::AddWorker(app, backend),
+      cli::AddServe(app, backend),  cli::AddDecide(app, backend),
+      cli::AddCancel(app, backend), cli::AddRerun(app, backend),
+      cli::AddReset(app, backend),  cli::AddStatus(app, backend),
+      cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
+      cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
+      cli::AddToken(app, backend),  cli::AddBench(app),
   };
   try {
     app.parse(argc, argv);

@@ -93,6 +93,12 @@ class ProgressPrinter {
       std::cout << (tty_ ? Paint("31", "  ✗ ") : "step failed    ") << path << " ["
                 << d.value("error_class", "") << tail << "]: " << FirstLine(d.value("error", ""))
                 << "\n";
+    } else if (e.type == "llm.call") {
+      std::cout << (tty_ ? Paint("90", "    llm ") : "llm call       ") << path << ": "
+                << d.value("model", "") << " via " << d.value("provider", "") << ", "
+                << d.value("input_tokens", 0) << "+" << d.value("output_tokens", 0)
+                << " tokens, cost " << d.value("cost_micros", 0) << " micro-units, "
+                << d.value("latency_ms", 0) << " ms, " << d.value("outcome", "") << "\n";
     } else if (e.type == "step.skipped") {
       std::cout << (tty_ ? Paint("90", "  - ") : "step skipped   ") << path << ": "
                 << d.value("reason", "") << "\n";
@@ -221,7 +227,7 @@ struct Prepared {
 absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
   Prepared p;
   RUNLOOM_ASSIGN_OR_RETURN(p.workflow, LoadWorkflowFile(f.file));
-  p.registry = StepRegistry::WithBuiltins();
+  RUNLOOM_ASSIGN_OR_RETURN(p.registry, StepKindsSetting(f.config));
   RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(p.workflow, *p.registry));
   RUNLOOM_ASSIGN_OR_RETURN(p.inputs, ParseInputs(f));
   if (auto frozen = FreezeInputs(p.workflow, p.inputs); !frozen.ok()) {

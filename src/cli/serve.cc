@@ -62,6 +62,8 @@ int ServeCommand(const ServeFlags& f) {
   so.threads = f.threads;
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
+  auto kinds = StepKindsSetting(f.config);
+  if (!kinds.ok()) return BadInput(std::string(kinds.status().message()));
   RaiseDescriptorLimit();
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
@@ -70,6 +72,7 @@ int ServeCommand(const ServeFlags& f) {
   EngineOptions opts;
   opts.executors = f.executors;
   opts.env.metrics = registry.get();
+  opts.registry = *std::move(kinds);
   auto engine = Engine::Open(std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();

@@ -47,6 +47,15 @@ class LeafContext final : public StepContext {
     callback_id_ = -1;
     if (fn) callback_id_ = stop_.AddCallback(std::move(fn));
   }
+  void RecordEvent(Event event) override {
+    event.run_id = run_id_;
+    runloom::MutexLock l(&events_mu_);
+    events_.push_back(std::move(event));
+  }
+  std::vector<Event> TakeEvents() {
+    runloom::MutexLock l(&events_mu_);
+    return std::move(events_);
+  }
 
  private:
   const std::string run_id_;
@@ -57,6 +66,9 @@ class LeafContext final : public StepContext {
   const absl::Time deadline_;
   StopSource& stop_;
   int callback_id_ = -1;
+  // A kind may record from a thread of its own.
+  runloom::Mutex events_mu_;
+  std::vector<Event> events_ ABSL_GUARDED_BY(events_mu_);
 };
 
 constexpr char kBranchDeadline[] = "the parallel branch passed its deadline";
@@ -90,21 +102,32 @@ std::optional<std::string> RunExecution::EnterPhase(const std::string& phase) {
   return phase;
 }
 
-absl::StatusOr<StepOutput> RunExecution::ExecuteAttempt(StepKind& kind, const StepDef& step,
-                                                        const std::string& path, int attempt,
-                                                        absl::Time deadline, Scope& scope,
-                                                        StopSource& stop) {
-  absl::StatusOr<StepOutput> out;
+RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef& step,
+                                                   const std::string& path, int attempt,
+                                                   absl::Time deadline, Scope& scope,
+                                                   StopSource& stop) {
+  Attempt a;
   auto config =
       ResolveTemplates(step.config, [&](const std::string& ref) { return Resolve(ref, scope); });
   if (!config.ok()) {
-    out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
+    a.out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
   } else {
     LeafContext ctx(run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop);
-    out = kind.Execute(ctx, *config);
+    a.out = kind.Execute(ctx, *config);
+    a.events = ctx.TakeEvents();
   }
-  return out;
+  return a;
 }
+
+namespace {
+
+// The attempt's own events, then `last` (its step.succeeded or step.failed).
+std::vector<Event> WithLast(std::vector<Event> events, Event last) {
+  events.push_back(std::move(last));
+  return events;
+}
+
+}  // namespace
 
 // The attempt loop: start, execute, then record success, or retry after the
 // backoff, or record the failure. Kept whole (~75 lines): the loop's exits share the
@@ -128,8 +151,8 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     RUNLOOM_RETURN_IF_ERROR(WriteStepStarted(step, path, attempt));
     const absl::Time started = config_.clock->Now();
     const absl::Time deadline = step.timeout ? started + *step.timeout : absl::InfiniteFuture();
-    absl::StatusOr<StepOutput> out =
-        ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop);
+    Attempt executed = ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop);
+    absl::StatusOr<StepOutput>& out = executed.out;
     if (stop.stopped()) {
       if (stop.reason() != StopReason::kDeadline) {
         // The run is stopping (cancel, lease lost, shutdown): the step's
@@ -146,9 +169,10 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
       result.state = StepState::kSucceeded;
       result.output = std::move(out->output);
       const int64_t ms = absl::ToInt64Milliseconds(now - started);
-      RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, attempt, started,
-                                     std::move(out->stderr_tail),
-                                     {events::StepSucceeded(run_.id, path, step.id, attempt, ms)}));
+      RUNLOOM_RETURN_IF_ERROR(
+          Record(step, path, result, attempt, started, std::move(out->stderr_tail),
+                 WithLast(std::move(executed.events),
+                          events::StepSucceeded(run_.id, path, step.id, attempt, ms))));
       return result;
     }
     absl::Status err = out.status();
@@ -160,8 +184,10 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     if (ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline)) {
       absl::Duration delay = Backoff(step.retry, attempt);
       RunWrite w;
-      w.events = {events::StepFailed(run_.id, path, step.id, attempt, std::string(err.message()),
-                                     cls, true, absl::ToInt64Milliseconds(delay))};
+      w.events =
+          WithLast(std::move(executed.events),
+                   events::StepFailed(run_.id, path, step.id, attempt, std::string(err.message()),
+                                      cls, true, absl::ToInt64Milliseconds(delay)));
       RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
       if (stop.WaitUntil(config_.clock, config_.clock->Now() + delay)) {
         if (stop.reason() != StopReason::kDeadline) return absl::CancelledError("stop requested");
@@ -177,9 +203,11 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     result.output = nullptr;
     std::string stderr_tail;
     if (auto tail = err.GetPayload(kStderrTailPayload)) stderr_tail = std::string(*tail);
-    RUNLOOM_RETURN_IF_ERROR(Record(step, path, result, attempt, first_start, std::move(stderr_tail),
-                                   {events::StepFailed(run_.id, path, step.id, attempt,
-                                                       result.error, cls, false, std::nullopt)}));
+    RUNLOOM_RETURN_IF_ERROR(
+        Record(step, path, result, attempt, first_start, std::move(stderr_tail),
+               WithLast(std::move(executed.events),
+                        events::StepFailed(run_.id, path, step.id, attempt, result.error, cls,
+                                           false, std::nullopt))));
     return result;
   }
 }

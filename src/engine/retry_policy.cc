@@ -1,25 +1,12 @@
 #include "engine/retry_policy.h"
 
+#include "runloom/step.h"
+
 #include <algorithm>
 
 namespace runloom::engine_internal {
 
-ErrorClass ClassOf(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kDeadlineExceeded:
-      return ErrorClass::kTimeout;
-    case absl::StatusCode::kUnavailable:
-      return ErrorClass::kUnavailable;
-    case absl::StatusCode::kResourceExhausted:
-      return ErrorClass::kRateLimited;
-    case absl::StatusCode::kInvalidArgument:
-      return ErrorClass::kInvalid;
-    case absl::StatusCode::kCancelled:
-      return ErrorClass::kCancelled;
-    default:
-      return ErrorClass::kError;
-  }
-}
+ErrorClass ClassOf(const absl::Status& s) { return ErrorClassOf(s); }
 
 ErrorClass AttemptErrorClass(const absl::Status& s) {
   ErrorClass cls = ClassOf(s);
@@ -27,7 +14,10 @@ ErrorClass AttemptErrorClass(const absl::Status& s) {
 }
 
 bool Retries(const RetryPolicy& p, ErrorClass cls) {
-  if (cls == ErrorClass::kInvalid || cls == ErrorClass::kCancelled) return false;
+  // invalid is not in the default list: bad config or input stays bad. A
+  // step lists it when a new attempt can fix it (a model's reply that does
+  // not match its response_schema).
+  if (cls == ErrorClass::kCancelled) return false;
   for (ErrorClass c : p.retry_on) {
     if (c == cls) return true;
   }

@@ -24,7 +24,8 @@ ErrorClass ClassOf(const absl::Status& s);
 // which is an error.
 ErrorClass AttemptErrorClass(const absl::Status& s);
 
-// True when `p` retries `cls`. invalid and cancelled are never retried.
+// True when `p` retries `cls`: it is in p.retry_on. cancelled is never
+// retried; invalid only when retry_on lists it (it is not in the default).
 bool Retries(const RetryPolicy& p, ErrorClass cls);
 
 // The delay after failed attempt number `failed_attempt` (1-based).

@@ -35,7 +35,7 @@ TEST(RetryPolicy, RetriesOnlyListedClassesAndNeverInvalidOrCancelled) {
   p.retry_on = {ErrorClass::kTimeout, ErrorClass::kInvalid, ErrorClass::kCancelled};
   EXPECT_TRUE(Retries(p, ErrorClass::kTimeout));
   EXPECT_FALSE(Retries(p, ErrorClass::kError));
-  EXPECT_FALSE(Retries(p, ErrorClass::kInvalid));    // listed, still never
+  EXPECT_TRUE(Retries(p, ErrorClass::kInvalid));     // only when listed (a model's bad reply)
   EXPECT_FALSE(Retries(p, ErrorClass::kCancelled));  // listed, still never
 }
 

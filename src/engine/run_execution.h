@@ -136,9 +136,14 @@ class RunExecution {
   // `phase` if the run's phase must change to it (then remembered as
   // written), else nullopt: an empty phase or the current one.
   std::optional<std::string> EnterPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(phase_mu_);
-  absl::StatusOr<StepOutput> ExecuteAttempt(StepKind& kind, const StepDef& step,
-                                            const std::string& path, int attempt,
-                                            absl::Time deadline, Scope& scope, StopSource& stop);
+  // One execution of a leaf step's kind: its result and the events the kind
+  // recorded through StepContext::RecordEvent (written with the result).
+  struct Attempt {
+    absl::StatusOr<StepOutput> out;
+    std::vector<Event> events;
+  };
+  Attempt ExecuteAttempt(StepKind& kind, const StepDef& step, const std::string& path, int attempt,
+                         absl::Time deadline, Scope& scope, StopSource& stop);
   // approval_gate.cc:
   absl::StatusOr<StepResult> RunApproval(const StepDef& step, const std::string& path,
                                          Scope& scope);

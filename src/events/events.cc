@@ -314,6 +314,27 @@ Event StepReusedEvent(const std::string& run_id, const StepReusedData& d) {
   return e;
 }
 
+Event LlmCallEvent(const std::string& run_id, const LlmCallData& d) {
+  Event e = NewEvent(run_id, event_types::kLlmCall);
+  e.data["path"] = d.path;
+  e.data["attempt"] = d.attempt;
+  e.data["model"] = d.model;
+  e.data["provider"] = d.provider;
+  if (!d.provider_model.empty()) {
+    e.data["provider_model"] = d.provider_model;
+  }
+  e.data["outcome"] = d.outcome;
+  if (d.error_class.has_value()) {
+    e.data["error_class"] = ToString(*d.error_class);
+  }
+  e.data["input_tokens"] = d.input_tokens;
+  e.data["output_tokens"] = d.output_tokens;
+  e.data["cost_micros"] = d.cost_micros;
+  e.data["latency_ms"] = d.latency_ms;
+  e.data["requests"] = d.requests;
+  return e;
+}
+
 std::vector<std::string> AllEventTypes() {
   std::vector<std::string> out;
   for (const EventSpec& spec : events_internal::EventSpecs()) {

@@ -70,6 +70,7 @@ inline constexpr std::string_view kStepSucceeded = "step.succeeded";
 inline constexpr std::string_view kStepFailed = "step.failed";
 inline constexpr std::string_view kStepSkipped = "step.skipped";
 inline constexpr std::string_view kStepReused = "step.reused";
+inline constexpr std::string_view kLlmCall = "llm.call";
 }  // namespace event_types
 
 // How a run (or a new lease of it) began.
@@ -213,6 +214,26 @@ struct StepReusedData {
   std::string step_id{};
 };
 
+// llm.call: one model call of an llm step attempt (every HTTP request of it,
+// retries included), written with the attempt's step.succeeded or
+// step.failed. Never holds a prompt, a reply or an API key.
+struct LlmCallData {
+  std::string path{};            // the step's path
+  int attempt = 1;               // the step attempt, >= 1
+  std::string model{};           // the alias the step named
+  std::string provider{};        // the configured provider's name ("fake" when unconfigured)
+  std::string provider_model{};  // optional: the provider's name for the model
+  // "ok" (a reply, accepted), "invalid" (a reply that is not the JSON the
+  // step asked for: tokens were spent) or "error" (no reply).
+  std::string outcome{};
+  std::optional<ErrorClass> error_class{};  // optional: set unless outcome is "ok"
+  int64_t input_tokens = 0;                 // >= 0, as the provider reported them
+  int64_t output_tokens = 0;                // >= 0
+  int64_t cost_micros = 0;  // >= 0: at the model's prices, millionths of the price unit
+  int64_t latency_ms = 0;   // >= 0: from the first request to the end, waits included
+  int64_t requests = 1;     // >= 0: requests sent (0: none, e.g. no API key)
+};
+
 // ---------------------------------------------------------------------------
 // Factories. Each returns an Event with run_id, type, schema_version and data
 // set; seq is 0 and at is the epoch until the store appends it. They do not
@@ -234,11 +255,12 @@ Event StepSucceededEvent(const std::string& run_id, const StepSucceededData& d);
 Event StepFailedEvent(const std::string& run_id, const StepFailedData& d);
 Event StepSkippedEvent(const std::string& run_id, const StepSkippedData& d);
 Event StepReusedEvent(const std::string& run_id, const StepReusedData& d);
+Event LlmCallEvent(const std::string& run_id, const LlmCallData& d);
 
 // ---------------------------------------------------------------------------
 // Types, validation and the JSON envelope.
 
-// Every event type, in a fixed order (run.* first, then step.*).
+// Every event type, in a fixed order (run.* first, then step.*, then llm.*).
 std::vector<std::string> AllEventTypes();
 
 // The current schema_version of `type`; 0 when the type is unknown.

@@ -50,6 +50,12 @@ std::vector<Event> OneOfEach() {
       StepFailedEvent(kRun, {.path = "a", .step_id = "a", .error = "boom"}),
       StepSkippedEvent(kRun, {.path = "b", .step_id = "b", .reason = "when: false"}),
       StepReusedEvent(kRun, {.path = "a", .step_id = "a"}),
+      LlmCallEvent(kRun, {.path = "a",
+                          .model = "fake",
+                          .provider = "fake",
+                          .outcome = "error",
+                          .error_class = ErrorClass::kRateLimited,
+                          .requests = 3}),
   };
 }
 
@@ -64,7 +70,7 @@ void ExpectSameEvent(const Event& a, const Event& b) {
 
 TEST(Events, AllEventTypesAreDistinctAndNamed) {
   std::vector<std::string> types = AllEventTypes();
-  EXPECT_EQ(types.size(), 16u);
+  EXPECT_EQ(types.size(), 17u);
   EXPECT_EQ(std::set<std::string>(types.begin(), types.end()).size(), types.size());
   for (const std::string& t : types) {
     EXPECT_EQ(EventSchemaVersion(t), 1) << t;
@@ -605,6 +611,28 @@ TEST(Schemas, TypeSchemasMatchTheFieldTable) {
     }
     EXPECT_EQ(schema_fields, all);
   }
+}
+
+TEST(Events, LlmCallChecksOutcomeAndCounts) {
+  LlmCallData d{.path = "ask",
+                .model = "writer",
+                .provider = "local",
+                .outcome = "ok",
+                .input_tokens = 12,
+                .output_tokens = 3,
+                .cost_micros = 9,
+                .latency_ms = 40};
+  EXPECT_OK(ValidateEvent(LlmCallEvent(kRun, d)));
+  EXPECT_FALSE(LlmCallEvent(kRun, d).data.contains("error_class"));
+  LlmCallData bad = d;
+  bad.outcome = "maybe";
+  EXPECT_THAT(ValidateEvent(LlmCallEvent(kRun, bad)), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = d;
+  bad.cost_micros = -1;
+  EXPECT_THAT(ValidateEvent(LlmCallEvent(kRun, bad)), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = d;
+  bad.provider.clear();
+  EXPECT_THAT(ValidateEvent(LlmCallEvent(kRun, bad)), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -95,6 +95,12 @@ std::vector<EventSpec> BuildSpecs() {
         Enum("error_class", kErrorClasses), Bool("will_retry"), OptInt("retry_in_ms", 0)}},
       {"step.skipped", 1, {Str("path"), Str("step_id"), Str("reason")}},
       {"step.reused", 1, {Str("path"), Str("step_id")}},
+      {"llm.call",
+       1,
+       {Str("path"), Int("attempt", 1), Str("model"), Str("provider"), OptStr("provider_model"),
+        Enum("outcome", {"ok", "invalid", "error"}), OptEnum("error_class", kErrorClasses),
+        Int("input_tokens", 0), Int("output_tokens", 0), Int("cost_micros", 0),
+        Int("latency_ms", 0), Int("requests", 0)}},
   };
 }
 

@@ -1,11 +1,17 @@
 #include "llm/provider.h"
 
 #include "core/check.h"
+#include "llm/config.h"
 #include "llm/fake_provider.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include <cctype>
+#include <string>
+#include <vector>
 
 namespace runloom {
 
@@ -17,30 +23,69 @@ void LlmProviderRegistry::Register(const std::string& prefix,
   providers_[prefix] = std::move(provider);
 }
 
-absl::StatusOr<std::shared_ptr<LlmProvider>> LlmProviderRegistry::Resolve(
-    const std::string& model) const {
+void LlmProviderRegistry::RegisterModel(const std::string& alias, ModelRoute route) {
+  RUNLOOM_CHECK(!alias.empty()) << "a model route needs an alias";
+  RUNLOOM_CHECK(route.provider != nullptr) << "null LLM provider for model '" << alias << "'";
   runloom::MutexLock l(&mu_);
-  const std::shared_ptr<LlmProvider>* best = nullptr;
-  size_t best_len = 0;
+  models_[alias] = std::move(route);
+}
+
+absl::StatusOr<ModelRoute> LlmProviderRegistry::Route(const std::string& model) const {
+  runloom::MutexLock l(&mu_);
+  if (auto it = models_.find(model); it != models_.end()) return it->second;
+  const std::string* best = nullptr;
   for (const auto& [prefix, provider] : providers_) {
-    if (model.compare(0, prefix.size(), prefix) == 0 && prefix.size() >= best_len) {
-      best = &provider;
-      best_len = prefix.size();
+    if (model.compare(0, prefix.size(), prefix) == 0 &&
+        (best == nullptr || prefix.size() >= best->size())) {
+      best = &prefix;
     }
   }
   if (best == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model '", model,
-                     "' has no provider configured (real providers come in a later issue); "
-                     "use model: fake"));
+    std::vector<std::string> aliases;
+    for (const auto& [alias, route] : models_) aliases.push_back(alias);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model, "' is not configured; ",
+        aliases.empty() ? std::string("no model aliases are configured (declare it under "
+                                      "`models:` in the --config file)")
+                        : absl::StrCat("configured aliases: ", absl::StrJoin(aliases, ", ")),
+        ", or use model: fake"));
   }
-  return *best;
+  ModelRoute route;
+  route.provider = providers_.at(*best);
+  route.provider_name = *best;
+  route.model = model;
+  return route;
+}
+
+absl::StatusOr<std::shared_ptr<LlmProvider>> LlmProviderRegistry::Resolve(
+    const std::string& model) const {
+  absl::StatusOr<ModelRoute> route = Route(model);
+  if (!route.ok()) return route.status();
+  return route->provider;
+}
+
+int64_t CostMicros(const ModelRoute& route, const LlmUsage& usage) {
+  return CallCostMicros(route.input_micros_per_1k, route.output_micros_per_1k, usage.prompt_tokens,
+                        usage.completion_tokens);
 }
 
 std::shared_ptr<LlmProviderRegistry> LlmProviderRegistry::WithFake() {
   auto registry = std::make_shared<LlmProviderRegistry>();
   registry->Register("fake", NewFakeLlmProvider());
   return registry;
+}
+
+absl::Status WithRequests(absl::Status s, int requests) {
+  if (!s.ok()) s.SetPayload(kLlmRequestsPayload, absl::Cord(absl::StrCat(requests)));
+  return s;
+}
+
+int RequestsOf(const absl::Status& s) {
+  int n = 1;
+  if (auto p = s.GetPayload(kLlmRequestsPayload)) {
+    if (!absl::SimpleAtoi(std::string(*p), &n) || n < 0) n = 1;
+  }
+  return n;
 }
 
 int64_t CountTokens(std::string_view text) {

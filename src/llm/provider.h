@@ -1,9 +1,10 @@
 // LLM providers: what the `llm` step kind calls to get a completion.
 //
-// A model alias (the step's `model:` key) is routed by an LlmProviderRegistry
-// to the provider registered for the longest matching alias prefix. Only the
-// fake provider ("fake", "fake-*") exists today; real providers (an
-// OpenAI-compatible HTTP API) come in a later issue and plug in here.
+// A model alias (the step's `model:` key) is routed by an LlmProviderRegistry:
+// an alias declared in the configuration file (llm/config.h) goes to its
+// provider (openai, anthropic or fake) with its model name and prices;
+// any other alias goes to the provider registered for the longest matching
+// alias prefix (the built-in fake provider: "fake", "fake-*").
 //
 // Thread-safety: LlmProvider::Complete may be called from many threads at once
 // and implementations must be thread-safe. LlmProviderRegistry is thread-safe.
@@ -30,10 +31,16 @@ namespace runloom {
 
 // One completion request, with templates already resolved.
 struct LlmRequest {
-  std::string model;   // the alias as written, e.g. "fake"
+  // The provider's name for the model: the configured `model:` of the
+  // alias, or the alias itself (e.g. "fake") when it is not configured.
+  std::string model;
   std::string system;  // "" = no system prompt
   std::string prompt;
-  bool json_mode = false;             // the caller will parse the reply as a JSON object
+  bool json_mode = false;  // the caller will parse the reply as a JSON object
+  // In json mode, the JSON Schema the reply must match (the step's
+  // response_schema); providers that can pass it to the API do. The caller
+  // checks the reply against it either way.
+  std::optional<nlohmann::json> json_schema;
   std::optional<int64_t> max_tokens;  // cap on completion tokens; nullopt = provider default
   // Provider-specific options (for the fake provider: the step's `fake:` block).
   nlohmann::json options = nlohmann::json::object();
@@ -50,6 +57,7 @@ struct LlmResponse {
   LlmUsage usage;
   // What the provider's headers said about its limits (llm/rate_limit.h).
   RateLimitTelemetry rate_limit;
+  int requests = 1;  // requests sent for this call, retries included
 };
 
 class LlmProvider {
@@ -68,6 +76,19 @@ class LlmProvider {
   virtual absl::StatusOr<LlmResponse> Complete(StepContext& ctx, const LlmRequest& request) = 0;
 };
 
+// Where an alias goes, and what its calls cost.
+struct ModelRoute {
+  std::shared_ptr<LlmProvider> provider;
+  std::string provider_name;          // the config's provider name; the prefix for prefix routes
+  std::string model;                  // LlmRequest::model: the provider's name for the model
+  int64_t input_micros_per_1k = 0;    // price of 1,000 prompt tokens, in micro-units
+  int64_t output_micros_per_1k = 0;   // price of 1,000 completion tokens
+  std::optional<int64_t> max_tokens;  // default completion cap when the step sets none
+};
+
+// The cost of `usage` at the route's prices, in micro-units, rounded up.
+int64_t CostMicros(const ModelRoute& route, const LlmUsage& usage);
+
 // Routes model aliases to providers.
 class LlmProviderRegistry {
  public:
@@ -79,8 +100,17 @@ class LlmProviderRegistry {
   // (adds or replaces). REQUIRES: prefix not empty, provider not null.
   void Register(const std::string& prefix, std::shared_ptr<LlmProvider> provider);
 
-  // The provider for `model` (longest matching prefix). kInvalidArgument
-  // "model 'x' has no provider configured ..." when none matches.
+  // Routes exactly the alias `alias` (adds or replaces); it wins over prefix
+  // routes. REQUIRES: alias not empty, route.provider not null.
+  void RegisterModel(const std::string& alias, ModelRoute route);
+
+  // The route of `model`: its RegisterModel route, else the longest matching
+  // prefix's provider (model name = the alias, no price). kInvalidArgument
+  // "model 'x' is not configured ..." naming the configured aliases when
+  // neither matches.
+  absl::StatusOr<ModelRoute> Route(const std::string& model) const;
+
+  // Route(model).provider.
   absl::StatusOr<std::shared_ptr<LlmProvider>> Resolve(const std::string& model) const;
 
   // A registry routing "fake*" to the fake provider.
@@ -89,7 +119,14 @@ class LlmProviderRegistry {
  private:
   mutable runloom::Mutex mu_;
   std::map<std::string, std::shared_ptr<LlmProvider>> providers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ModelRoute> models_ ABSL_GUARDED_BY(mu_);
 };
+
+// How many requests a failed Complete sent (retries included), carried on
+// its status as a payload; a status without one counts as 1 request.
+inline constexpr char kLlmRequestsPayload[] = "runloom.dev/llm_requests";
+absl::Status WithRequests(absl::Status s, int requests);
+int RequestsOf(const absl::Status& s);
 
 // Rough token count of `text`: whitespace-separated words * 4 / 3, rounded.
 int64_t CountTokens(std::string_view text);

@@ -58,10 +58,16 @@ std::shared_ptr<StepKind> NewFailStep();
 //   model:           alias, default "fake"; must resolve in `providers`.
 //   prompt:          required string.  system: optional string.
 //   response_format: "text" (default) or "json" (the reply must be a JSON object).
-//   max_tokens:      optional positive integer.
+//   response_schema: with response_format json, a JSON Schema the reply must
+//                    match (compiled at Validate); a mismatch is kInvalidArgument.
+//   max_tokens:      optional positive integer; default: the alias's max_tokens.
 //   fake:            options for the fake provider (see llm/fake_provider.h).
-// Output: {"text", "json" (json mode only), "model",
-//          "usage": {"prompt_tokens", "completion_tokens"}}.
+// Output: {"text", "json" (json mode only), "model", "provider",
+//          "usage": {"prompt_tokens", "completion_tokens", "cost_micros"},
+//          "latency_ms"}.
+// Every call, whatever its outcome, records an llm.call event
+// (StepContext::RecordEvent) with tokens, cost at the route's prices,
+// latency and requests sent.
 // With `concurrency`, each call first takes a slot under its provider's cap
 // (llm/llm_concurrency.h; a provider it does not know is not capped) and
 // reports its outcome to the provider's controller.

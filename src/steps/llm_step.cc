@@ -4,6 +4,8 @@
 #include "core/bounded_json.h"
 #include "core/check.h"
 #include "core/status_macros.h"
+#include "events/events.h"
+#include "llm/json_schema.h"
 #include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
 #include "steps/internal/config.h"
@@ -24,8 +26,10 @@ constexpr int64_t kMaxTokensLimit = 1'000'000;
 constexpr size_t kSnippetBytes = 200;
 
 struct LlmCall {
+  std::string alias;  // the step's `model:`
   LlmRequest request;
-  std::shared_ptr<LlmProvider> provider;  // null when the model is still a template
+  ModelRoute route;                    // route.provider is null while the model is a template
+  std::shared_ptr<JsonSchema> schema;  // the compiled response_schema, if any
 };
 
 // Models often wrap JSON in a ```json fence; accept that.
@@ -76,8 +80,8 @@ class LlmStep final : public StepKind {
 
   absl::Status Validate(const StepDef& def) const override {
     RUNLOOM_ASSIGN_OR_RETURN(LlmCall call, Parse(def.config, /*unresolved=*/true));
-    if (call.provider != nullptr) {
-      return call.provider->ValidateOptions(call.request.options);
+    if (call.route.provider != nullptr) {
+      return call.route.provider->ValidateOptions(call.request.options);
     }
     return absl::OkStatus();
   }
@@ -87,7 +91,7 @@ class LlmStep final : public StepKind {
   absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
     RUNLOOM_ASSIGN_OR_RETURN(LlmCall call, Parse(config, /*unresolved=*/false));
     // A slot under the provider's concurrency cap for the call's duration.
-    LlmSlots* slots = concurrency_ ? concurrency_->SlotsFor(call.provider.get()) : nullptr;
+    LlmSlots* slots = concurrency_ ? concurrency_->SlotsFor(call.route.provider.get()) : nullptr;
     std::optional<LlmSlots::Slot> slot;
     if (slots != nullptr) {
       absl::StatusOr<LlmSlots::Slot> acquired = slots->Acquire(ctx);
@@ -96,41 +100,75 @@ class LlmStep final : public StepKind {
       }
       slot.emplace(*std::move(acquired));
     }
-    absl::StatusOr<LlmResponse> response = call.provider->Complete(ctx, call.request);
+    LlmCallData record{.path = ctx.step_path(),
+                       .attempt = ctx.attempt(),
+                       .model = call.alias,
+                       .provider = call.route.provider_name,
+                       .provider_model = call.route.model == call.alias ? "" : call.route.model};
+    const absl::Time start = ctx.clock()->Now();
+    absl::StatusOr<LlmResponse> response = call.route.provider->Complete(ctx, call.request);
+    record.latency_ms = absl::ToInt64Milliseconds(ctx.clock()->Now() - start);
     if (slot) {
       slot->Finish(response.status(),
                    response.ok() ? response->rate_limit : RateLimitOf(response.status()));
     }
     if (!response.ok()) {
-      return Annotate(response.status(), absl::StrCat("llm model '", call.request.model, "'"));
+      record.outcome = "error";
+      record.error_class = ErrorClassOf(response.status());
+      record.requests = RequestsOf(response.status());
+      ctx.RecordEvent(LlmCallEvent(ctx.run_id(), record));
+      return WithRequests(Annotate(response.status(), absl::StrCat("llm model '", call.alias, "'")),
+                          record.requests);
     }
+    const int64_t cost = CostMicros(call.route, response->usage);
+    record.input_tokens = response->usage.prompt_tokens;
+    record.output_tokens = response->usage.completion_tokens;
+    record.cost_micros = cost;
+    record.requests = response->requests;
     StepOutput out;
     out.output = {{"text", response->text},
                   {"model", response->model},
+                  {"provider", call.route.provider_name},
                   {"usage",
                    {{"prompt_tokens", response->usage.prompt_tokens},
-                    {"completion_tokens", response->usage.completion_tokens}}}};
+                    {"completion_tokens", response->usage.completion_tokens},
+                    {"cost_micros", cost}}},
+                  {"latency_ms", record.latency_ms}};
     if (call.request.json_mode) {
-      RUNLOOM_ASSIGN_OR_RETURN(out.output["json"], ParseJsonReply(response->text));
+      absl::StatusOr<nlohmann::json> reply = ParseJsonReply(response->text);
+      if (reply.ok() && call.schema != nullptr) {
+        if (absl::Status s = call.schema->Validate(*reply); !s.ok()) reply = s;
+      }
+      if (!reply.ok()) {
+        record.outcome = "invalid";
+        record.error_class = ErrorClassOf(reply.status());
+        ctx.RecordEvent(LlmCallEvent(ctx.run_id(), record));
+        return reply.status();
+      }
+      out.output["json"] = *std::move(reply);
     }
+    record.outcome = "ok";
+    ctx.RecordEvent(LlmCallEvent(ctx.run_id(), record));
     return out;
   }
 
  private:
   absl::StatusOr<LlmCall> Parse(const nlohmann::json& config, bool unresolved) const {
     ConfigReader r("llm", config, unresolved);
-    RUNLOOM_RETURN_IF_ERROR(
-        r.CheckKeys({"model", "prompt", "system", "response_format", "max_tokens", "fake"}));
+    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(
+        {"model", "prompt", "system", "response_format", "response_schema", "max_tokens", "fake"}));
     LlmCall call;
     LlmRequest& req = call.request;
     RUNLOOM_ASSIGN_OR_RETURN(std::optional<std::string> model, r.String("model"));
-    req.model = model.value_or(kDefaultModel);
+    call.alias = model.value_or(kDefaultModel);
     if (!r.Deferred("model")) {
-      absl::StatusOr<std::shared_ptr<LlmProvider>> provider = providers_->Resolve(req.model);
-      if (!provider.ok()) {
-        return Annotate(provider.status(), "llm step");
+      absl::StatusOr<ModelRoute> route = providers_->Route(call.alias);
+      if (!route.ok()) {
+        return Annotate(route.status(), "llm step");
       }
-      call.provider = *std::move(provider);
+      call.route = *std::move(route);
+      req.model = call.route.model;
+      req.max_tokens = call.route.max_tokens;
     }
     if (!r.Has("prompt")) {
       return r.Missing("prompt", "prompt: \"Summarize {{ inputs.topic }}\"");
@@ -146,7 +184,20 @@ class LlmStep final : public StepKind {
       }
       req.json_mode = *format == "json";
     }
-    RUNLOOM_ASSIGN_OR_RETURN(req.max_tokens, r.Int("max_tokens", 1, kMaxTokensLimit));
+    if (r.Has("response_schema")) {
+      if (!r.Deferred("response_format") && !req.json_mode) {
+        return r.Error("response_schema",
+                       "needs response_format: json (the schema checks a JSON reply)");
+      }
+      absl::StatusOr<std::unique_ptr<JsonSchema>> schema =
+          JsonSchema::Compile(r.Get("response_schema"));
+      if (!schema.ok()) return Annotate(schema.status(), "llm step");
+      call.schema = std::shared_ptr<JsonSchema>(*std::move(schema));
+      req.json_schema = r.Get("response_schema");
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens,
+                             r.Int("max_tokens", 1, kMaxTokensLimit));
+    if (max_tokens.has_value()) req.max_tokens = max_tokens;
     if (r.Has("fake")) {
       req.options = r.Get("fake");
     }

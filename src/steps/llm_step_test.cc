@@ -45,8 +45,7 @@ TEST(LlmProviderRegistryTest, RoutesByLongestPrefix) {
   EXPECT_EQ(*registry.Resolve("fake-big-2"), b);
   absl::StatusOr<std::shared_ptr<LlmProvider>> gpt = registry.Resolve("gpt-4o");
   EXPECT_THAT(gpt, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(std::string(gpt.status().message()),
-              HasSubstr("model 'gpt-4o' has no provider configured"));
+  EXPECT_THAT(std::string(gpt.status().message()), HasSubstr("model 'gpt-4o' is not configured"));
 }
 
 class LlmStepTest : public ::testing::Test {
@@ -211,8 +210,8 @@ TEST_F(LlmStepTest, UnknownModelIsRefusedAtValidate) {
   absl::Status s = llm_->Validate(MakeDef("llm", {{"model", "gpt-4o"}, {"prompt", "x"}}));
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("model 'gpt-4o' has no provider configured (real providers come in a "
-                        "later issue); use model: fake"));
+              HasSubstr("model 'gpt-4o' is not configured; no model aliases are configured "
+                        "(declare it under `models:` in the --config file), or use model: fake"));
   EXPECT_THAT(llm_->Execute(ctx_, {{"model", "gpt-4o"}, {"prompt", "x"}}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   // A templated model is checked when it is resolved.
@@ -223,7 +222,7 @@ TEST_F(LlmStepTest, ValidateNamesTheBadKey) {
   absl::Status s = llm_->Validate(MakeDef("llm", {{"promt", "x"}}));
   EXPECT_EQ(s.message(),
             "llm step: unknown key 'promt'; allowed keys: fake, max_tokens, model, prompt, "
-            "response_format, system");
+            "response_format, response_schema, system");
   s = llm_->Validate(MakeDef("llm", json::object()));
   EXPECT_THAT(std::string(s.message()), HasSubstr("missing required key 'prompt'"));
   s = llm_->Validate(MakeDef("llm", {{"prompt", "x"}, {"response_format", "yaml"}}));

@@ -5,6 +5,23 @@
 
 namespace runloom {
 
+ErrorClass ErrorClassOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return ErrorClass::kTimeout;
+    case absl::StatusCode::kUnavailable:
+      return ErrorClass::kUnavailable;
+    case absl::StatusCode::kResourceExhausted:
+      return ErrorClass::kRateLimited;
+    case absl::StatusCode::kInvalidArgument:
+      return ErrorClass::kInvalid;
+    case absl::StatusCode::kCancelled:
+      return ErrorClass::kCancelled;
+    default:
+      return ErrorClass::kError;
+  }
+}
+
 void StepRegistry::Register(const std::string& name, std::shared_ptr<StepKind> kind) {
   // loop and parallel are graph shapes the engine runs itself, not kinds.
   RUNLOOM_CHECK(name != "loop" && name != "parallel")

@@ -4,6 +4,7 @@
 
 #include "runloom/clock.h"
 #include "runloom/mutex.h"
+#include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/workflow.h"
 
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace runloom::steps_testing {
 
@@ -52,6 +54,16 @@ class TestStepContext final : public StepContext {
     if (on_stop_) {
       ++on_stop_registrations_;
     }
+  }
+
+  void RecordEvent(Event event) override {
+    runloom::MutexLock l(&mu_);
+    events_.push_back(std::move(event));
+  }
+  // The events recorded so far, in order.
+  std::vector<Event> events() {
+    runloom::MutexLock l(&mu_);
+    return events_;
   }
 
   void set_attempt(int attempt) { attempt_ = attempt; }
@@ -105,6 +117,7 @@ class TestStepContext final : public StepContext {
   std::function<void()> on_stop_ ABSL_GUARDED_BY(mu_);
   int on_stop_registrations_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> sleeping_until_ ABSL_GUARDED_BY(mu_);
+  std::vector<Event> events_ ABSL_GUARDED_BY(mu_);
 };
 
 inline StepDef MakeDef(const std::string& kind, nlohmann::json config) {

@@ -130,6 +130,20 @@ inline Result RunStdout(const std::vector<std::string>& args) {
   return r;
 }
 
+// What every command that reads a run prints about it: status and events,
+// as text and as JSON, one Result each.
+inline std::vector<Result> ReadRunOutputs(const std::string& db, const std::string& run_id) {
+  std::vector<Result> out;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", run_id, "--db", db},
+        std::vector<std::string>{"status", run_id, "--db", db, "--json"},
+        std::vector<std::string>{"events", run_id, "--db", db},
+        std::vector<std::string>{"events", run_id, "--db", db, "--json"}}) {
+    out.push_back(RunCli(args));
+  }
+  return out;
+}
+
 // `runloom status RUN --json`, parsed.
 inline nlohmann::json StatusJson(const std::string& db, const std::string& run_id) {
   Result r = RunStdout({"status", run_id, "--db", db, "--json"});

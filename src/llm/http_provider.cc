@@ -1,0 +1,229 @@
+#include "llm/http_provider.h"
+
+#include "core/check.h"
+#include "core/status_macros.h"
+#include "llm/internal/retry.h"
+#include "llm/internal/wire.h"
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "net/http_client.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace runloom {
+namespace {
+
+constexpr char kScrubbed[] = "[secret]";
+constexpr int kTooManyRequests = 429;
+// Replies above this are refused (a completion is far smaller).
+constexpr int64_t kMaxReplyBytes = int64_t{64} << 20;
+
+bool IsSuccess(int status) { return status >= 200 && status < 300; }  // NOLINT: HTTP classes
+
+// The final status of an answer that was not a success.
+absl::Status AnswerError(const ProviderConfig& p, int status, const std::string& message) {
+  const std::string text = absl::StrCat("provider '", p.name, "' (", ToString(p.kind),
+                                        ") answered HTTP ", status, ": ", message);
+  if (status == kTooManyRequests) return absl::ResourceExhaustedError(text);
+  if (llm_internal::IsRetryableHttpStatus(status)) return absl::UnavailableError(text);
+  switch (status) {
+    case 400:  // NOLINT: HTTP status codes are their own names
+    case 404:  // NOLINT
+    case 413:  // NOLINT
+    case 422:  // NOLINT
+      return absl::InvalidArgumentError(
+          absl::StrCat(text, "; check the model name and the request (max_tokens, prompt size)"));
+    case 401:  // NOLINT
+    case 403:  // NOLINT
+      return absl::PermissionDeniedError(absl::StrCat(
+          text, "; check the API key (",
+          p.api_key_secret.empty() ? "none is configured" : "secret://" + p.api_key_secret, ")"));
+    default:
+      return absl::UnknownError(text);
+  }
+}
+
+class HttpLlmProvider final : public LlmProvider {
+ public:
+  explicit HttpLlmProvider(HttpProviderOptions options)
+      : options_(std::move(options)),
+        gen_(options_.jitter_seed.has_value() ? absl::BitGen(std::seed_seq{*options_.jitter_seed})
+                                              : absl::BitGen()) {
+    RUNLOOM_CHECK(options_.config.kind != ProviderKind::kFake) << "the fake provider is not HTTP";
+    RUNLOOM_CHECK(options_.config.api_key_secret.empty() || options_.resolve_secret)
+        << "provider '" << options_.config.name << "' has an api_key and no secret resolver";
+  }
+
+  absl::Status ValidateOptions(const nlohmann::json& options) const override {
+    if (options.is_null() || (options.is_object() && options.empty())) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "llm step: `fake:` options apply to the fake provider only; this model goes "
+        "to provider '",
+        options_.config.name, "' (", ToString(options_.config.kind), "): remove the fake block"));
+  }
+
+  absl::StatusOr<LlmResponse> Complete(StepContext& ctx, const LlmRequest& request) override;
+
+ private:
+  net::HttpRequest BuildRequest(const LlmRequest& request, const std::string& key) const;
+  absl::StatusOr<LlmResponse> Parse(const net::HttpResponse& answer) const;
+  absl::Duration Backoff(int retry) ABSL_LOCKS_EXCLUDED(gen_mu_);
+
+  const HttpProviderOptions options_;
+  runloom::Mutex gen_mu_;
+  absl::BitGen gen_ ABSL_GUARDED_BY(gen_mu_);
+};
+
+net::HttpRequest HttpLlmProvider::BuildRequest(const LlmRequest& request,
+                                               const std::string& key) const {
+  const ProviderConfig& p = options_.config;
+  net::HttpRequest r;
+  r.method = "POST";
+  r.headers.emplace_back("content-type", "application/json");
+  if (p.kind == ProviderKind::kOpenAi) {
+    r.url = p.base_url + "/chat/completions";
+    if (!key.empty()) r.headers.emplace_back("authorization", "Bearer " + key);
+    r.body = llm_internal::OpenAiRequestBody(request).dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    r.url = p.base_url + "/messages";
+    r.headers.emplace_back("anthropic-version", llm_internal::kAnthropicVersion);
+    if (!key.empty()) r.headers.emplace_back("x-api-key", key);
+    r.body = llm_internal::AnthropicRequestBody(request).dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  r.connect_timeout = p.connect_timeout;
+  r.total_timeout = p.timeout;
+  r.max_response_bytes = kMaxReplyBytes;
+  return r;
+}
+
+absl::StatusOr<LlmResponse> HttpLlmProvider::Parse(const net::HttpResponse& answer) const {
+  return options_.config.kind == ProviderKind::kOpenAi
+             ? llm_internal::ParseOpenAiResponse(answer.body)
+             : llm_internal::ParseAnthropicResponse(answer.body);
+}
+
+absl::Duration HttpLlmProvider::Backoff(int retry) {
+  runloom::MutexLock l(&gen_mu_);
+  return llm_internal::BackoffWithJitter(options_.config.retry, retry, gen_);
+}
+
+std::string Scrub(std::string text, const std::string& key) {
+  if (!key.empty()) absl::StrReplaceAll({{key, kScrubbed}}, &text);
+  return text;
+}
+
+std::string Header(const net::HttpResponse& answer, std::string_view name) {
+  return std::string(answer.Header(name).value_or(""));
+}
+
+// " (after 2 requests)" appended, code kept.
+absl::Status After(const absl::Status& s, int requests, absl::string_view more = "") {
+  return absl::Status(s.code(), absl::StrCat(s.message(), more, " (after ", requests,
+                                             requests == 1 ? " request)" : " requests)"));
+}
+
+// The attempt loop (~70 lines kept whole: each exit shares the attempt's state).
+absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const LlmRequest& request) {
+  const ProviderConfig& p = options_.config;
+  std::string key;
+  if (!p.api_key_secret.empty()) {
+    absl::StatusOr<std::string> resolved = options_.resolve_secret(p.api_key_secret);
+    if (!resolved.ok()) {
+      return WithRequests(absl::FailedPreconditionError(absl::StrCat(
+                              "provider '", p.name, "': API key: ", resolved.status().message())),
+                          0);
+    }
+    key = *std::move(resolved);
+  }
+  net::HttpRequest http = BuildRequest(request, key);
+  // Polled by the client while a request runs: a cancel ends it too.
+  http.cancelled = [&ctx] { return ctx.Stopping(); };
+  const absl::Time deadline = ctx.deadline();
+  for (int attempt = 1;; ++attempt) {
+    if (ctx.Stopping()) {
+      return WithRequests(absl::CancelledError("llm call stopped"), attempt - 1);
+    }
+    const absl::Duration left = deadline - ctx.clock()->Now();
+    if (left <= absl::ZeroDuration()) {
+      return WithRequests(absl::DeadlineExceededError(
+                              absl::StrCat("provider '", p.name, "': the step's deadline passed")),
+                          attempt - 1);
+    }
+    http.total_timeout = std::min(p.timeout, left);
+    absl::StatusOr<net::HttpResponse> answer = net::SendHttp(http);
+    if (!answer.ok() && answer.status().code() == absl::StatusCode::kCancelled) {
+      // Stopping() also turns true at the step's deadline.
+      if (ctx.clock()->Now() >= deadline) {
+        return WithRequests(
+            absl::DeadlineExceededError(absl::StrCat(
+                "provider '", p.name, "': the step's deadline passed during the request")),
+            attempt);
+      }
+      return WithRequests(absl::CancelledError("llm call stopped"), attempt);
+    }
+    absl::Status failure;
+    std::optional<absl::Duration> asked;
+    if (answer.ok() && IsSuccess(answer->status)) {
+      absl::StatusOr<LlmResponse> out = Parse(*answer);
+      if (!out.ok()) {
+        return WithRequests(
+            absl::Status(out.status().code(), Scrub(std::string(out.status().message()), key)),
+            attempt);
+      }
+      if (out->model.empty()) out->model = request.model;
+      out->requests = attempt;
+      return out;
+    }
+    bool retryable = false;
+    if (answer.ok()) {
+      failure =
+          AnswerError(p, answer->status, Scrub(llm_internal::ErrorBodyMessage(answer->body), key));
+      retryable = llm_internal::IsRetryableHttpStatus(answer->status);
+      asked = llm_internal::RetryAfter(Header(*answer, "retry-after-ms"),
+                                       Header(*answer, "retry-after"), ctx.clock()->Now());
+    } else {
+      // A body over the bound is the provider's fault, not a rate limit.
+      const absl::StatusCode code = answer.status().code() == absl::StatusCode::kResourceExhausted
+                                        ? absl::StatusCode::kUnknown
+                                        : answer.status().code();
+      failure = absl::Status(
+          code, absl::StrCat("provider '", p.name, "' (", ToString(p.kind),
+                             "): ", Scrub(std::string(answer.status().message()), key)));
+      retryable =
+          code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
+    }
+    if (!retryable || attempt >= p.retry.max_attempts) {
+      return WithRequests(After(failure, attempt), attempt);
+    }
+    if (asked.has_value() && *asked > p.retry.max_delay) {
+      return WithRequests(After(failure, attempt,
+                                absl::StrCat("; it asks to wait ", absl::FormatDuration(*asked),
+                                             ", longer than retry.max_delay")),
+                          attempt);
+    }
+    const absl::Duration wait = asked.value_or(Backoff(attempt));
+    const absl::Time until = ctx.clock()->Now() + wait;
+    if (until >= deadline) {
+      // No time left to wait: the step's own retry policy decides.
+      return WithRequests(After(failure, attempt), attempt);
+    }
+    if (!ctx.SleepUntil(until)) {
+      return WithRequests(absl::CancelledError("llm call stopped while waiting to retry"), attempt);
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<LlmProvider> NewHttpLlmProvider(HttpProviderOptions options) {
+  return std::make_shared<HttpLlmProvider>(std::move(options));
+}
+
+}  // namespace runloom

@@ -1,0 +1,363 @@
+// The openai and anthropic providers, driven through the llm step kind
+// against a scripted HTTP server on loopback: success, JSON mode with a
+// schema, 429 with Retry-After, 5xx, timeout, a dropped connection; usage,
+// cost and the llm.call event; the API key only in its header.
+//
+// Waits run on a simulated clock that a retry's SleepUntil moves at once,
+// so the backoffs cost no real time and their lengths are exact.
+#include "runloom/clock.h"
+#include "runloom/step.h"
+
+#include "events/events.h"
+#include "llm/config.h"
+#include "llm/configured_registry.h"
+#include "steps/builtin_steps.h"
+#include "testing/scripted_http_server.h"
+#include "testing/status_matchers.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace runloom {
+namespace {
+
+using ::runloom::testing::ScriptedHttpServer;
+using ::runloom::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+using Reply = ScriptedHttpServer::Reply;
+
+constexpr char kKey[] = "sk-test-9f8e7d6c5b4a";
+
+// A StepContext whose SleepUntil moves the simulated clock to the wake-up
+// time at once and remembers each wait.
+class AutoClockContext final : public StepContext {
+ public:
+  const std::string& run_id() const override { return run_id_; }
+  const std::string& step_path() const override { return path_; }
+  int attempt() const override { return 1; }
+  const std::string& working_dir() const override { return dir_; }
+  Clock* clock() override { return &clock_; }
+  absl::Time deadline() const override { return deadline_; }
+  bool Stopping() override { return stopped_; }
+  bool SleepUntil(absl::Time until) override {
+    if (stopped_) return false;
+    waits.push_back(until - clock_.Now());
+    clock_.SetTime(until);
+    return true;
+  }
+  void OnStop(std::function<void()>) override {}
+  void RecordEvent(Event event) override { events.push_back(std::move(event)); }
+
+  void set_deadline(absl::Time t) { deadline_ = t; }
+  void Stop() { stopped_ = true; }
+  absl::Time Now() { return clock_.Now(); }
+
+  std::vector<absl::Duration> waits;
+  std::vector<Event> events;
+
+ private:
+  const std::string run_id_ = "r_0123456789abcdefghjkmn";
+  const std::string path_ = "ask";
+  const std::string dir_;
+  SimulatedClock clock_;
+  absl::Time deadline_ = absl::InfiniteFuture();
+  std::atomic<bool> stopped_{false};
+};
+
+struct Api {
+  std::string kind;  // openai | anthropic
+  std::string path;  // what the provider posts to
+};
+void PrintTo(const Api& api, std::ostream* os) { *os << api.kind; }
+
+std::string OkBody(const Api& api, const std::string& text, int in, int out) {
+  if (api.kind == "openai") {
+    return json{{"model", "served-model"},
+                {"choices", {{{"message", {{"role", "assistant"}, {"content", text}}}}}},
+                {"usage", {{"prompt_tokens", in}, {"completion_tokens", out}}}}
+        .dump();
+  }
+  return json{{"type", "message"},
+              {"model", "served-model"},
+              {"content", {{{"type", "text"}, {"text", text}}}},
+              {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}
+      .dump();
+}
+
+class HttpProviderTest : public ::testing::TestWithParam<Api> {
+ protected:
+  void SetUp() override {
+    auto server = ScriptedHttpServer::Start([this](const ScriptedHttpServer::Request&) {
+      runloom::MutexLock l(&mu_);
+      Reply r = script_.empty() ? Reply{.status = 500, .body = "unscripted"} : script_.front();
+      if (script_.size() > 1) script_.erase(script_.begin());
+      return r;
+    });
+    ASSERT_OK(server);
+    server_ = *std::move(server);
+  }
+
+  void Script(std::vector<Reply> replies) {
+    runloom::MutexLock l(&mu_);
+    script_ = std::move(replies);
+  }
+
+  // The llm step over a config with one provider of the test's kind.
+  std::shared_ptr<StepKind> Step(const std::string& timeout) {
+    const std::string yaml = absl::StrCat(
+        "providers:\n  remote:\n    kind: ", GetParam().kind, "\n    base_url: ", server_->url(),
+        "/v1\n    api_key: secret://TEST_KEY\n    timeout: ", timeout,
+        "\n    connect_timeout: 1s\n",
+        "    retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s}\n",
+        "models:\n  smart:\n    provider: remote\n    model: big-model-v2\n",
+        "    input_price_per_1k: 0.5\n    output_price_per_1k: 1.5\n    max_tokens: 77\n");
+    absl::StatusOr<LlmConfig> config = ParseLlmConfig(yaml, "test.yaml");
+    EXPECT_OK(config);
+    auto registry = NewConfiguredRegistry(*config, [](const std::string& name) {
+      return name == "TEST_KEY" ? absl::StatusOr<std::string>(kKey)
+                                : absl::NotFoundError("no such secret");
+    });
+    EXPECT_OK(registry);
+    return NewLlmStep(*registry);
+  }
+
+  absl::StatusOr<StepOutput> Call(const json& config, const std::string& timeout = "2s") {
+    std::shared_ptr<StepKind> step = Step(timeout);
+    StepDef def;
+    def.id = "ask";
+    def.kind = "llm";
+    def.config = config;
+    EXPECT_OK(step->Validate(def));
+    return step->Execute(ctx_, config);
+  }
+
+  const json& LastCall() {
+    static const json kNone;
+    return ctx_.events.empty() ? kNone : ctx_.events.back().data;
+  }
+
+  // Nothing the step returned or recorded holds the key.
+  void ExpectKeyNowhere(const absl::StatusOr<StepOutput>& out) {
+    std::string all = out.ok() ? out->output.dump() : std::string(out.status().message());
+    for (const Event& e : ctx_.events) all += e.data.dump();
+    EXPECT_THAT(all, Not(HasSubstr(kKey)));
+  }
+
+  AutoClockContext ctx_;
+  std::unique_ptr<ScriptedHttpServer> server_;
+  runloom::Mutex mu_;
+  std::vector<Reply> script_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_P(HttpProviderTest, SuccessSendsTheRequestAndRecordsUsageAndCost) {
+  const Api& api = GetParam();
+  Script({{.body = OkBody(api, "Rivers flow.", 1000, 2000)}});
+  absl::StatusOr<StepOutput> out =
+      Call({{"model", "smart"}, {"system", "Be terse."}, {"prompt", "Summarize rivers"}});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output["text"], "Rivers flow.");
+  EXPECT_EQ(out->output["model"], "served-model");
+  EXPECT_EQ(out->output["provider"], "remote");
+  EXPECT_EQ(
+      out->output["usage"],
+      json({{"prompt_tokens", 1000}, {"completion_tokens", 2000}, {"cost_micros", 3'500'000}}));
+
+  std::vector<ScriptedHttpServer::Request> requests = server_->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const ScriptedHttpServer::Request& r = requests[0];
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, api.path);
+  const json body = json::parse(r.body);
+  EXPECT_EQ(body["model"], "big-model-v2");
+  EXPECT_EQ(body["max_tokens"], 77);  // the alias's default
+  if (api.kind == "openai") {
+    EXPECT_EQ(r.headers.at("authorization"), absl::StrCat("Bearer ", kKey));
+    EXPECT_EQ(body["messages"][0]["content"], "Be terse.");
+  } else {
+    EXPECT_EQ(r.headers.at("x-api-key"), kKey);
+    EXPECT_EQ(r.headers.at("anthropic-version"), "2023-06-01");
+    EXPECT_EQ(body["system"], "Be terse.");
+  }
+  EXPECT_THAT(r.body, Not(HasSubstr(kKey)));
+
+  const json& call = LastCall();
+  EXPECT_OK(ValidateEvent(ctx_.events.back()));
+  EXPECT_EQ(call["outcome"], "ok");
+  EXPECT_EQ(call["model"], "smart");
+  EXPECT_EQ(call["provider"], "remote");
+  EXPECT_EQ(call["provider_model"], "big-model-v2");
+  EXPECT_EQ(call["input_tokens"], 1000);
+  EXPECT_EQ(call["output_tokens"], 2000);
+  EXPECT_EQ(call["cost_micros"], 3'500'000);
+  EXPECT_EQ(call["requests"], 1);
+  ExpectKeyNowhere(out);
+}
+
+const json kSchema = {{"type", "object"},
+                      {"required", {"score"}},
+                      {"properties", {{"score", {{"type", "integer"}, {"maximum", 10}}}}}};
+
+TEST_P(HttpProviderTest, JsonModeWithASchemaAcceptsAMatch) {
+  const Api& api = GetParam();
+  Script({{.body = OkBody(api, "```json\n{\"score\": 8}\n```", 10, 5)}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"},
+                                         {"prompt", "grade"},
+                                         {"response_format", "json"},
+                                         {"response_schema", kSchema}});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output["json"], json({{"score", 8}}));
+  const json body = json::parse(server_->requests().at(0).body);
+  if (api.kind == "openai") {
+    EXPECT_EQ(body["response_format"]["type"], "json_schema");
+    EXPECT_EQ(body["response_format"]["json_schema"]["schema"], kSchema);
+  } else {
+    EXPECT_THAT(body["system"].get<std::string>(), HasSubstr("exactly one JSON object"));
+  }
+}
+
+TEST_P(HttpProviderTest, JsonModeWithASchemaRefusesAMismatchAsInvalid) {
+  Script({{.body = OkBody(GetParam(), "{\"score\": 11}", 10, 5)}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"},
+                                         {"prompt", "grade"},
+                                         {"response_format", "json"},
+                                         {"response_schema", kSchema}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("does not match response_schema"));
+  EXPECT_EQ(LastCall()["outcome"], "invalid");
+  EXPECT_EQ(LastCall()["error_class"], "invalid");
+  // Paid for: 10 tokens at 0.5 and 5 at 1.5 per 1,000 = 0.0125 units.
+  EXPECT_EQ(LastCall()["cost_micros"], 12'500);
+}
+
+TEST_P(HttpProviderTest, RateLimitedHonoursRetryAfter) {
+  const Api& api = GetParam();
+  Script({{.status = 429,
+           .headers = {{"retry-after", "2"}},
+           .body = R"({"error": {"message": "slow down"}})"},
+          {.status = 429, .headers = {{"retry-after-ms", "1500"}}, .body = "{}"},
+          {.body = OkBody(api, "done", 3, 4)}});
+  const absl::Time start = ctx_.Now();
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  ASSERT_OK(out);
+  EXPECT_EQ(ctx_.waits, (std::vector<absl::Duration>{absl::Seconds(2), absl::Milliseconds(1500)}));
+  EXPECT_EQ(server_->requests().size(), 3u);
+  EXPECT_EQ(LastCall()["requests"], 3);
+  EXPECT_EQ(LastCall()["latency_ms"], absl::ToInt64Milliseconds(ctx_.Now() - start));
+  EXPECT_GE(LastCall()["latency_ms"].get<int64_t>(), 3500);
+}
+
+TEST_P(HttpProviderTest, RateLimitedToTheEndIsRateLimited) {
+  Script({{.status = 429,
+           .headers = {{"retry-after", "1"}},
+           .body = R"({"error": {"message": "quota"}})"}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("HTTP 429: quota (after 3 requests)"));
+  EXPECT_EQ(LastCall()["error_class"], "rate_limited");
+  EXPECT_EQ(LastCall()["requests"], 3);
+  EXPECT_EQ(LastCall()["cost_micros"], 0);
+}
+
+TEST_P(HttpProviderTest, ARetryAfterLongerThanMaxDelayIsNotWaited) {
+  Script({{.status = 429, .headers = {{"retry-after", "600"}}, .body = "{}"}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("longer than retry.max_delay"));
+  EXPECT_TRUE(ctx_.waits.empty());
+  EXPECT_EQ(server_->requests().size(), 1u);
+}
+
+TEST_P(HttpProviderTest, ServerErrorsAreRetriedWithJitteredBackoff) {
+  const Api& api = GetParam();
+  Script({{.status = 500, .body = "oops"},
+          {.status = 503, .body = "{}"},
+          {.body = OkBody(api, "ok", 1, 1)}});
+  ASSERT_OK(Call({{"model", "smart"}, {"prompt", "x"}}));
+  ASSERT_EQ(ctx_.waits.size(), 2u);
+  EXPECT_GE(ctx_.waits[0], absl::Milliseconds(500));  // 1s backoff, half of it fixed
+  EXPECT_LE(ctx_.waits[0], absl::Seconds(1));
+  EXPECT_GE(ctx_.waits[1], absl::Seconds(1));  // doubled
+  EXPECT_LE(ctx_.waits[1], absl::Seconds(2));
+}
+
+TEST_P(HttpProviderTest, ServerErrorToTheEndIsUnavailable) {
+  Script({{.status = 500, .body = R"({"error": {"message": "boom"}})"}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("answered HTTP 500: boom"));
+  EXPECT_EQ(LastCall()["error_class"], "unavailable");
+  EXPECT_EQ(server_->requests().size(), 3u);
+}
+
+TEST_P(HttpProviderTest, ATimeoutIsRetriedThenTimesOut) {
+  Script({{.body = OkBody(GetParam(), "late", 1, 1), .delay = absl::Seconds(2)}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}}, "300ms");
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(LastCall()["error_class"], "timeout");
+  EXPECT_EQ(LastCall()["requests"], 3);
+}
+
+TEST_P(HttpProviderTest, ADroppedConnectionIsRetried) {
+  const Api& api = GetParam();
+  Script({{.drop = true}, {.body = OkBody(api, "second time", 2, 2)}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output["text"], "second time");
+  EXPECT_EQ(LastCall()["requests"], 2);
+  Script({{.drop = true}});
+  out = Call({{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_P(HttpProviderTest, AnEchoedKeyIsScrubbedAndABadKeyIsNotRetried) {
+  Script(
+      {{.status = 401,
+        .body = json{{"error", {{"message", absl::StrCat("Incorrect API key provided: ", kKey)}}}}
+                    .dump()}});
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("Incorrect API key provided: [secret]"));
+  EXPECT_EQ(server_->requests().size(), 1u);
+  ExpectKeyNowhere(out);
+}
+
+TEST_P(HttpProviderTest, AStopEndsARequestInFlight) {
+  Script({{.body = OkBody(GetParam(), "late", 1, 1), .delay = absl::Seconds(30)}});
+  std::thread stopper([this] {
+    while (server_->requests().empty()) RealClock()->SleepFor(absl::Milliseconds(5));
+    ctx_.Stop();
+  });
+  const absl::Time start = RealClock()->Now();
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}}, "60s");
+  stopper.join();
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_LT(RealClock()->Now() - start, absl::Seconds(5));
+  EXPECT_EQ(server_->requests().size(), 1u);
+}
+
+TEST_P(HttpProviderTest, TheStepDeadlineBoundsTheWait) {
+  Script({{.status = 429, .headers = {{"retry-after", "5"}}, .body = "{}"}});
+  ctx_.set_deadline(ctx_.Now() + absl::Seconds(3));
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kResourceExhausted));  // not waited past it
+  EXPECT_TRUE(ctx_.waits.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, HttpProviderTest,
+                         ::testing::Values(Api{"openai", "/v1/chat/completions"},
+                                           Api{"anthropic", "/v1/messages"}),
+                         [](const ::testing::TestParamInfo<Api>& info) { return info.param.kind; });
+
+}  // namespace
+}  // namespace runloom
