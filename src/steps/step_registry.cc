@@ -36,6 +36,7 @@ std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
   registry->Register("sleep", NewSleepStep());
   registry->Register("fail", NewFailStep());
   registry->Register("llm", NewLlmStep(LlmProviderRegistry::WithFake()));
+  registry->Register("http", NewHttpStep());
   return registry;
 }
 
