@@ -63,8 +63,9 @@ struct WriteResult {
   // scrubbed of secrets by the engine before it is written.
   nlohmann::json response;
   // How the result was learned: "sent" (the response to a send), "lookup"
-  // (a reconciliation lookup found the write applied) or "replayed" (a
-  // resend with the same Idempotency-Key, answered by the server's record).
+  // (a reconciliation lookup found the write applied) or "resent" (the
+  // answer to a resend under the same Idempotency-Key after an unknown
+  // outcome; a server that honours the key answers from its record).
   std::string source = "sent";
 };
 

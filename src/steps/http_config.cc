@@ -20,6 +20,7 @@ constexpr char kKind[] = "http";
 constexpr int kMinStatus = 100;
 constexpr int kMaxStatus = 599;
 constexpr size_t kMaxActionBytes = 64;
+constexpr size_t kMaxHeaderNameBytes = 128;
 constexpr std::array<const char*, 5> kMethods = {"GET", "POST", "PUT", "PATCH", "DELETE"};
 // Headers runloom sets itself (lower case).
 constexpr std::array<const char*, 6> kReservedHeaders = {
@@ -71,7 +72,7 @@ absl::StatusOr<std::string> ReadUrl(const ConfigReader& r, const std::string& ke
 
 // RFC 9110 token characters.
 bool IsHeaderName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxActionBytes) return false;
+  if (name.empty() || name.size() > kMaxHeaderNameBytes) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
            std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;

@@ -4,12 +4,13 @@
 //   method:   GET (default), POST, PUT, PATCH or DELETE.
 //   url:      required; http:// or https://, at most 2048 bytes, no spaces
 //             or control characters.
-//   headers:  map of header name -> string value (at most 32; value at most
-//             4096 bytes, no CR/LF). A value may end in a secret reference,
-//             "secret://NAME" or e.g. "Bearer secret://NAME": resolved when
-//             the step runs (RUNLOOM_SECRET_<NAME>, RUNLOOM_SECRETS_FILE) and
-//             never written anywhere. Host, Content-Length, Transfer-Encoding,
-//             Connection and Idempotency-Key are set by runloom and refused.
+//   headers:  map of header name (a token, at most 128 bytes) -> string
+//             value (at most 32 headers; a value at most 4096 bytes, no
+//             CR/LF). A value may end in a secret reference, "secret://NAME"
+//             or e.g. "Bearer secret://NAME": resolved when the step runs
+//             (RUNLOOM_SECRET_<NAME>, RUNLOOM_SECRETS_FILE) and never written
+//             anywhere. Host, Content-Length, Transfer-Encoding, Connection,
+//             Expect and Idempotency-Key are set by runloom and refused.
 //   body:     any JSON (templates resolved), sent as application/json; at
 //             most 1 MiB serialized. Not with GET.
 //   expect:   a status or a list of statuses (100-599) that mean success;

@@ -21,6 +21,7 @@
 #include "steps/http_exchange.h"
 
 #include "absl/strings/str_cat.h"
+#include "net/http_client.h"
 
 #include <memory>
 #include <string>
@@ -102,7 +103,7 @@ class HttpStep final : public StepKind {
       request.timeout = RequestTimeout(ctx);
       RUNLOOM_ASSIGN_OR_RETURN(Reply reply, steps_internal::Send(request));
       if (!StatusIn(cfg.expect, reply.status)) {
-        return AnswerError(absl::StrCat(cfg.method, " ", cfg.url), reply);
+        return AnswerError(absl::StrCat(cfg.method, " ", net::RedactUrl(cfg.url)), reply);
       }
       return Output(reply.status, steps_internal::BodyJson(reply.body));
     }
@@ -129,7 +130,7 @@ absl::StatusOr<StepOutput> HttpStep::Recorded(StepContext& ctx, const HttpStepCo
   if (r.source != "lookup" && !StatusIn(cfg.expect, r.http_status)) {
     return absl::InvalidArgumentError(
         absl::StrCat(Where(ctx), ": write '", cfg.action, "' was refused with HTTP ", r.http_status,
-                     " (recorded ", r.source,
+                     ": ", Snippet(r.response.dump()), " (recorded, ", r.source,
                      "); it is not sent again: give a changed request another `action`"));
   }
   StepOutput out = Output(r.http_status, r.response);
@@ -225,8 +226,9 @@ absl::StatusOr<StepOutput> HttpStep::Write(StepContext& ctx, const HttpStepConfi
   }
   const bool transient = reply->status == kTooManyRequests || reply->status >= kFirstServerError;
   if (!StatusIn(cfg.expect, reply->status) && transient) {
-    return AnswerError(absl::StrCat("write '", cfg.action, "' ", request.method, " ", request.url),
-                       *reply);
+    return AnswerError(
+        absl::StrCat("write '", cfg.action, "' ", request.method, " ", net::RedactUrl(request.url)),
+        *reply);
   }
   RUNLOOM_ASSIGN_OR_RETURN(
       WriteOperation op,

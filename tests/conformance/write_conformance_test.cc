@@ -214,12 +214,12 @@ TEST_P(WriteConformanceTest, ResponseRoundTrips) {
   absl::StatusOr<BeginWriteResult> b = store_->BeginWrite(Intent(lease));
   ASSERT_OK(b);
   const nlohmann::json body = {{"s", "ünï \"q\""}, {"n", 1.5}, {"a", {1, nullptr, true}}};
-  ASSERT_OK(store_->FinishWrite(b->op.key, Result(200, body, "replayed")));
+  ASSERT_OK(store_->FinishWrite(b->op.key, Result(200, body, "resent")));
   absl::StatusOr<std::vector<WriteOperation>> all = store_->ListWrites(id);
   ASSERT_OK(all);
   ASSERT_EQ(all->size(), 1u);
   EXPECT_EQ((*all)[0].result->response, body);
-  EXPECT_EQ((*all)[0].result->source, "replayed");
+  EXPECT_EQ((*all)[0].result->source, "resent");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WriteConformanceTest, ::testing::ValuesIn(AllBackendFactories()),

@@ -106,9 +106,11 @@ class LostResponseTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
   }
-  std::vector<std::string> RunArgs() {
+  // `lease_ttl` short when a test kills the run: the worker then takes the
+  // run over soon after.
+  std::vector<std::string> RunArgs(const std::string& lease_ttl = "30s") {
     return {"run",     dir_ + "/lost.yaml",     "--db",        db_,
-            "--input", "url=" + server_->url(), "--lease-ttl", "1s"};
+            "--input", "url=" + server_->url(), "--lease-ttl", lease_ttl};
   }
   // The reconciliation's source in the ledger: lookup, or a resend under the
   // same key (which the server answers from its record).
@@ -163,7 +165,7 @@ TEST_P(LostResponseTest, ExecutorKilledBetweenSendAndRecordIsReconciledOnRecover
   StartServer({.hold = absl::Seconds(60), .on_applied = [&applied](const nlohmann::json&) {
                  if (!applied.HasBeenNotified()) applied.Notify();
                }});
-  Child run(RunArgs(), dir_ + "/run.log");
+  Child run(RunArgs("1s"), dir_ + "/run.log");
   ASSERT_TRUE(applied.WaitForNotificationWithTimeout(absl::Seconds(60)))
       << ReadFile(dir_ + "/run.log");
   run.Kill(SIGKILL);
