@@ -16,6 +16,8 @@
 #                                    checked-in corpus
 #                and prints each step's time.
 #   make bench   build Release and print the benchmark as JSON
+#   make bench-http  build Release, install wrk and node if missing, and run
+#                the HTTP benchmarks once each (bench/http/run.sh post, sse)
 #   make build   build everything in build/ (Release)
 #   make clean   remove build/, build-asan/, build-tsan/ and build-fuzz/
 #
@@ -60,7 +62,7 @@ FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -ma
 TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo bench test $(TEST_STEPS) clean
+.PHONY: bootstrap bootstrap-test configure build cli demo bench bench-http test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -88,6 +90,12 @@ demo: cli
 
 bench: cli
 	$(RUNLOOM) bench --json
+
+# Installs wrk, node and curl when missing (scripts/bootstrap.sh --bench).
+bench-http: cli
+	bash scripts/bootstrap.sh --bench
+	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh post
+	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh sse
 
 test: bootstrap-test
 	rm -f $(BUILD_DIR)/test-steps.log

@@ -3,9 +3,11 @@
 # test, and only those that are missing. Safe to run again and again: when
 # everything is present it changes nothing and runs no `apt-get update`.
 #
-# Usage: scripts/bootstrap.sh [--test] [--check]
+# Usage: scripts/bootstrap.sh [--test] [--bench] [--check]
 #   --test    also install what only the tests need (nodejs, npm, clang and
 #             its libFuzzer/sanitizer runtimes, PostgreSQL, Redis, chromium)
+#   --bench   also install what the HTTP benchmarks need (wrk, nodejs, curl;
+#             bench/http/run.sh)
 #   --check   install nothing; list what is missing and exit 1 if anything is
 #
 # Non-interactive: no prompts, works with no stdin. Runs apt-get directly as
@@ -33,18 +35,23 @@ readonly BUILD_PACKAGES=(
 # start on loopback (scripts/test-servers.sh).
 # chromium: the web UI's browser tests (tests/browser, driven by playwright-core).
 readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server chromium)
+# wrk: the load generator of `bench/http/run.sh post`; nodejs runs
+# bench/http/sse_fanout.mjs; curl starts the server's workflows.
+readonly BENCH_PACKAGES=(wrk nodejs curl)
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 want_test=0
+want_bench=0
 check_only=0
 for arg in "$@"; do
   case "$arg" in
     --test) want_test=1 ;;
+    --bench) want_bench=1 ;;
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) die "unknown argument '$arg'; use --test, --check or --help" ;;
+    -h|--help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) die "unknown argument '$arg'; use --test, --bench, --check or --help" ;;
   esac
 done
 
@@ -54,6 +61,9 @@ command -v dpkg-query >/dev/null 2>&1 ||
 packages=("${BUILD_PACKAGES[@]}")
 if [[ $want_test == 1 ]]; then
   packages+=("${TEST_PACKAGES[@]}")
+fi
+if [[ $want_bench == 1 ]]; then
+  packages+=("${BENCH_PACKAGES[@]}")
 fi
 
 # Installed packages, and the virtual names they provide (e.g. NodeSource's

@@ -12,6 +12,7 @@
 // events at a modest pace after it is approved. Prints one JSON object.
 
 import fs from 'node:fs';
+import http from 'node:http';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -44,6 +45,7 @@ async function api(method, p, body) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const agent = new http.Agent({keepAlive: false, maxSockets: Infinity});
 
 const run = await api('POST', '/runs', {workflow, inputs: {}});
 for (let i = 0; ; ++i) {
@@ -55,38 +57,50 @@ for (let i = 0; ; ++i) {
 const latencies = [];
 let opened = 0;
 let ended = 0;
-const controllers = [];
-async function subscribe() {
-  const c = new AbortController();
-  controllers.push(c);
-  const res = await fetch(`${base}/api/v1/runs/${run.id}/events`, {
-    headers: {Authorization: `Bearer ${tok}`, Accept: 'text/event-stream'},
-    signal: c.signal,
+const requests = [];
+// node:http directly (not fetch and web streams): the receive time is taken
+// when the socket's data arrives, before this client's own parsing, so the
+// figure is the server's delivery more than this one-threaded client's work.
+function subscribe() {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${base}/api/v1/runs/${run.id}/events`, {
+      headers: {Authorization: `Bearer ${tok}`, Accept: 'text/event-stream'},
+      agent,
+    }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        reject(new Error(`subscribe: ${res.statusCode}`));
+        return;
+      }
+      ++opened;
+      res.setEncoding('utf8');
+      let buf = '';
+      let caughtUp = false;
+      res.on('data', (value) => {
+        const now = Date.now();
+        buf += value;
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const msg = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const data = msg.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+          if (!data) continue;
+          const ev = JSON.parse(data);
+          // Events committed before this subscriber connected are history, not
+          // deliveries: only what follows the decision counts.
+          if (ev.type === 'run.decided') caughtUp = true;
+          else if (caughtUp) latencies.push(now - Date.parse(ev.at));
+        }
+      });
+      res.on('end', () => {
+        ++ended;
+        resolve();
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    requests.push(req);
   });
-  if (!res.ok) throw new Error(`subscribe: ${res.status}`);
-  ++opened;
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = '';
-  let caughtUp = false;
-  for (;;) {
-    const {value, done} = await reader.read();
-    if (done) break;
-    const now = Date.now();
-    buf += value;
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const msg = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const data = msg.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
-      if (!data) continue;
-      const ev = JSON.parse(data);
-      // Events committed before this subscriber connected are history, not
-      // deliveries: only what follows the decision counts.
-      if (ev.type === 'run.decided') caughtUp = true;
-      else if (caughtUp) latencies.push(now - Date.parse(ev.at));
-    }
-  }
-  ++ended;
 }
 
 const rssBefore = rssKiB();
@@ -101,7 +115,7 @@ const t0 = Date.now();
 await api('POST', `/runs/${run.id}/decisions`, {digest: gate.proposal_digest, decision: 'approve'});
 await Promise.race([Promise.all(subs), sleep(120000)]);
 const elapsed = Date.now() - t0;
-for (const c of controllers) c.abort();
+for (const r of requests) r.destroy();
 
 latencies.sort((a, b) => a - b);
 const q = (p) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] : null);
@@ -116,3 +130,4 @@ console.log(JSON.stringify({
   kib_per_idle_stream: Math.round(((rssIdle - rssBefore) / n) * 10) / 10,
   elapsed_ms: elapsed,
 }));
+process.exit(0);  // not after the 120 s guard timer above

@@ -24,6 +24,8 @@
 
 namespace runloom {
 
+class CapBoard;  // src/llm/cap_board.h
+
 struct Backend {
   // Where the store publishes its commits (shared: the store and transport
   // keep it alive too, so the three may be moved apart). Every backend
@@ -32,6 +34,13 @@ struct Backend {
   std::shared_ptr<EventBus> events;
   std::unique_ptr<Store> store;          // required
   std::unique_ptr<Transport> transport;  // required
+  // Where the LLM concurrency cap is published: nullptr = in this process
+  // only; a PostgreSQL backend with a Redis queue shares a Redis key among
+  // its workers.
+  std::shared_ptr<CapBoard> llm_caps;
+  // Connections in the store's pool (PostgreSQL pool_size), the LLM cap's
+  // pool limiter; 0 = no pool (SQLite's single writer batches instead).
+  int pool_connections = 0;
 };
 
 // Options OpenBackend maps onto the backend it opens. Each backend uses what

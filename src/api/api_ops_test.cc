@@ -130,9 +130,27 @@ TEST_F(ApiTest, WorkflowsListGetAndRegisterThroughTheLoader) {
   EXPECT_EQ(unknown_kind.status, 400) << unknown_kind.body;
   EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 3u);
   ClientResponse ok = Post("/api/v1/workflows", yaml, "admin-token");
-  ASSERT_EQ(ok.status, 200) << ok.body;
+  ASSERT_EQ(ok.status, 201) << ok.body;
   EXPECT_EQ(ok.json()["name"], "fresh");
+  EXPECT_EQ(ok.json()["version"], 1);
   EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 4u);
+  // The identical YAML again: 200 with the same version, nothing written.
+  ClientResponse again = Post("/api/v1/workflows", yaml, "admin-token");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json(), ok.json());
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 4u);
+  // A changed definition of the same name: its next version, 201.
+  ClientResponse changed =
+      Post("/api/v1/workflows",
+           nlohmann::json{{"yaml", "name: fresh\nsteps:\n  - id: b\n    kind: count\n"}}.dump(),
+           "admin-token");
+  ASSERT_EQ(changed.status, 201) << changed.body;
+  EXPECT_EQ(changed.json()["version"], 2);
+  // An older version's definition is registered already: 200 with version 1.
+  ClientResponse old = Post("/api/v1/workflows", yaml, "admin-token");
+  EXPECT_EQ(old.status, 200);
+  EXPECT_EQ(old.json()["version"], 1);
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 5u);
 }
 
 TEST_F(ApiTest, DeadLettersListAndRedrive) {
@@ -143,6 +161,36 @@ TEST_F(ApiTest, DeadLettersListAndRedrive) {
   EXPECT_EQ(Post("/api/v1/dead-letters/1/redrive", "", "operator-token").status, 403);
   ClientResponse missing = Post("/api/v1/dead-letters/1/redrive", "", "admin-token");
   EXPECT_THAT(missing.status, ::testing::AnyOf(400, 404)) << missing.body;
+}
+
+// A run whose deliveries all die (a worker that claims and never acks) is
+// dead-lettered; an admin redrives it over HTTP, once.
+TEST_F(ApiTest, ADeadLetterIsRedrivenOnce) {
+  StopAll();
+  StartAll({}, /*auth=*/true, /*executors=*/false);
+  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "quick"})", "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  constexpr absl::Duration kVisibility = absl::Milliseconds(2);
+  for (int i = 0; i <= TransportOptions{}.max_deliveries; ++i) {
+    ASSERT_OK(engine()->transport()->Claim("dies", 10, kVisibility));
+    engine()->clock()->SleepFor(kVisibility * 2);
+  }
+  ClientResponse list = Get("/api/v1/dead-letters");
+  ASSERT_EQ(list.status, 200) << list.body;
+  ASSERT_EQ(list.json()["dead_letters"].size(), 1u) << list.body;
+  const std::string id = list.json()["dead_letters"][0]["id"];
+  const std::string url = "/api/v1/dead-letters/" + id + "/redrive";
+  EXPECT_EQ(Post(url, "", "approver-token").status, 403);
+  ClientResponse redriven = Post(url, "", "admin-token");
+  ASSERT_EQ(redriven.status, 200) << redriven.body;
+  EXPECT_EQ(redriven.json()["redriven"], id);
+  EXPECT_EQ(Get("/api/v1/dead-letters").json()["dead_letters"].size(), 0u);
+  EXPECT_EQ(Post(url, "", "admin-token").status, 404);
+  absl::StatusOr<std::vector<QueueMessage>> again =
+      engine()->transport()->Claim("worker", 10, absl::Seconds(60));
+  ASSERT_OK(again);
+  ASSERT_EQ(again->size(), 1u);  // delivered again
+  EXPECT_EQ((*again)[0].run_id, started.json()["id"]);
 }
 
 TEST_F(ApiTest, HealthReadinessAndMetrics) {

@@ -55,6 +55,46 @@ TEST_F(ApiTest, SseResumesAfterACutWithNoGapAndNoDuplicate) {
   EXPECT_EQ(seen.back().event, "run.finished");
 }
 
+// A run's streams share its feed (run_feed.h), which keeps only the latest
+// events: with a window of 2, a stream that starts from the beginning reads
+// the store itself, then takes the feed's events once caught up; another that
+// resumes inside the window takes them from the feed alone. Both see every
+// event once, in order.
+TEST_F(ApiTest, SseStreamsBehindTheFeedWindowReadTheStoreThenJoinIt) {
+  StopAll();
+  StartAll({.stream_window_events = 2});
+  RunRecord paused = StartAndAwait("gated");
+  ASSERT_EQ(paused.status, RunStatus::kPaused);
+  const int64_t at_gate = paused.last_event_seq;
+  ASSERT_GT(at_gate, 3);
+  SseReader from_start(port(), EventsUrl(paused.id), "viewer-token");
+  SseReader inside(port(), EventsUrl(paused.id), "viewer-token", std::to_string(at_gate - 1));
+  ASSERT_EQ(static_cast<int64_t>(from_start.ReadEvents(at_gate, milliseconds(5'000)).size()),
+            at_gate);
+  ASSERT_EQ(inside.ReadEvents(1, milliseconds(5'000)).size(), 1u);
+  const std::string digest = Get("/api/v1/runs/" + paused.id + "/gate").json()["proposal_digest"];
+  ASSERT_EQ(
+      Post("/api/v1/runs/" + paused.id + "/decisions",
+           nlohmann::json{{"digest", digest}, {"decision", "approve"}}.dump(), "approver-token")
+          .status,
+      200);
+  absl::StatusOr<RunRecord> done =
+      engine()->AwaitRun(paused.id, engine()->clock()->Now() + absl::Seconds(20));
+  ASSERT_OK(done);
+  ASSERT_EQ(done->status, RunStatus::kCompleted);
+  std::vector<SseEvent> rest = from_start.ReadToEnd(milliseconds(10'000));
+  std::vector<SseEvent> rest_inside = inside.ReadToEnd(milliseconds(10'000));
+  EXPECT_TRUE(from_start.ended());
+  EXPECT_TRUE(inside.ended());
+  for (const std::vector<SseEvent>* events : {&rest, &rest_inside}) {
+    ASSERT_EQ(static_cast<int64_t>(events->size()), done->last_event_seq - at_gate);
+    for (size_t i = 0; i < events->size(); ++i) {
+      EXPECT_EQ((*events)[i].id, std::to_string(at_gate + 1 + static_cast<int64_t>(i)));
+    }
+    EXPECT_EQ(events->back().event, "run.finished");
+  }
+}
+
 TEST_F(ApiTest, SseOfAFinishedRunReplaysThenEndsAndResumingAtTheEndSendsNothing) {
   RunRecord done = StartAndAwait("quick");
   SseReader all(port(), EventsUrl(done.id) + "?after=1", "viewer-token");

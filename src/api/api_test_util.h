@@ -81,7 +81,8 @@ class ApiTest : public ::testing::Test {
   void SetUp() override { StartAll({}); }
   void TearDown() override { StopAll(); }
 
-  void StartAll(ServerOptions options, bool auth = true) {
+  // `executors` false: the engine executes nothing (a test plays the worker).
+  void StartAll(ServerOptions options, bool auth = true, bool executors = true) {
     registry_ = std::make_shared<prometheus::Registry>();
     EngineOptions eo;
     eo.env.metrics = registry_.get();
@@ -93,7 +94,7 @@ class ApiTest : public ::testing::Test {
       ASSERT_OK(wf);
       ASSERT_OK(engine()->RegisterWorkflow(*wf));
     }
-    engine()->Start();
+    if (executors) engine()->Start();
     options.port = 0;
     absl::StatusOr<std::unique_ptr<Server>> s =
         Server::Start(options, engine(), auth ? &auth_ : nullptr, registry_.get());

@@ -1,4 +1,6 @@
 // Health, metrics, workflows, dead letters and the admin reset.
+#include "runloom/mutex.h"
+
 #include "api/api.h"
 #include "api/body.h"
 #include "api/errors.h"
@@ -54,8 +56,22 @@ HandlerResult GetWorkflow(Engine* engine, const Call& c) {
   return {JsonResponse(wire::WorkflowVersionToJson(*v, true).dump())};
 }
 
+// True when some version of `wf.name` has `wf`'s definition already.
+absl::StatusOr<bool> IsRegistered(Engine* engine, const Workflow& wf) {
+  absl::StatusOr<std::vector<WorkflowVersion>> all = engine->ListWorkflows();
+  if (!all.ok()) return all.status();
+  const std::string digest = WorkflowDigest(wf);
+  for (const WorkflowVersion& v : *all) {
+    if (v.name == wf.name && v.digest == digest) return true;
+  }
+  return false;
+}
+
 // {"yaml": "..."} through the loader and its limits (runloom/limits.h), then
-// the step kinds; registering the same definition again is a no-op.
+// the step kinds. 201 with a new version; 200 with the existing one when this
+// definition is registered already (nothing written). Registrations through
+// this server are serialized, so the answer is exact here; two servers on one
+// database registering the same new YAML at the same moment may both say 201.
 HandlerResult RegisterWorkflow(Engine* engine, const Call& c) {
   ParsedBody b = ParseBody(c.request.body, {{"yaml", FieldType::kString, true}});
   if (b.error) return {*b.error};
@@ -63,12 +79,16 @@ HandlerResult RegisterWorkflow(Engine* engine, const Call& c) {
   if (!wf.ok()) {
     return {ErrorResponse(400, "invalid_workflow", std::string(wf.status().message()), "yaml")};
   }
+  static runloom::Mutex* const registering = new runloom::Mutex();
+  runloom::MutexLock l(registering);
+  absl::StatusOr<bool> existed = IsRegistered(engine, *wf);
+  if (!existed.ok()) return {StatusResponse(existed.status())};
   absl::StatusOr<WorkflowVersion> v = engine->RegisterWorkflow(*wf);
   if (absl::IsInvalidArgument(v.status())) {
     return {ErrorResponse(400, "invalid_workflow", std::string(v.status().message()), "yaml")};
   }
   if (!v.ok()) return {StatusResponse(v.status())};
-  return {JsonResponse(wire::WorkflowVersionToJson(*v, false).dump())};
+  return {JsonResponse(wire::WorkflowVersionToJson(*v, false).dump(), *existed ? 200 : 201)};
 }
 
 HandlerResult ListDeadLetters(Engine* engine, const Call& c) {

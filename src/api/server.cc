@@ -23,6 +23,7 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <exception>
@@ -56,9 +57,12 @@ class Server::Impl {
         metrics_(std::move(metrics)),
         ioc_(options.threads),
         acceptor_(asio::make_strand(ioc_)),
-        hub_(engine, metrics_.get(),
+        hub_(engine, metrics_.get(), ioc_.get_executor(),
              {.keepalive_interval = options.keepalive_interval,
-              .write_timeout = options.write_timeout}) {}
+              .write_timeout = options.write_timeout,
+              .feed = {.max_frames = options.stream_window_events,
+                       .initial_events = std::min<int64_t>(
+                           512, static_cast<int64_t>(options.stream_window_events))}}) {}
 
   absl::Status Listen();
   void RunThreads();
@@ -383,6 +387,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                                       prometheus::Registry* metrics) {
   if (engine == nullptr) return absl::InvalidArgumentError("server: no engine");
   if (options.threads < 1) return absl::InvalidArgumentError("server: threads must be >= 1");
+  if (options.stream_window_events < 1) {
+    return absl::InvalidArgumentError("server: stream_window_events must be >= 1");
+  }
   absl::StatusOr<std::unique_ptr<HttpMetrics>> m = HttpMetrics::Create(metrics);
   if (!m.ok()) return m.status();
   auto impl = std::make_unique<Impl>(options, engine, auth, metrics, *std::move(m));

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +64,10 @@ struct ServerOptions {
   absl::Duration write_timeout = absl::Seconds(30);
   // An event stream sends a comment when idle this long (proxies keep it open).
   absl::Duration keepalive_interval = absl::Seconds(15);
+  // Each run with open event streams keeps its latest events rendered for
+  // them (run_feed.h): at most this many; a stream further behind reads the
+  // store itself until it has caught up.
+  size_t stream_window_events = 1024;
   // How long Shutdown() waits for in-flight requests before it stops anyway.
   absl::Duration drain_timeout = absl::Seconds(10);
 };

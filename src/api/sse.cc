@@ -40,28 +40,25 @@ SseStream::SseStream(beast::tcp_stream stream, StreamHub* hub, StreamRequest req
 
 void SseStream::Start() {
   asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    self->started_ = true;
     self->WatchForHangUp();
     self->ArmKeepAlive();
     std::string text = kHeaders;
-    if (!self->request_.all_runs) text += self->ReadRunEvents();
+    if (!self->request_.all_runs) text += self->TakeRunEvents();
     self->Write(std::move(text));
   });
 }
 
-bool SseStream::Wants(const RunChange& change) const {
-  return request_.all_runs || change.run_id == request_.run_id;
+void SseStream::Notify(const RunChange& change) {
+  asio::post(stream_.get_executor(), [self = shared_from_this(), change] {
+    if (self->changes_.size() >= kMaxQueuedChanges) self->changes_.pop_front();
+    self->changes_.push_back(change);
+    self->Pump();
+  });
 }
 
-void SseStream::Notify(const RunChange& change) {
-  if (request_.all_runs) {
-    asio::post(stream_.get_executor(), [self = shared_from_this(), change] {
-      if (self->changes_.size() >= kMaxQueuedChanges) self->changes_.pop_front();
-      self->changes_.push_back(change);
-      self->Pump();
-    });
-    return;
-  }
-  // Wake-ups coalesce: one posted Pump reads everything committed so far.
+void SseStream::Wake() {
+  // Wake-ups coalesce: one posted Pump takes everything there is so far.
   if (pump_posted_.exchange(true)) return;
   asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Pump(); });
 }
@@ -72,12 +69,18 @@ void SseStream::Close() {
 
 void SseStream::Pump() {
   pump_posted_.store(false);
+  // A wake-up before Start() ran: Start() sends the headers, then takes what
+  // there is then.
+  if (!started_) {
+    dirty_ = true;  // OnWrite of the headers pumps
+    return;
+  }
   if (closed_ || finishing_) return;
   if (writing_) {
     dirty_ = true;
     return;
   }
-  std::string text = request_.all_runs ? TakeChanges() : ReadRunEvents();
+  std::string text = request_.all_runs ? TakeChanges() : TakeRunEvents();
   if (!text.empty()) {
     Write(std::move(text));
   } else if (finishing_) {
@@ -85,9 +88,20 @@ void SseStream::Pump() {
   }
 }
 
-// Events after last_seq_, as SSE; sets finishing_ at run.finished, or when
-// the run is terminal and everything was sent. A failed read is retried at
-// the next wake-up or keep-alive.
+// Events after last_seq_, as SSE, from the run's feed; sets finishing_ when
+// the run has ended and everything was sent.
+std::string SseStream::TakeRunEvents() {
+  RunFeed::Slice slice = feed_->After(last_seq_);
+  if (slice.behind) return ReadRunEvents();
+  last_seq_ = slice.last_seq;
+  if (slice.ended) finishing_ = true;
+  return std::move(slice.text);
+}
+
+// A stream behind its feed's window reads the store itself (this stream
+// only): events after last_seq_, as SSE; sets finishing_ at run.finished, or
+// when the run is terminal and everything was sent. A failed read is
+// retried at the next wake-up or keep-alive.
 std::string SseStream::ReadRunEvents() {
   Engine* engine = hub_->engine();
   absl::StatusOr<std::vector<Event>> events =
@@ -99,8 +113,7 @@ std::string SseStream::ReadRunEvents() {
   std::string text;
   bool finished = false;
   for (const Event& e : *events) {
-    absl::StrAppend(&text, "id: ", e.seq, "\nevent: ", e.type, "\ndata: ", EventToJson(e).dump(),
-                    "\n\n");
+    text += RenderSseEvent(e);
     last_seq_ = e.seq;
     if (e.type == event_types::kRunFinished) {
       finished = true;  // the end, unless a rerun has begun since
@@ -163,7 +176,8 @@ void SseStream::ArmKeepAlive() {
     if (ec || self->closed_) return;
     if (!self->writing_ && !self->finishing_) {
       // A failed read (store briefly down) is retried here too.
-      std::string text = self->request_.all_runs ? "" : self->ReadRunEvents();
+      if (self->feed_) self->feed_->RetryIfFailed();
+      std::string text = self->request_.all_runs ? "" : self->TakeRunEvents();
       self->Write(text.empty() ? std::string(kKeepAlive) : std::move(text));
     }
     self->ArmKeepAlive();
@@ -193,8 +207,9 @@ void SseStream::CloseNow() {
   hub_->Remove(this);
 }
 
-StreamHub::StreamHub(Engine* engine, HttpMetrics* metrics, StreamOptions options)
-    : engine_(engine), metrics_(metrics), options_(options) {
+StreamHub::StreamHub(Engine* engine, HttpMetrics* metrics, asio::any_io_executor executor,
+                     StreamOptions options)
+    : engine_(engine), metrics_(metrics), executor_(std::move(executor)), options_(options) {
   subscription_ = engine_->WatchRuns([this](const RunChange& c) { OnChange(c); });
 }
 
@@ -204,10 +219,26 @@ StreamHub::~StreamHub() {
 }
 
 bool StreamHub::Add(const std::shared_ptr<SseStream>& stream) {
-  runloom::MutexLock l(&mu_);
-  if (closed_) return false;
-  streams_[stream.get()] = stream;
-  metrics_->StreamOpened();
+  std::shared_ptr<RunFeed> fresh;  // primed after the lock
+  {
+    runloom::MutexLock l(&mu_);
+    if (closed_) return false;
+    streams_[stream.get()] = stream;
+    if (stream->request().all_runs) {
+      all_runs_.insert(stream.get());
+    } else {
+      std::shared_ptr<RunFeed>& feed = feeds_[stream->request().run_id];
+      if (!feed) {
+        feed =
+            std::make_shared<RunFeed>(engine_, stream->request().run_id, executor_, options_.feed);
+        fresh = feed;
+      }
+      feed->Attach(stream);
+      stream->feed_ = feed;
+    }
+    metrics_->StreamOpened();
+  }
+  if (fresh) fresh->Changed();
   return true;
 }
 
@@ -218,6 +249,11 @@ void StreamHub::Remove(SseStream* stream) {
   if (it == streams_.end()) return;
   gone = std::move(it->second);
   streams_.erase(it);
+  all_runs_.erase(stream);
+  if (gone->feed_ && gone->feed_->Detach(stream) == 0) {
+    auto f = feeds_.find(gone->feed_->run_id());
+    if (f != feeds_.end() && f->second == gone->feed_) feeds_.erase(f);
+  }
   metrics_->StreamClosed();
 }
 
@@ -236,12 +272,13 @@ int StreamHub::open() const {
   return static_cast<int>(streams_.size());
 }
 
-// On the publishing thread: only posts (SseStream::Notify never blocks).
+// On the publishing thread: only posts (SseStream::Notify and
+// RunFeed::Changed never block).
 void StreamHub::OnChange(const RunChange& change) {
   runloom::MutexLock l(&mu_);
-  for (auto& [p, s] : streams_) {
-    if (s->Wants(change)) s->Notify(change);
-  }
+  for (SseStream* s : all_runs_) s->Notify(change);
+  auto f = feeds_.find(change.run_id);
+  if (f != feeds_.end()) f->second->Changed();
 }
 
 }  // namespace runloom::api

@@ -2,17 +2,19 @@
 //
 // A stream owns its connection once the response headers are sent. A run's
 // stream sends each event as `id: <seq>`, `event: <type>`, `data: <the event
-// envelope>`, reading the store after `after_seq` whenever the engine says
-// the run changed, so nothing is skipped or repeated; it ends after the
-// run.finished event that leaves the run terminal (a rerun's events go on
-// past an earlier one), or at once when the run is terminal and everything was
-// sent). The all-runs stream sends `event: run` with {run_id, status,
-// last_event_seq} for every committed change. Both send a `: keep-alive`
-// comment when idle for keepalive_interval.
+// envelope>`, in seq order after `after_seq`, so nothing is skipped or
+// repeated; it ends after the run.finished event that leaves the run terminal
+// (a rerun's events go on past an earlier one), or at once when the run is
+// terminal and everything was sent. It takes the events from its run's
+// RunFeed (run_feed.h: one store read and one rendering per change for all
+// streams of the run); a stream behind the feed's window reads the store
+// itself until it has caught up. The all-runs stream sends `event: run` with
+// {run_id, status, last_event_seq} for every committed change. Both send a
+// `: keep-alive` comment when idle for keepalive_interval.
 //
 // The hub holds one engine subscription (Engine::WatchRuns) for all streams:
-// a change posts a wake-up to the streams it concerns; no thread waits per
-// stream.
+// a change refreshes its run's feed (which then wakes that run's streams) and
+// is posted to every all-runs stream; no thread waits per stream.
 //
 // Thread-safety: StreamHub's methods may be called from any thread. A
 // stream's state is owned by its connection's strand.
@@ -23,8 +25,10 @@
 
 #include "api/http_metrics.h"
 #include "api/http_types.h"
+#include "api/run_feed.h"
 
 #include "absl/time/time.h"
+#include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
 
@@ -32,6 +36,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace runloom::api {
@@ -39,6 +44,7 @@ namespace runloom::api {
 struct StreamOptions {
   absl::Duration keepalive_interval = absl::Seconds(15);
   absl::Duration write_timeout = absl::Seconds(30);
+  FeedLimits feed;
 };
 
 class StreamHub;
@@ -51,15 +57,20 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
 
   // Sends the headers and what is there already. Call once, after Add().
   void Start();
-  // True when `change` concerns this stream (any thread).
-  bool Wants(const RunChange& change) const;
-  // A committed change (any thread; never blocks).
+  const StreamRequest& request() const { return request_; }
+  // An all-runs stream: a committed change (any thread; never blocks).
   void Notify(const RunChange& change);
+  // A run's stream: its feed has more, or the run ended (any thread; never
+  // blocks). Wake-ups coalesce.
+  void Wake();
   // Ends the stream and closes the connection (any thread).
   void Close();
 
  private:
+  friend class StreamHub;  // sets feed_ in Add(), before Start()
+
   void Pump();
+  std::string TakeRunEvents();
   std::string ReadRunEvents();
   std::string TakeChanges();
   void Write(std::string text);
@@ -71,12 +82,15 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   // Constant after construction.
   StreamHub* const hub_;
   const StreamRequest request_;
+  // A run's stream: its run's feed; set by StreamHub::Add(), constant after.
+  std::shared_ptr<RunFeed> feed_;
   // Owned by the strand of stream_.
   boost::beast::tcp_stream stream_;
   boost::asio::steady_timer keepalive_;
   std::string out_;
   std::deque<RunChange> changes_;
   int64_t last_seq_ = 0;
+  bool started_ = false;  // the headers are sent or being sent
   bool writing_ = false;
   bool dirty_ = false;
   bool finishing_ = false;
@@ -88,8 +102,10 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
 
 class StreamHub {
  public:
-  // `engine` and `metrics` must outlive the hub.
-  StreamHub(Engine* engine, HttpMetrics* metrics, StreamOptions options);
+  // `engine` and `metrics` must outlive the hub; the feeds' refreshes run on
+  // `executor` (the io threads).
+  StreamHub(Engine* engine, HttpMetrics* metrics, boost::asio::any_io_executor executor,
+            StreamOptions options);
   // Unsubscribes (waiting for a running callback), then closes every stream.
   ~StreamHub();
   StreamHub(const StreamHub&) = delete;
@@ -111,10 +127,15 @@ class StreamHub {
   // Constant after construction.
   Engine* const engine_;
   HttpMetrics* const metrics_;
+  const boost::asio::any_io_executor executor_;
   const StreamOptions options_;
 
   mutable runloom::Mutex mu_;
   std::map<SseStream*, std::shared_ptr<SseStream>> streams_ ABSL_GUARDED_BY(mu_);
+  // The all-runs streams (owned through streams_).
+  std::set<SseStream*> all_runs_ ABSL_GUARDED_BY(mu_);
+  // One feed per run that has streams; dropped with its last stream.
+  std::map<std::string, std::shared_ptr<RunFeed>> feeds_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 
   // Last: destroyed first, so no callback runs into a half-destroyed hub.

@@ -103,14 +103,22 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
                                                     .workflow_digest = version.digest,
                                                     .inputs_digest = run.inputs_digest,
                                                     .idempotency_key = req.idempotency_key})};
-  RUNLOOM_ASSIGN_OR_RETURN(CreateRunResult created, store_->CreateRun(run, std::move(ev)));
   // Secret inputs live only in this process's memory, for its own executions.
+  // They are in place before the run commits: an executor of this process may
+  // claim the run as soon as it is queued.
   nlohmann::json secrets = nlohmann::json::object();
   for (const InputDef& in : wf.inputs) {
     if (in.secret && req.inputs.contains(in.name)) secrets[in.name] = req.inputs[in.name];
   }
-  if (created.created && !secrets.empty()) secrets_->Put(created.run.id, std::move(secrets));
-  if (created.created) metrics_->RunStarted();
+  const bool has_secrets = !secrets.empty();
+  const std::string run_id = run.id;
+  if (has_secrets) secrets_->Put(run_id, std::move(secrets));
+  absl::StatusOr<CreateRunResult> created = store_->CreateRun(run, std::move(ev));
+  // Not admitted, or the idempotency key named an earlier run (which keeps
+  // the secrets of its own admission): nobody will execute `run_id`.
+  if (has_secrets && (!created.ok() || !created->created)) secrets_->Erase(run_id);
+  if (!created.ok()) return created.status();
+  if (created->created) metrics_->RunStarted();
   return created;
 }
 

@@ -8,6 +8,7 @@
 //   lease_keeper.h    lease renewal
 //   cancel_watch.h    a cancel from any process stops the execution quickly
 //   engine_metrics.h  the runloom_* metrics on env.metrics
+//   llm_caps.h        the llm step's concurrency controllers (executing processes)
 //   random_source.h   env.random (or an OS-seeded generator) under a lock
 //   sweeper.h         expired leases; reconciler.h: queued runs with no message
 //   decisions.h       decide, rerun, cancel, admin reset
@@ -25,12 +26,14 @@
 #include "engine/engine_metrics.h"
 #include "engine/executor_pool.h"
 #include "engine/lease_keeper.h"
+#include "engine/llm_caps.h"
 #include "engine/pinned_catalog.h"
 #include "engine/random_source.h"
 #include "engine/run_launcher.h"
 #include "engine/stage_events.h"
 #include "engine/sweeper.h"
 #include "engine/watches.h"
+#include "steps/builtin_steps.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -77,8 +80,10 @@ class Engine::Impl {
  public:
   // REQUIRES: `options` has its defaults applied (WithDefaults).
   Impl(EngineOptions options, Backend backend, std::unique_ptr<EngineMetrics> metrics,
-       std::unique_ptr<StageEventPublisher> stage_events)
-      : backend_(std::move(backend)),
+       std::unique_ptr<StageEventPublisher> stage_events,
+       std::unique_ptr<engine_internal::LlmCaps> llm_caps)
+      : llm_caps_(std::move(llm_caps)),
+        backend_(std::move(backend)),
         options_(std::move(options)),
         random_(options_.env.random),
         metrics_(std::move(metrics)),
@@ -136,6 +141,7 @@ class Engine::Impl {
 
   // The lease keeper, and the sweeper if enabled. Idempotent.
   void StartBackground() {
+    llm_caps_->Start();
     keeper_.Start();
     cancel_watch_.Start();
     if (options_.enable_sweeper) sweeper_.Start();
@@ -154,6 +160,7 @@ class Engine::Impl {
     keeper_.Stop();
     cancel_watch_.Stop();
     sweeper_.Stop();
+    llm_caps_->Stop();
   }
 
   engine_internal::Watches& watches() { return watches_; }
@@ -161,6 +168,7 @@ class Engine::Impl {
 
  private:
   // Constant after construction.
+  const std::unique_ptr<engine_internal::LlmCaps> llm_caps_;  // outlives the executors
   Backend backend_;
   const EngineOptions options_;
 
@@ -205,8 +213,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
         stage_events,
         StageEventPublisher::Create(options.stage_events, options.env.clock, options.env.logger));
   }
-  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(
-      std::move(options), std::move(backend), std::move(metrics), std::move(stage_events))));
+  RUNLOOM_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine_internal::LlmCaps> llm_caps,
+      engine_internal::LlmCaps::Create(LlmConcurrencyOf(*options.registry), backend.llm_caps,
+                                       backend.pool_connections, options.env));
+  return std::unique_ptr<Engine>(
+      new Engine(std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics),
+                                        std::move(stage_events), std::move(llm_caps))));
 }
 
 absl::StatusOr<WorkflowVersion> Engine::RegisterWorkflow(const Workflow& wf) {

@@ -34,10 +34,11 @@ absl::StatusOr<int> Sweeper::SweepOnce() {
       queued.push_back(c);
       continue;
     }
-    absl::Status s = RecoverExpired(c);
-    if (s.ok()) {
-      ++acted;
+    absl::StatusOr<bool> r = RecoverExpired(c);
+    if (r.ok()) {
+      if (*r) ++acted;
     } else {
+      const absl::Status& s = r.status();
       // kAborted: the run moved on (renewed, paused, finished) since the
       // query; the store refuses to enqueue a paused or finished one.
       Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
@@ -54,7 +55,16 @@ absl::StatusOr<int> Sweeper::SweepOnce() {
   return acted;
 }
 
-absl::Status Sweeper::RecoverExpired(const RecoveryCandidate& c) {
+bool Sweeper::ExpiryAnnounced(const RunRecord& run, int attempt) {
+  if (run.last_event_seq < 1) return false;
+  absl::StatusOr<std::vector<Event>> last = store_->ListEvents(run.id, run.last_event_seq - 1, 1);
+  if (!last.ok() || last->empty()) return false;  // announce (again): at worst a repeat
+  const Event& e = last->front();
+  return e.type == event_types::kRunLeaseExpired && e.data.is_object() &&
+         e.data.value("attempt", -1) == attempt;
+}
+
+absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
   std::string owner = "unknown";
   auto run = store_->GetRun(c.run_id);
   if (run.ok() && !run->lease_owner.empty()) owner = run->lease_owner;
@@ -82,13 +92,20 @@ absl::Status Sweeper::RecoverExpired(const RecoveryCandidate& c) {
       run->error = *w.error;
       on_failed_(*run);
     }
-    return absl::OkStatus();
+    return true;
+  }
+  // Once per expiry: while the run waits for an executor, later sweeps only
+  // make sure its message exists (one lost meanwhile, e.g. with a Redis
+  // restart, is written anew), with no second run.lease_expired.
+  if (run.ok() && ExpiryAnnounced(*run, c.attempts)) {
+    RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(c.run_id, {}));
+    return false;
   }
   RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(
       c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})}));
   metrics_->LeaseExpired();
   metrics_->Swept(SweepAction::kRequeued);
-  return absl::OkStatus();
+  return true;
 }
 
 }  // namespace runloom::engine_internal

@@ -57,8 +57,13 @@ class Sweeper {
  private:
   // One period: a sweep, its failure logged.
   void Tick();
-  // The rule for a `running` run whose lease expired.
-  absl::Status RecoverExpired(const RecoveryCandidate& c);
+  // The rule for a `running` run whose lease expired. Returns whether it
+  // acted (false: the expiry was announced by an earlier sweep, and the
+  // run's message was only made sure of).
+  absl::StatusOr<bool> RecoverExpired(const RecoveryCandidate& c);
+  // Whether `run`'s last event is already the run.lease_expired of
+  // attempt `attempt` (written by an earlier sweep of any process).
+  bool ExpiryAnnounced(const RunRecord& run, int attempt);
 
   // Constant after construction.
   Store* const store_;

@@ -17,24 +17,38 @@ namespace {
 
 using ::runloom::testing::StatusIs;
 
-TEST(Engine, SweeperReenqueuesExpiredLeaseAndWorkerFinishes) {
-  SimulatedClock clock;
+EngineOptions SweepOptions() {
   EngineOptions opts;
   opts.lease_ttl = absl::Seconds(10);
   opts.enable_sweeper = false;
-  Harness h(opts, &clock);
-  auto wf = LoadWorkflowYaml("name: sweep\nsteps:\n  - {id: a, kind: count}\n", "sweep.yaml");
-  ASSERT_OK(wf);
-  auto started = h.engine->StartRun({.workflow = *wf});
-  ASSERT_OK(started);
-  const std::string id = started->run.id;
-  Store* store = h.engine->store();
-  // An executor takes the run and dies without a trace.
+  return opts;
+}
+
+// An executor claims `id`'s message, acks it, takes the run's lease for 10 s
+// and dies without a trace.
+void LeaseAndDie(Harness& h, const std::string& id) {
   auto msgs = h.engine->transport()->Claim("dead", 10, absl::Seconds(600));
   ASSERT_OK(msgs);
   ASSERT_EQ(msgs->size(), 1u);
   ASSERT_OK(h.engine->transport()->Ack((*msgs)[0]));
-  ASSERT_OK(store->AcquireLease(id, "dead", absl::Seconds(10), {}));
+  ASSERT_OK(h.engine->store()->AcquireLease(id, "dead", absl::Seconds(10), {}));
+}
+
+// A started run of a one-step workflow.
+std::string StartOneStep(Harness& h) {
+  auto wf = LoadWorkflowYaml("name: sweep\nsteps:\n  - {id: a, kind: count}\n", "sweep.yaml");
+  EXPECT_OK(wf);
+  if (!wf.ok()) return "";
+  auto started = h.engine->StartRun({.workflow = *wf});
+  EXPECT_OK(started);
+  return started.ok() ? started->run.id : "";
+}
+
+TEST(Engine, SweeperReenqueuesExpiredLeaseAndWorkerFinishes) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  const std::string id = StartOneStep(h);
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
   // Not expired yet: nothing to do.
   EXPECT_EQ(*h.engine->SweepOnce(), 0);
   clock.Advance(absl::Seconds(11));
@@ -49,6 +63,37 @@ TEST(Engine, SweeperReenqueuesExpiredLeaseAndWorkerFinishes) {
   bool saw_expiry = false;
   for (const Event& e : h.Events(id)) saw_expiry = saw_expiry || e.type == "run.lease_expired";
   EXPECT_TRUE(saw_expiry);
+}
+
+// A run whose lease expired waits for an executor across several sweeps:
+// run.lease_expired is appended once for the expiry, not once per sweep, and
+// the run still has its one message.
+TEST(Engine, SweeperAnnouncesEachExpiryOnce) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  const std::string id = StartOneStep(h);
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(*h.engine->SweepOnce(), 0);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(*h.engine->SweepOnce(), 0);
+  auto count_expiries = [&] {
+    int n = 0;
+    for (const Event& e : h.Events(id)) n += e.type == "run.lease_expired" ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(count_expiries(), 1);
+  // The next lease expires too: that expiry is announced (once) as well.
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  EXPECT_EQ(*h.engine->SweepOnce(), 0);
+  EXPECT_EQ(count_expiries(), 2);
+  auto done = h.engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
 }
 
 TEST(Engine, SweeperFailsRunPastAttemptCap) {

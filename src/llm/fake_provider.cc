@@ -4,6 +4,7 @@
 #include "core/duration.h"
 #include "core/status_macros.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +30,26 @@ constexpr int kMinWords = 6;
 constexpr int kWordSpread = 6;  // 6..11 pseudo-words per reply
 constexpr int kEchoWords = 5;
 constexpr int kMaxScore = 100;
+constexpr uint64_t kMaxHiddenLimit = 1'000'000;
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    h = (h ^ c) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// splitmix64's finalizer: a well-mixed 64-bit value from any input.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A number in [0, 1) from the top 53 bits of `h`.
+double Unit(uint64_t h) { return static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53); }
 
 struct FakeOptions {
   absl::Duration latency = absl::ZeroDuration();
@@ -155,10 +177,70 @@ absl::Status FakeLlmProvider::ValidateOptions(const nlohmann::json& options) con
   return ParseOptions(options, /*unresolved=*/true).status();
 }
 
+FakeLlmProvider::Admission FakeLlmProvider::Enter(const LlmRequest& request, int attempt) {
+  const uint64_t h = Mix(options_.seed ^ Fnv1a(request.system + "\x1f" + request.prompt) ^
+                         (static_cast<uint64_t>(attempt) * 0x9e3779b97f4a7c15ULL));
+  Admission out;
+  out.latency = options_.latency + options_.latency_jitter * Unit(h);
+  runloom::MutexLock l(&mu_);
+  ++in_flight_;
+  if (hidden_limit_ > 0 && in_flight_ > hidden_limit_) {
+    out.latency = absl::ZeroDuration();
+    out.status = absl::ResourceExhaustedError(
+        absl::StrCat("429 Too Many Requests from fake provider (", in_flight_ - 1,
+                     " calls in flight, its limit is ", hidden_limit_, ")"));
+    RateLimitTelemetry t = TelemetryLocked(l);
+    t.remaining_requests = 0;
+    t.retry_after = options_.retry_after;
+    AttachRateLimit(out.status, t);
+    return out;
+  }
+  if (options_.error_rate > 0 && Unit(Mix(h)) < options_.error_rate) {
+    out.status = absl::UnavailableError(
+        absl::StrCat("503 Service Unavailable from fake provider (simulated error rate ",
+                     options_.error_rate, ")"));
+    return out;
+  }
+  if (options_.advertise) out.telemetry = TelemetryLocked(l);
+  return out;
+}
+
+RateLimitTelemetry FakeLlmProvider::TelemetryLocked(const runloom::MutexLock&) const {
+  RateLimitTelemetry t;
+  if (hidden_limit_ <= 0) return t;
+  // The per-minute rate K calls in flight sustain at the mean latency.
+  const double mean = absl::ToDoubleSeconds(options_.latency + options_.latency_jitter / 2);
+  if (mean > 0) {
+    t.limit_requests = std::llround(hidden_limit_ * 60.0 / mean);
+    t.remaining_requests = std::llround(std::max(0, hidden_limit_ - in_flight_) * 60.0 / mean);
+  }
+  return t;
+}
+
+void FakeLlmProvider::Leave() {
+  runloom::MutexLock l(&mu_);
+  --in_flight_;
+}
+
+void FakeLlmProvider::SetHiddenLimit(int limit) {
+  runloom::MutexLock l(&mu_);
+  hidden_limit_ = limit;
+}
+
+int FakeLlmProvider::in_flight() const {
+  runloom::MutexLock l(&mu_);
+  return in_flight_;
+}
+
 absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const LlmRequest& request) {
   RUNLOOM_ASSIGN_OR_RETURN(FakeOptions options, ParseOptions(request.options, false));
-  if (options.latency > absl::ZeroDuration()) {
-    const absl::Time until = ctx.clock()->Now() + options.latency;
+  Admission admission = Enter(request, ctx.attempt());
+  absl::Cleanup leave = [this] { Leave(); };
+  // A 429 is answered at once: the provider did no work.
+  if (absl::IsResourceExhausted(admission.status)) return admission.status;
+  const absl::Duration latency = options.latency + admission.latency;
+  if (latency > absl::ZeroDuration()) {
+    const absl::Time until = ctx.clock()->Now() + latency;
     const absl::Time deadline = ctx.deadline();
     if (!ctx.SleepUntil(std::min(until, deadline))) {
       return absl::CancelledError("llm call to fake provider cancelled: the step was stopped");
@@ -166,9 +248,10 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
     if (deadline < until) {
       return absl::DeadlineExceededError(
           absl::StrCat("llm call to fake provider timed out: latency ",
-                       runloom::FormatDuration(options.latency), " exceeds the step deadline"));
+                       runloom::FormatDuration(latency), " exceeds the step deadline"));
     }
   }
+  if (!admission.status.ok()) return admission.status;
   const int64_t attempt = ctx.attempt();
   if (attempt <= options.fail_times) {
     return absl::UnavailableError(
@@ -202,9 +285,64 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
       request.system.empty() ? request.prompt : request.system + "\n" + request.prompt;
   response.usage.prompt_tokens = CountTokens(full_prompt);
   response.usage.completion_tokens = CountTokens(response.text);
+  response.rate_limit = admission.telemetry;
   return response;
 }
 
 std::shared_ptr<LlmProvider> NewFakeLlmProvider() { return std::make_shared<FakeLlmProvider>(); }
+
+absl::StatusOr<FakeProviderOptions> ParseFakeProviderOptions(const nlohmann::json& config) {
+  FakeProviderOptions out;
+  if (config.is_null()) return out;
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fake provider: options must be a map, got ", config.dump()));
+  }
+  auto error = [](const std::string& key, const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("fake provider: ", key, " ", what));
+  };
+  for (const auto& [key, value] : config.items()) {
+    if (key == "latency" || key == "latency_jitter" || key == "retry_after") {
+      absl::StatusOr<absl::Duration> d = value.is_string()
+                                             ? ParseDuration(value.get_ref<const std::string&>())
+                                             : absl::InvalidArgumentError("is not a string");
+      if (!d.ok() || *d < absl::ZeroDuration()) {
+        return error(key, "must be a duration such as \"250ms\" or \"2s\"");
+      }
+      (key == "latency"          ? out.latency
+       : key == "latency_jitter" ? out.latency_jitter
+                                 : out.retry_after) = *d;
+    } else if (key == "error_rate") {
+      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1) {
+        return error(key, absl::StrCat("must be a number from 0 to 1, got ", value.dump()));
+      }
+      out.error_rate = value.get<double>();
+    } else if (key == "hidden_limit") {
+      if (!value.is_number_unsigned() || value.get<uint64_t>() > kMaxHiddenLimit) {
+        return error(key, absl::StrCat("must be an integer from 0 to ", kMaxHiddenLimit, ", got ",
+                                       value.dump()));
+      }
+      out.hidden_limit = static_cast<int>(value.get<uint64_t>());
+    } else if (key == "seed") {
+      if (!value.is_number_unsigned()) {
+        return error(key, absl::StrCat("must be a non-negative integer, got ", value.dump()));
+      }
+      out.seed = value.get<uint64_t>();
+    } else if (key == "advertise") {
+      if (!value.is_boolean()) return error(key, "must be true or false");
+      out.advertise = value.get<bool>();
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fake provider: unknown option '", key,
+                       "'; allowed: advertise, error_rate, hidden_limit, latency, "
+                       "latency_jitter, retry_after, seed"));
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<FakeLlmProvider> NewFakeLlmProvider(FakeProviderOptions options) {
+  return std::make_shared<FakeLlmProvider>(options);
+}
 
 }  // namespace runloom

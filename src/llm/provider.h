@@ -12,6 +12,8 @@
 #include "runloom/mutex.h"
 #include "runloom/step.h"
 
+#include "llm/rate_limit.h"
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,6 +48,8 @@ struct LlmResponse {
   std::string text;   // the raw reply; in json mode, text the caller parses
   std::string model;  // the model that answered
   LlmUsage usage;
+  // What the provider's headers said about its limits (llm/rate_limit.h).
+  RateLimitTelemetry rate_limit;
 };
 
 class LlmProvider {

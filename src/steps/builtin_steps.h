@@ -11,6 +11,7 @@
 
 #include "runloom/step.h"
 
+#include "llm/llm_concurrency.h"
 #include "llm/provider.h"
 
 #include <memory>
@@ -61,7 +62,18 @@ std::shared_ptr<StepKind> NewFailStep();
 //   fake:            options for the fake provider (see llm/fake_provider.h).
 // Output: {"text", "json" (json mode only), "model",
 //          "usage": {"prompt_tokens", "completion_tokens"}}.
-std::shared_ptr<StepKind> NewLlmStep(std::shared_ptr<LlmProviderRegistry> providers);
+// With `concurrency`, each call first takes a slot under its provider's cap
+// (llm/llm_concurrency.h; a provider it does not know is not capped) and
+// reports its outcome to the provider's controller.
+std::shared_ptr<StepKind> NewLlmStep(std::shared_ptr<LlmProviderRegistry> providers,
+                                     std::shared_ptr<LlmConcurrency> concurrency = nullptr);
+
+// The caps of the llm step in `registry`; nullptr when it has none (or no
+// llm step). The engine starts their controllers.
+LlmConcurrency* LlmConcurrencyOf(const StepRegistry& registry);
+
+// The static cap of the fake provider in StepRegistry::WithBuiltins().
+inline constexpr int kFakeStaticCap = 64;
 
 // http: one HTTP request over libcurl; with `write: true` an external write
 // made once in effect through the write_operations ledger (intent before,

@@ -4,6 +4,7 @@
 #include "core/bounded_json.h"
 #include "core/check.h"
 #include "core/status_macros.h"
+#include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
 #include "steps/internal/config.h"
 
@@ -67,8 +68,9 @@ absl::StatusOr<nlohmann::json> ParseJsonReply(const std::string& text) {
 
 class LlmStep final : public StepKind {
  public:
-  explicit LlmStep(std::shared_ptr<LlmProviderRegistry> providers)
-      : providers_(std::move(providers)) {
+  LlmStep(std::shared_ptr<LlmProviderRegistry> providers,
+          std::shared_ptr<LlmConcurrency> concurrency)
+      : providers_(std::move(providers)), concurrency_(std::move(concurrency)) {
     RUNLOOM_CHECK(providers_ != nullptr) << "the llm step needs a provider registry";
   }
 
@@ -80,9 +82,25 @@ class LlmStep final : public StepKind {
     return absl::OkStatus();
   }
 
+  LlmConcurrency* concurrency() const { return concurrency_.get(); }
+
   absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
     RUNLOOM_ASSIGN_OR_RETURN(LlmCall call, Parse(config, /*unresolved=*/false));
+    // A slot under the provider's concurrency cap for the call's duration.
+    LlmSlots* slots = concurrency_ ? concurrency_->SlotsFor(call.provider.get()) : nullptr;
+    std::optional<LlmSlots::Slot> slot;
+    if (slots != nullptr) {
+      absl::StatusOr<LlmSlots::Slot> acquired = slots->Acquire(ctx);
+      if (!acquired.ok()) {
+        return Annotate(acquired.status(), absl::StrCat("llm model '", call.request.model, "'"));
+      }
+      slot.emplace(*std::move(acquired));
+    }
     absl::StatusOr<LlmResponse> response = call.provider->Complete(ctx, call.request);
+    if (slot) {
+      slot->Finish(response.status(),
+                   response.ok() ? response->rate_limit : RateLimitOf(response.status()));
+    }
     if (!response.ok()) {
       return Annotate(response.status(), absl::StrCat("llm model '", call.request.model, "'"));
     }
@@ -136,12 +154,19 @@ class LlmStep final : public StepKind {
   }
 
   const std::shared_ptr<LlmProviderRegistry> providers_;
+  const std::shared_ptr<LlmConcurrency> concurrency_;  // null: no caps
 };
 
 }  // namespace
 
-std::shared_ptr<StepKind> NewLlmStep(std::shared_ptr<LlmProviderRegistry> providers) {
-  return std::make_shared<LlmStep>(std::move(providers));
+std::shared_ptr<StepKind> NewLlmStep(std::shared_ptr<LlmProviderRegistry> providers,
+                                     std::shared_ptr<LlmConcurrency> concurrency) {
+  return std::make_shared<LlmStep>(std::move(providers), std::move(concurrency));
+}
+
+LlmConcurrency* LlmConcurrencyOf(const StepRegistry& registry) {
+  const auto* llm = dynamic_cast<const LlmStep*>(registry.Find("llm").get());
+  return llm != nullptr ? llm->concurrency() : nullptr;
 }
 
 }  // namespace runloom

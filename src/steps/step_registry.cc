@@ -35,7 +35,12 @@ std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
   registry->Register("noop", NewNoopStep());
   registry->Register("sleep", NewSleepStep());
   registry->Register("fail", NewFailStep());
-  registry->Register("llm", NewLlmStep(LlmProviderRegistry::WithFake()));
+  std::shared_ptr<LlmProviderRegistry> providers = LlmProviderRegistry::WithFake();
+  auto caps = std::make_shared<LlmConcurrency>();
+  if (absl::StatusOr<std::shared_ptr<LlmProvider>> fake = providers->Resolve("fake"); fake.ok()) {
+    caps->Add("fake", fake->get(), ConcurrencyOptions{.static_cap = kFakeStaticCap});
+  }
+  registry->Register("llm", NewLlmStep(std::move(providers), std::move(caps)));
   registry->Register("http", NewHttpStep());
   return registry;
 }

@@ -3,6 +3,7 @@
 // do): every write gets its own outcome, a stale one is refused alone.
 #include "conformance_fixture.h"
 
+#include <set>
 #include <thread>
 
 namespace runloom::conformance {
@@ -95,6 +96,58 @@ TEST_P(CommitGroupConformanceTest, ConcurrentTerminalWritesReleaseEachRun) {
     EXPECT_EQ(r->lease_token, "");
     EXPECT_EQ(r->last_event_seq, 3);
   }
+}
+
+// Concurrent admissions (which PostgreSQL's PgAdmitGroup applies in one
+// statement): each gets its own outcome; one whose id is taken is refused
+// alone, and every other run has its row, its events and its one message.
+TEST_P(CommitGroupConformanceTest, ConcurrentAdmissionsEachGetTheirOwnOutcome) {
+  const std::string taken = Create();
+  ASSERT_THAT(ClaimAll("first"), SizeIs(1));
+  std::vector<std::vector<NewRun>> runs(kRuns);
+  for (int i = 0; i < kRuns; ++i) {
+    for (int round = 0; round < kRounds; ++round) runs[i].push_back(MakeRun());
+  }
+  runs[7][1].id = taken;
+  std::vector<std::vector<absl::Status>> got(kRuns, std::vector<absl::Status>(kRounds));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRuns; ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < kRounds; ++round) {
+        got[i][round] =
+            store_->CreateRun(runs[i][round], {Ev("run.created"), Ev("run.queued", {{"n", i}})})
+                .status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<std::string> created;
+  for (int i = 0; i < kRuns; ++i) {
+    for (int round = 0; round < kRounds; ++round) {
+      const std::string& id = runs[i][round].id;
+      if (id == taken) {
+        EXPECT_THAT(got[i][round], StatusIs(absl::StatusCode::kAlreadyExists));
+        continue;
+      }
+      EXPECT_OK(got[i][round]) << id;
+      created.insert(id);
+      absl::StatusOr<std::vector<Event>> events = store_->ListEvents(id, 0, 0);
+      ASSERT_OK(events);
+      ASSERT_THAT(*events, SizeIs(2));
+      EXPECT_EQ((*events)[0].type, "run.created");
+      EXPECT_EQ((*events)[1].seq, 2);
+      EXPECT_EQ((*events)[1].data, (nlohmann::json{{"n", i}}));
+      EXPECT_EQ(StatusOf(id), RunStatus::kQueued);
+    }
+  }
+  EXPECT_THAT(created, SizeIs(kRuns * kRounds - 1));
+  // The taken id's run is untouched: its one event, no second message.
+  EXPECT_THAT(store_->ListEvents(taken, 0, 0), IsOkAndHolds(SizeIs(1)));
+  std::set<std::string> messages;
+  for (const QueueMessage& m : ClaimAll("second")) {
+    EXPECT_TRUE(messages.insert(m.run_id).second) << "two messages for " << m.run_id;
+  }
+  EXPECT_EQ(messages, created);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include "nlohmann/json.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -171,6 +174,26 @@ inline std::string RunIdFrom(const std::string& out) {
   if (p == std::string::npos) return "";
   size_t end = out.find_first_of(": \n", p + 4);
   return out.substr(p + 4, end - p - 4);
+}
+
+// The port `runloom serve` printed in its log file `log` ("listening on
+// http://127.0.0.1:PORT"), or 0 when it has not after ~20 s.
+inline uint16_t WaitForServePort(const std::string& log) {
+  const std::string marker = "listening on http://127.0.0.1:";
+  for (int i = 0; i < 400; ++i) {
+    const std::string text = ReadFile(log);
+    const size_t at = text.find(marker);
+    if (at != std::string::npos) {
+      const size_t begin = at + marker.size();
+      const size_t end = text.find_first_not_of("0123456789", begin);
+      if (end != std::string::npos && end > begin && end - begin <= 5) {
+        const unsigned long port = std::stoul(text.substr(begin, end - begin));
+        if (port <= 65535) return static_cast<uint16_t>(port);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
 }
 
 }  // namespace runloom::testing

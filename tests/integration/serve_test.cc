@@ -3,7 +3,6 @@
 // SIGTERM ends its event streams and exits 0 with a paused run still paused.
 #include "api/test_client.h"
 
-#include "absl/strings/numbers.h"
 #include "cli_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,25 +28,6 @@ steps:
     proposal: {text: hello}
 )";
 
-// The port `serve` printed in `log`, or 0 after a few seconds.
-uint16_t WaitForPort(const std::string& log) {
-  const std::string marker = "listening on http://127.0.0.1:";
-  for (int i = 0; i < 200; ++i) {
-    std::string text = ReadFile(log);
-    size_t at = text.find(marker);
-    if (at != std::string::npos) {
-      size_t end = text.find_first_not_of("0123456789", at + marker.size());
-      uint32_t port = 0;
-      if (end != std::string::npos &&
-          absl::SimpleAtoi(text.substr(at + marker.size(), end - at - marker.size()), &port)) {
-        return static_cast<uint16_t>(port);
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return 0;
-}
-
 TEST(Serve, ChecksBearerTokensFromTheTokenStore) {
   std::string dir = MakeTempDir("serve");
   std::string db = dir + "/r.db";
@@ -63,7 +43,7 @@ TEST(Serve, ChecksBearerTokensFromTheTokenStore) {
       nlohmann::json::parse(created.out.substr(0, created.out.find('\n')))["token"];
   std::string log = dir + "/serve.log";
   Child server({"serve", "--db", db, "--listen", "127.0.0.1:0"}, log);
-  const uint16_t port = WaitForPort(log);
+  const uint16_t port = WaitForServePort(log);
   ASSERT_NE(port, 0) << ReadFile(log);
   EXPECT_THAT(ReadFile(log), ::testing::Not(HasSubstr("insecure")));
   EXPECT_EQ(Request(port, "GET", "/api/v1/runs").status, 401);
@@ -75,6 +55,8 @@ TEST(Serve, ChecksBearerTokensFromTheTokenStore) {
   EXPECT_EQ(Request(port, "POST", "/api/v1/runs", R"({"workflow": "x"})", token).status, 403);
   ASSERT_EQ(RunCli({"token", "revoke", "vera", "--db", db}).code, 0);
   EXPECT_EQ(Request(port, "GET", "/api/v1/me", "", token).status, 401);
+  server.Kill(SIGTERM);  // else the server outlives the test
+  EXPECT_EQ(server.Wait(), 0) << ReadFile(log);
   EXPECT_THAT(ReadFile(log), ::testing::Not(HasSubstr(token)));
 }
 
@@ -83,13 +65,13 @@ TEST(Serve, ServesRunsAndStopsGracefullyOnSigterm) {
   std::string log = dir + "/serve.log";
   Child server({"serve", "--db", dir + "/r.db", "--listen", "127.0.0.1:0", "--insecure-no-auth"},
                log);
-  const uint16_t port = WaitForPort(log);
+  const uint16_t port = WaitForServePort(log);
   ASSERT_NE(port, 0) << ReadFile(log);
   EXPECT_THAT(ReadFile(log), HasSubstr("WARNING: --insecure-no-auth"));
   ASSERT_EQ(Request(port, "GET", "/readyz").status, 200);
   ClientResponse reg =
       Request(port, "POST", "/api/v1/workflows", nlohmann::json{{"yaml", kGated}}.dump());
-  ASSERT_EQ(reg.status, 200) << reg.body;
+  ASSERT_EQ(reg.status, 201) << reg.body;
   ClientResponse run = Request(port, "POST", "/api/v1/runs", R"({"workflow": "served"})");
   ASSERT_EQ(run.status, 201) << run.body;
   const std::string id = run.json()["id"];

@@ -77,10 +77,15 @@ class LeaseOp final : public PgGroupOp {
         encoded_(encoded) {}
   const std::string& run_id() const override { return run_id_; }
   const Lease& lease() const { return lease_; }
+  // The queue message the committed lease deleted (known in a group only).
+  std::optional<int64_t> removed_message() const {
+    return status.ok() && leased_in_group_ ? message_id : std::nullopt;
+  }
 
   absl::Status AddTo(PgConn& c, absl::Time now, const Fence& f, PgWriteBatch& batch) override {
     Fence leased = f;
     status = AddLease(now, &leased, batch);
+    leased_in_group_ = status.ok();
     if (!status.ok() || !FirstWriteDue()) return absl::OkStatus();
     lease_.first_write = PgWriteBatch::Check(*first_, encoded_, leased);
     if (!lease_.first_write.ok()) return absl::OkStatus();  // refused; the lease stands
@@ -91,6 +96,7 @@ class LeaseOp final : public PgGroupOp {
   // Alone, the first write goes after a savepoint: refused part-way (by a
   // statement), it leaves the lease standing.
   void RunAlone(PgHandle& h) override {
+    leased_in_group_ = false;
     status = h.Txn([&](PgConn& c) -> absl::Status {
       RUNLOOM_ASSIGN_OR_RETURN(auto locked, PgLockFence(c, run_id_));
       const absl::Time now = locked.second;
@@ -149,6 +155,7 @@ class LeaseOp final : public PgGroupOp {
   std::optional<RunWrite> first_;
   const EncodedWrite& encoded_;
   Lease lease_;
+  bool leased_in_group_ = false;
 };
 
 }  // namespace
@@ -168,6 +175,9 @@ absl::StatusOr<Lease> PgStore::AcquireLease(const std::string& run_id, const std
   LeaseOp op(*h_, run_id, owner, ttl, events, std::move(w), encoded);
   group_.Run(&op);
   RUNLOOM_RETURN_IF_ERROR(op.status);
+  // The lease deleted the run's message: the consumer's Ack that follows
+  // needs no statement.
+  if (std::optional<int64_t> m = op.removed_message(); m.has_value()) h_->NoteRemovedByLease(*m);
   return op.lease();
 }
 

@@ -10,20 +10,25 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
 namespace runloom::store_internal {
 namespace {
 
-// The fence columns of PgLockFence, then the id. ORDER BY under FOR UPDATE:
-// the rows are locked in id order (LockRows sits above the sort).
+// The fence columns of PgLockFence, then the id, then the id of the run's
+// queue message (NULL: none; a message of a locked run only changes under
+// its lock). ORDER BY under FOR UPDATE: the rows are locked in id order
+// (LockRows sits above the sort).
 constexpr char kLockFences[] =
     "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
-    "cancel_requested, runloom_now(), id FROM runs WHERE id = ANY($1::text[]) "
-    "ORDER BY id FOR UPDATE";
+    "cancel_requested, runloom_now(), id, (SELECT q.id FROM queue q WHERE q.run_id = runs.id) AS "
+    "message_id "
+    "FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE";
 constexpr int kIdColumn = 8;
 constexpr int kNowColumn = 7;
+constexpr int kMessageColumn = 9;
 }  // namespace
 
 void PgCommitGroup::Run(PgGroupOp* op) {
@@ -118,6 +123,9 @@ absl::Status PgCommitGroup::RunGroupTxn(const std::vector<Writer*>& group, bool*
         op.status = f.status();
         continue;
       }
+      op.message_id = row.ColumnIsNull(kMessageColumn)
+                          ? std::nullopt
+                          : std::optional<int64_t>(row.ColumnInt(kMessageColumn));
       absl::Status s = op.AddTo(c, now, *f, batch);
       if (!s.ok()) {
         // A statement failed (the transaction is aborted): the group is

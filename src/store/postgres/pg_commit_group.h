@@ -36,7 +36,9 @@
 #include "absl/status/status.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,9 @@ class PgGroupOp {
   virtual void RunAlone(PgHandle& h) = 0;
 
   absl::Status status;  // the op's outcome
+  // In a group: the id of the run's queue message when its row was locked
+  // (nullopt: none). Set before AddTo.
+  std::optional<int64_t> message_id;
 };
 
 class PgCommitGroup {

@@ -318,8 +318,13 @@ void PgHandle::ListenLoop() {
       while (PGnotify* n = PQnotifies(conn)) {
         if (absl::string_view(n->relname) == kQueueChannel) {
           queue = true;
-        } else if (std::optional<RunChange> ch = ParseRunChange(n->extra); ch.has_value()) {
-          changes.push_back(std::move(*ch));
+        } else {
+          // One change per line (schema version 6 packs a transaction's).
+          for (absl::string_view line : absl::StrSplit(n->extra, '\n', absl::SkipEmpty())) {
+            if (std::optional<RunChange> ch = ParseRunChange(line); ch.has_value()) {
+              changes.push_back(std::move(*ch));
+            }
+          }
         }
         PQfreemem(n);
       }

@@ -23,6 +23,7 @@
 #include "runloom/mutex.h"
 #include "runloom/postgres.h"
 
+#include "store/internal/removed_messages.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_sweep.h"
 
@@ -43,7 +44,8 @@
 namespace runloom::store_internal {
 
 // NOTIFY channels (the triggers of the schema send them).
-inline constexpr char kRunsChannel[] = "runloom_runs";    // payload: id|status|last_event_seq
+// kRunsChannel's payload: one or more "id|status|last_event_seq" lines.
+inline constexpr char kRunsChannel[] = "runloom_runs";
 inline constexpr char kQueueChannel[] = "runloom_queue";  // payload: empty
 
 class PgHandle {
@@ -78,6 +80,13 @@ class PgHandle {
   void AwaitQueueSignal(uint64_t seen, absl::Time local_deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void Interrupt() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ---- messages a lease deleted ----
+  // A lease of the commit group deletes its run's queue message in its own
+  // transaction, so the consumer's Ack that follows has nothing to do
+  // (store/internal/removed_messages.h).
+  void NoteRemovedByLease(int64_t message_id) { removed_.Note(message_id); }
+  bool TakeRemovedByLease(int64_t message_id) { return removed_.Take(message_id); }
+
  private:
   PgHandle(std::string url, const PostgresOptions& options);
   absl::StatusOr<std::unique_ptr<PgConn>> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
@@ -96,6 +105,8 @@ class PgHandle {
   std::vector<std::unique_ptr<PgConn>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // connections handed out or idle
   uint64_t signals_ ABSL_GUARDED_BY(mu_) = 0;
+
+  RemovedMessages removed_{16384};  // a few seconds of leases
 
   runloom::Mutex gen_mu_;
   absl::BitGen gen_ ABSL_GUARDED_BY(gen_mu_);

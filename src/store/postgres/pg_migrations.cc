@@ -244,11 +244,117 @@ CREATE TABLE tokens (
 CREATE UNIQUE INDEX tokens_active_name ON tokens (name) WHERE revoked_at IS NULL;
 )sql";
 
-// Version 6: the write-operations ledger, as SQLite's version 5
-// (docs/formats/sqlite-schema.md, "write_operations"). Version 1 reserved a
-// table of this name that no code ever wrote; it is replaced.
+// Version 6. Wake-ups per statement, and a cheap flush. The runs triggers
+// were row-level: a PL/pgSQL call (and a session-setting rewrite) for every
+// row a set-based statement of the commit group wrote. They are now
+// statement-level with transition tables: one call per statement announces
+// all its rows. Deferred wake-ups are kept per channel (runloom.pending_runs:
+// the run changes, newline-separated; runloom.pending_queue: 'on'), so the
+// flush parses nothing: one notification for the queue, and the run changes
+// packed into as few notifications as fit. A runloom_runs payload is now one
+// or more "id|status|last_event_seq" lines, each payload under 8000 bytes.
+// Re-runnable (OR REPLACE, IF EXISTS): a database whose version was set
+// back by hand, as a test does, migrates again.
 constexpr char kV6[] = R"sql(
-DROP TABLE write_operations;
+CREATE OR REPLACE FUNCTION runloom_pack(lines TEXT[]) RETURNS SETOF TEXT LANGUAGE sql IMMUTABLE AS $$
+  SELECT string_agg(l, E'\n' ORDER BY n) FROM (
+    SELECT l, n, (sum(octet_length(l) + 1) OVER (ORDER BY n) - octet_length(l) - 1) / 4000 AS k
+    FROM unnest(lines) WITH ORDINALITY AS u(l, n)) s
+  GROUP BY k ORDER BY k
+$$;
+
+-- Sends run changes (newline-separated lines) on runloom_runs.
+CREATE OR REPLACE FUNCTION runloom_notify_runs(changes TEXT) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  payload TEXT;
+BEGIN
+  IF octet_length(changes) < 7900 THEN
+    PERFORM pg_notify('runloom_runs', changes);
+    RETURN;
+  END IF;
+  FOR payload IN SELECT runloom.runloom_pack(string_to_array(changes, E'\n')) LOOP
+    PERFORM pg_notify('runloom_runs', payload);
+  END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION runloom_announce(channel TEXT, payload TEXT) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('runloom.defer_notify', true) IS DISTINCT FROM 'on' THEN
+    PERFORM pg_notify(channel, payload);
+  ELSIF channel = 'runloom_queue' THEN
+    PERFORM set_config('runloom.pending_queue', 'on', false);
+  ELSE
+    PERFORM set_config('runloom.pending_runs',
+        concat_ws(E'\n', nullif(current_setting('runloom.pending_runs', true), ''), payload),
+        false);
+  END IF;
+END $$;
+
+-- `changes`: this statement's run changes, newline-separated ('' or NULL: none).
+CREATE OR REPLACE FUNCTION runloom_announce_runs(changes TEXT) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF changes IS NULL OR changes = '' THEN RETURN; END IF;
+  IF current_setting('runloom.defer_notify', true) IS DISTINCT FROM 'on' THEN
+    PERFORM runloom.runloom_notify_runs(changes);
+  ELSE
+    PERFORM set_config('runloom.pending_runs',
+        concat_ws(E'\n', nullif(current_setting('runloom.pending_runs', true), ''), changes),
+        false);
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION runloom_flush_notify() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  runs TEXT := current_setting('runloom.pending_runs', true);
+  queue TEXT := current_setting('runloom.pending_queue', true);
+BEGIN
+  IF runs IS NOT NULL AND runs <> '' THEN
+    PERFORM set_config('runloom.pending_runs', '', false);
+    PERFORM runloom.runloom_notify_runs(runs);
+  END IF;
+  IF queue = 'on' THEN
+    PERFORM set_config('runloom.pending_queue', '', false);
+    PERFORM pg_notify('runloom_queue', '');
+  END IF;
+EXCEPTION WHEN OTHERS THEN
+  -- The transaction before it has committed; a failed wake-up only delays.
+  RAISE WARNING 'runloom: wake-ups not sent: %', SQLERRM;
+END $$;
+
+CREATE OR REPLACE FUNCTION notify_runs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM runloom.runloom_announce_runs((
+      SELECT string_agg(n.id || '|' || n.status || '|' || n.last_event_seq, E'\n')
+      FROM new_runs n));
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION notify_runs_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM runloom.runloom_announce_runs((
+      SELECT string_agg(n.id || '|' || n.status || '|' || n.last_event_seq, E'\n')
+      FROM new_runs n JOIN old_runs o ON o.id = n.id
+      WHERE o.status IS DISTINCT FROM n.status OR o.last_event_seq <> n.last_event_seq));
+  RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS runs_inserted ON runs;
+DROP TRIGGER IF EXISTS runs_changed ON runs;
+DROP FUNCTION IF EXISTS notify_run();
+CREATE TRIGGER runs_inserted AFTER INSERT ON runs REFERENCING NEW TABLE AS new_runs
+  FOR EACH STATEMENT EXECUTE FUNCTION notify_runs_inserted();
+CREATE TRIGGER runs_changed AFTER UPDATE ON runs
+  REFERENCING OLD TABLE AS old_runs NEW TABLE AS new_runs
+  FOR EACH STATEMENT EXECUTE FUNCTION notify_runs_changed();
+)sql";
+
+// Version 7: the write-operations ledger, as SQLite's version 5
+// (docs/formats/sqlite-schema.md, "write_operations"). Version 1 reserved a
+// table of this name that no code ever wrote; it is replaced. Re-runnable
+// (the drop comes first).
+constexpr char kV7[] = R"sql(
+DROP TABLE IF EXISTS write_operations;
 CREATE TABLE write_operations (
   run_id TEXT NOT NULL REFERENCES runs (id),
   step_path TEXT NOT NULL,
@@ -267,7 +373,8 @@ CREATE TABLE write_operations (
 )sql";
 
 constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
-                                    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6}};
+                                    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6},
+                                    Migration{7, kV7}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

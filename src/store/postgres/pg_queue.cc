@@ -129,6 +129,9 @@ absl::StatusOr<std::vector<QueueMessage>> PgTransport::Claim(const std::string& 
 
 absl::Status PgTransport::Ack(const QueueMessage& message) {
   RUNLOOM_ASSIGN_OR_RETURN(int64_t id, ParseId(message.id, "queue message"));
+  // The usual case: the run's lease deleted this message (ids are never
+  // reused, so it is gone for good). No statement.
+  if (h_->TakeRemovedByLease(id)) return absl::OkStatus();
   return h_->Read(
       [&](PgConn& c) { return c.Exec(kAck, PgParams().Int(id).Text(message.run_id)).status(); });
 }

@@ -271,6 +271,50 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
                            DumpJson(context_json, absl::StrCat("context of run ", run.id)));
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(run.id, events));
   CreateRunResult out;
+  // The record of a run this call created at server time `now`.
+  auto created = [&](absl::Time now) {
+    out.created = true;
+    out.run = RunRecord{};
+    out.run.id = run.id;
+    out.run.workflow_name = run.workflow_name;
+    out.run.workflow_version = run.workflow_version;
+    out.run.workflow_digest = run.workflow_digest;
+    out.run.status = RunStatus::kQueued;
+    out.run.inputs = run.inputs;
+    out.run.inputs_digest = run.inputs_digest;
+    out.run.idempotency_key = run.idempotency_key;
+    out.run.phase = run.phase;
+    out.run.max_attempts = run.max_attempts;
+    out.run.context = context_json;
+    out.run.last_event_seq = static_cast<int64_t>(encoded.size());
+    out.run.created_at = now;
+    out.run.updated_at = now;
+  };
+  if (run.idempotency_key.empty()) {
+    // No key to look up first: the admission group (pg_admit_group.h).
+#ifdef RUNLOOM_TESTING
+    for (const EncodedEvent& e : encoded) {
+      RUNLOOM_RETURN_IF_ERROR(CheckEventOnWrite(run.id, e.type, e.schema_version, e.data));
+    }
+#endif
+    PgAdmission a{.id = run.id,
+                  .workflow_name = run.workflow_name,
+                  .workflow_digest = run.workflow_digest,
+                  .inputs = std::move(inputs),
+                  .inputs_digest = run.inputs_digest,
+                  .phase = run.phase,
+                  .context = std::move(context),
+                  .workflow_version = run.workflow_version,
+                  .max_attempts = run.max_attempts,
+                  .events = &encoded};
+    admit_.Run(&a);
+    if (a.status.code() == absl::StatusCode::kAlreadyExists) {
+      return absl::AlreadyExistsError(absl::StrCat("run ", run.id, " already exists"));
+    }
+    RUNLOOM_RETURN_IF_ERROR(a.status);
+    created(a.created_at);
+    return out;
+  }
   auto existing = [&](PgConn& c) -> absl::StatusOr<bool> {
     if (run.idempotency_key.empty()) return false;
     RUNLOOM_ASSIGN_OR_RETURN(
@@ -292,22 +336,7 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     const absl::Time now = r.row(0).ColumnTime(0);
     RUNLOOM_RETURN_IF_ERROR(PgAppendEvents(c, run.id, 0, encoded, now).status());
     c.Defer(kInsertMessage, PgParams().Text(run.id).Time(now));
-    out.created = true;
-    out.run = RunRecord{};
-    out.run.id = run.id;
-    out.run.workflow_name = run.workflow_name;
-    out.run.workflow_version = run.workflow_version;
-    out.run.workflow_digest = run.workflow_digest;
-    out.run.status = RunStatus::kQueued;
-    out.run.inputs = run.inputs;
-    out.run.inputs_digest = run.inputs_digest;
-    out.run.idempotency_key = run.idempotency_key;
-    out.run.phase = run.phase;
-    out.run.max_attempts = run.max_attempts;
-    out.run.context = context_json;
-    out.run.last_event_seq = static_cast<int64_t>(encoded.size());
-    out.run.created_at = now;
-    out.run.updated_at = now;
+    created(now);
     return absl::OkStatus();
   });
   if (s.code() == absl::StatusCode::kAlreadyExists) {

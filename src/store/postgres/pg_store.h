@@ -12,6 +12,7 @@
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
+#include "store/postgres/pg_admit_group.h"
 #include "store/postgres/pg_commit_group.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_handle.h"
@@ -26,7 +27,8 @@ namespace runloom::store_internal {
 
 class PgStore final : public Store {
  public:
-  explicit PgStore(std::shared_ptr<PgHandle> handle) : h_(std::move(handle)), group_(h_.get()) {}
+  explicit PgStore(std::shared_ptr<PgHandle> handle)
+      : h_(std::move(handle)), group_(h_.get()), admit_(h_.get()) {}
 
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
                                                    const std::string& digest,
@@ -74,6 +76,7 @@ class PgStore final : public Store {
  private:
   const std::shared_ptr<PgHandle> h_;
   PgCommitGroup group_;
+  PgAdmitGroup admit_;
 };
 
 // Appends `events` to run `run_id` after `last_seq`, at `now`, in the

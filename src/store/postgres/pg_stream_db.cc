@@ -12,6 +12,7 @@
 // empty), so a state change during a publish still gets a message after it.
 #include "core/status_macros.h"
 #include "store/postgres/pg_store.h"
+#include "transport/redis/redis_cap_board.h"
 #include "transport/redis/redis_transport.h"
 
 #include "absl/strings/numbers.h"
@@ -158,6 +159,7 @@ absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptio
     transport_internal::RedisTransportOptions o;
     o.transport = options.transport;
     o.key_prefix = absl::StrCat("runloom:{", instance, "}");
+    b.llm_caps = redis::NewRedisCapBoard(*queue, o.key_prefix);
     RUNLOOM_ASSIGN_OR_RETURN(
         b.transport,
         transport_internal::NewRedisTransport(
@@ -165,6 +167,7 @@ absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptio
   } else {
     b.transport = store_internal::NewPgTransport(h);
   }
+  b.pool_connections = options.pool_size;
   b.store = std::make_unique<store_internal::PgStore>(std::move(h));
   return b;
 }

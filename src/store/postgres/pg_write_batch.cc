@@ -30,25 +30,29 @@ constexpr char kInsertEvents[] =
     "SELECT x.r, x.s, x.t, x.v, $6, x.d FROM unnest($1::text[], $2::bigint[], $3::text[], "
     "$4::integer[], $5::text[]) AS x(r, s, t, v, d)";
 // A NULL keeps the column (the RunWrite field was not set); `fin` 1 sets
-// finished_at, 2 clears it, 0 keeps it. `r.id = ANY($1)` lets the planner
-// find the rows by the primary key: joined on `u.id` alone it hashed the
-// array and scanned the whole table (a generic plan knows no row counts).
+// finished_at, 2 clears it, 0 keeps it. A write that follows its run's lease
+// in the batch carries the lease (owner, token, expiry, `inc` 1 for the
+// attempt) in the same row update. `r.id = ANY($1)` lets the planner find
+// the rows by the primary key: joined on `u.id` alone it hashed the array
+// and scanned the whole table (a generic plan knows no row counts).
 constexpr char kUpdateRuns[] =
     "UPDATE runs r SET status = u.status, outcome = COALESCE(u.outcome, r.outcome), "
     "error = COALESCE(u.error, r.error), phase = COALESCE(u.phase, r.phase), "
     "revision = COALESCE(u.revision, r.revision), entry = COALESCE(u.entry, r.entry), "
     "context = COALESCE(u.context, r.context), "
     "cancel_requested = COALESCE(u.cancel, r.cancel_requested), "
-    "attempts = CASE WHEN u.reset THEN 0 ELSE r.attempts END, "
-    "lease_owner = CASE WHEN u.rel THEN '' ELSE r.lease_owner END, "
-    "lease_token = CASE WHEN u.rel THEN '' ELSE r.lease_token END, "
-    "lease_expires_at = CASE WHEN u.rel THEN NULL ELSE r.lease_expires_at END, "
-    "finished_at = CASE u.fin WHEN 1 THEN $14::bigint WHEN 2 THEN NULL ELSE r.finished_at END, "
-    "last_event_seq = u.last, updated_at = $14 "
+    "attempts = CASE WHEN u.reset THEN 0 ELSE r.attempts + u.inc END, "
+    "lease_owner = CASE WHEN u.rel THEN '' ELSE COALESCE(u.owner, r.lease_owner) END, "
+    "lease_token = CASE WHEN u.rel THEN '' ELSE COALESCE(u.token, r.lease_token) END, "
+    "lease_expires_at = CASE WHEN u.rel THEN NULL ELSE COALESCE(u.expires, r.lease_expires_at) "
+    "END, "
+    "finished_at = CASE u.fin WHEN 1 THEN $18::bigint WHEN 2 THEN NULL ELSE r.finished_at END, "
+    "last_event_seq = u.last, updated_at = $18 "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], "
     "$7::text[], $8::text[], $9::integer[], $10::boolean[], $11::boolean[], $12::integer[], "
-    "$13::bigint[]) AS u(id, status, outcome, error, phase, revision, entry, context, cancel, "
-    "reset, rel, fin, last) WHERE r.id = u.id AND r.id = ANY($1::text[])";
+    "$13::bigint[], $14::text[], $15::text[], $16::bigint[], $17::integer[]) AS u(id, status, "
+    "outcome, error, phase, revision, entry, context, cancel, reset, rel, fin, last, owner, "
+    "token, expires, inc) WHERE r.id = u.id AND r.id = ANY($1::text[])";
 constexpr char kAcquire[] =
     "UPDATE runs r SET status = 'running', lease_owner = u.owner, lease_token = u.token, "
     "lease_expires_at = u.expires, attempts = r.attempts + 1, last_event_seq = u.last, "
@@ -146,10 +150,29 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
       moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
   int finished = 0;                              // keep
   if (moves) finished = IsTerminal(to) ? 1 : 2;  // set : clear
+  // After this batch's lease of the run (a first write): the lease's
+  // columns go in this write's row update, not in an update of their own.
+  const bool with_lease = !leases_.id.empty() && leases_.id.back() == id;
+  Runs& r = runs_;
+  if (with_lease) {
+    r.owner.push_back(std::move(leases_.owner.back()));
+    r.token.push_back(std::move(leases_.token.back()));
+    r.expires.push_back(std::move(leases_.expires.back()));
+    r.inc.push_back("1");
+    for (std::vector<std::string>* column :
+         {&leases_.id, &leases_.owner, &leases_.token, &leases_.expires, &leases_.last_event_seq}) {
+      column->pop_back();
+    }
+    if (finished == 0) finished = 2;  // as the lease's own update: not finished
+  } else {
+    r.owner.push_back(std::nullopt);
+    r.token.push_back(std::nullopt);
+    r.expires.push_back(std::nullopt);
+    r.inc.push_back("0");
+  }
   AddSteps(write, encoded);
   AddEvents(id, encoded.events, f.last_event_seq);
   const int64_t last = f.last_event_seq + static_cast<int64_t>(encoded.events.size());
-  Runs& r = runs_;
   r.id.push_back(id);
   r.status.push_back(std::string(StatusName(to)));
   r.outcome.push_back(write.outcome);
@@ -201,7 +224,8 @@ void PgWriteBatch::Defer(PgConn& c, absl::Time now) {
     p.OptionalTextArray(r.error).OptionalTextArray(r.phase).OptionalTextArray(r.revision);
     p.OptionalTextArray(r.entry).OptionalTextArray(r.context);
     p.OptionalTextArray(r.cancel_requested).TextArray(r.reset_attempts).TextArray(r.release);
-    p.TextArray(r.finished).TextArray(r.last_event_seq).Time(now);
+    p.TextArray(r.finished).TextArray(r.last_event_seq).OptionalTextArray(r.owner);
+    p.OptionalTextArray(r.token).OptionalTextArray(r.expires).TextArray(r.inc).Time(now);
     c.Defer(kUpdateRuns, std::move(p));
   }
   if (!unqueued_.empty()) c.Defer(kDeleteMessages, PgParams().TextArray(unqueued_));

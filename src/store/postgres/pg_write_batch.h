@@ -45,7 +45,9 @@ class PgWriteBatch {
   // Adds a lease on run `run_id` (fence `*f`, which CheckLeasable passed):
   // its events, the run's lease columns (attempts + 1) and the deletion of
   // its queue message. Updates `*f` to the leased run's fence, which a first
-  // write (Add) of the same batch then goes on from.
+  // write (Add) of the same batch then goes on from; that write, added right
+  // after, carries the lease's columns in its own row update (one UPDATE of
+  // the run's row, not two).
   void AddLease(const std::string& run_id, const std::string& owner, const std::string& token,
                 absl::Time expires, const std::vector<EncodedEvent>& events, Fence* f);
   // Queues the batch's statements on `c` (PgConn::Defer); nothing when empty.
@@ -67,9 +69,9 @@ class PgWriteBatch {
   } events_;
   // The runs update, one element per write; NULL keeps the column.
   struct Runs {
-    std::vector<std::string> id, status, reset_attempts, release, finished, last_event_seq;
+    std::vector<std::string> id, status, reset_attempts, release, finished, last_event_seq, inc;
     std::vector<std::optional<std::string>> outcome, error, phase, revision, entry, context,
-        cancel_requested;
+        cancel_requested, owner, token, expires;
   } runs_;
   // The lease update, one element per lease.
   struct Leases {

@@ -1,5 +1,5 @@
 // The write-operations ledger of the PostgreSQL store (Store::BeginWrite,
-// FinishWrite, ListWrites; the table is schema version 6, as SQLite's
+// FinishWrite, ListWrites; the table is schema version 7, as SQLite's
 // version 5: docs/formats/sqlite-schema.md "write_operations").
 #include "core/status_macros.h"
 #include "store/postgres/pg_store.h"

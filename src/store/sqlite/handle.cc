@@ -225,23 +225,6 @@ void SqliteHandle::ReleaseReader(std::unique_ptr<Db> db) {
   idle_readers_.push_back(std::move(db));
 }
 
-void SqliteHandle::NoteRemovedByLease(int64_t message_id) {
-  runloom::MutexLock l(&removed_mu_);
-  if (!removed_.insert(message_id).second) return;
-  removed_order_.push_back(message_id);
-  while (removed_order_.size() > kMaxRemembered) {
-    removed_.erase(removed_order_.front());
-    removed_order_.pop_front();
-  }
-}
-
-bool SqliteHandle::TakeRemovedByLease(int64_t message_id) {
-  runloom::MutexLock l(&removed_mu_);
-  // The id stays in removed_order_ until it ages out; erasing it from the
-  // set is enough (a stale entry in the deque erases nothing).
-  return removed_.erase(message_id) > 0;
-}
-
 void SqliteHandle::NotifyProduced() {
   runloom::MutexLock l(&signal_mu_);
   ++produced_;

@@ -13,19 +13,18 @@
 #include "runloom/sqlite.h"
 #include "runloom/store.h"
 
+#include "store/internal/removed_messages.h"
 #include "store/sqlite/change_watcher.h"
 #include "store/sqlite/db.h"
 #include "store/sqlite/write_queue.h"
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -93,8 +92,8 @@ class SqliteHandle {
   // follows has nothing to do. NoteRemovedByLease records the id after the
   // commit; TakeRemovedByLease answers the Ack without touching the
   // database. Bounded: the oldest ids are forgotten (their Ack then reads).
-  void NoteRemovedByLease(int64_t message_id) ABSL_LOCKS_EXCLUDED(removed_mu_);
-  bool TakeRemovedByLease(int64_t message_id) ABSL_LOCKS_EXCLUDED(removed_mu_);
+  void NoteRemovedByLease(int64_t message_id) { removed_.Note(message_id); }
+  bool TakeRemovedByLease(int64_t message_id) { return removed_.Take(message_id); }
 
  private:
   void NotifyProduced() ABSL_LOCKS_EXCLUDED(signal_mu_);
@@ -141,10 +140,7 @@ class SqliteHandle {
   uint64_t produced_ ABSL_GUARDED_BY(signal_mu_) = 0;
   uint64_t interrupts_ ABSL_GUARDED_BY(signal_mu_) = 0;
 
-  static constexpr size_t kMaxRemembered = 4096;
-  runloom::Mutex removed_mu_;
-  absl::flat_hash_set<int64_t> removed_ ABSL_GUARDED_BY(removed_mu_);
-  std::deque<int64_t> removed_order_ ABSL_GUARDED_BY(removed_mu_);  // oldest first
+  RemovedMessages removed_{4096};
 };
 
 // ---- helpers shared by the store and the transport ----

@@ -1,0 +1,69 @@
+// LlmCaps: an engine's part in the adaptive LLM concurrency cap. In a
+// process that executes steps it starts the controllers of the llm step's
+// caps (steps/builtin_steps.h LlmConcurrencyOf) on the engine's clock and
+// logger, publishing to the backend's cap board (a Redis key with a Redis
+// queue; else in-process), with the store's pool and this machine's CPU as
+// limiters; Stop() stops them (executors then fall back to static caps).
+//
+// Metrics on env.metrics (docs/operations.md):
+//   runloom_llm_concurrency_cap{provider}   the cap last decided
+//   runloom_llm_calls_in_flight{provider}   model calls in flight here
+//
+// Thread-safety: Start() and Stop() may be called from any thread.
+#pragma once
+
+#include "runloom/clock.h"
+#include "runloom/env.h"
+#include "runloom/mutex.h"
+
+#include "llm/cap_board.h"
+#include "llm/cpu_load.h"
+#include "llm/llm_concurrency.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+
+#include <memory>
+
+namespace prometheus {
+class Gauge;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace runloom::engine_internal {
+
+class LlmCaps {
+ public:
+  // `caps` null: nothing to do. `board` null: in-process. `pool_connections`
+  // 0: no pool limiter. kInvalidArgument when the metrics registry refuses
+  // the gauges.
+  static absl::StatusOr<std::unique_ptr<LlmCaps>> Create(LlmConcurrency* caps,
+                                                         std::shared_ptr<CapBoard> board,
+                                                         int pool_connections, const Env& env);
+  ~LlmCaps() { Stop(); }
+  LlmCaps(const LlmCaps&) = delete;
+  LlmCaps& operator=(const LlmCaps&) = delete;
+
+  // Idempotent.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  LlmCaps() = default;
+
+  // Constant after Create.
+  LlmConcurrency* caps_ = nullptr;
+  std::shared_ptr<CapBoard> board_;
+  int pool_connections_ = 0;
+  Clock* clock_ = nullptr;
+  Logger* logger_ = nullptr;
+  std::unique_ptr<CpuLoad> cpu_;
+  prometheus::Family<prometheus::Gauge>* cap_gauge_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* in_flight_gauge_ = nullptr;
+
+  runloom::Mutex mu_;
+  std::unique_ptr<LlmConcurrency::Running> running_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::engine_internal
