@@ -22,6 +22,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   store.h
   transport.h
   workflow.h
+  write_ledger.h
 )
 
 # A public header missing from the list fails the configure step, so the list

@@ -8,7 +8,7 @@
 //   only when the step's retry.on lists it), kCancelled -> the run was cancelled or the lease lost
 //   (not a step failure), anything else -> error.
 //
-// Built-in kinds: exec, noop, sleep, fail, llm. An embedding program adds its
+// Built-in kinds: exec, noop, sleep, fail, llm, http. An embedding program adds its
 // own with StepRegistry::Register before opening the engine.
 //
 // Thread-safety: a StepKind's Execute may be called from many threads at once
@@ -17,8 +17,10 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/env.h"
 #include "runloom/mutex.h"
 #include "runloom/run.h"
+#include "runloom/write_ledger.h"
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -64,6 +66,34 @@ class StepContext {
   // whether the attempt succeeds or fails; an attempt that is stopped (run
   // cancelled, lease lost) is not recorded, and neither are its events.
   virtual void RecordEvent(Event event) = 0;
+
+  // ---- external writes and secrets (the engine implements these; a
+  // context of one's own may leave them: they answer kUnimplemented) ----
+  //
+  // Records the intent of this step's write `action` in the run's
+  // write_operations ledger, fenced by the run's lease (Store::BeginWrite
+  // with this run, this step's path and the lease token), before anything
+  // is sent. kAborted: the lease is lost (send nothing; the step stops).
+  virtual absl::StatusOr<BeginWriteResult> BeginWrite(const std::string& /*action*/,
+                                                      const std::string& /*idempotency_key*/,
+                                                      const std::string& /*request_digest*/) {
+    return absl::UnimplementedError("this step context keeps no write ledger");
+  }
+  // Records the result of this step's write `action` (Store::FinishWrite),
+  // with every secret value the execution knows scrubbed from it.
+  virtual absl::StatusOr<WriteOperation> FinishWrite(const std::string& /*action*/,
+                                                     const WriteResult& /*result*/) {
+    return absl::UnimplementedError("this step context keeps no write ledger");
+  }
+  // The value of the secret reference secret://`name`, resolved as for a
+  // secret input (RUNLOOM_SECRET_<NAME>, RUNLOOM_SECRETS_FILE) and scrubbed
+  // from everything the execution writes from then on. kNotFound says how
+  // to provide it.
+  virtual absl::StatusOr<std::string> ResolveSecret(const std::string& /*name*/) {
+    return absl::UnimplementedError("this step context resolves no secrets");
+  }
+  // Where the step logs (never null).
+  virtual Logger* logger() { return DefaultLogger(); }
 };
 
 // The result of one successful execution.
@@ -95,7 +125,7 @@ class StepRegistry {
   // The registered kinds' names, sorted (the engine pre-creates a metric
   // series per kind at Open).
   std::vector<std::string> Names() const;
-  // A registry holding the built-in kinds (exec, noop, sleep, fail, llm).
+  // A registry holding the built-in kinds (exec, noop, sleep, fail, llm, http).
   static std::unique_ptr<StepRegistry> WithBuiltins();
 
  private:

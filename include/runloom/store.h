@@ -36,6 +36,7 @@
 #include "runloom/clock.h"
 #include "runloom/run.h"
 #include "runloom/transport.h"
+#include "runloom/write_ledger.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -261,6 +262,26 @@ class Store {
   // lookup. kNotFound when none is (unknown or revoked).
   virtual absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) = 0;
 
+  // ---- write operations (write_ledger.h) ----
+  // Records the intent of the external write `intent.key` unless the key
+  // has a row; returns the row and whether this call created it. An existing
+  // row is returned as it is (its `begins` counted up), with or without a
+  // result: the caller reuses the result or reconciles the intent.
+  // kAborted, writing nothing: the run is not running under
+  // `intent.lease_token`. kFailedPrecondition: the key exists with another
+  // request_digest. kNotFound: no such run. kInvalidArgument: an empty key
+  // part, idempotency key or digest.
+  virtual absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) = 0;
+  // Records the result of the write `key` and returns the row. Not fenced:
+  // the result is a fact about the outside world, whoever learned it. The
+  // first result wins: on a row that has one, nothing is written and the
+  // row is returned with its own. kNotFound: no intent for `key`.
+  virtual absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
+                                                     const WriteResult& result) = 0;
+  // The write operations of a run, oldest first (created_at, then path and
+  // action). Empty for an unknown run.
+  virtual absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) = 0;
+
   // ---- time ----
   // The backend's time authority: lease deadlines, visibility timeouts and
   // the queued grace are computed from it, never from another machine's
@@ -346,6 +367,16 @@ class StoreWrapper : public Store {
   }
   absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) override {
     return inner_->FindActiveToken(token_hash);
+  }
+  absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) override {
+    return inner_->BeginWrite(intent);
+  }
+  absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
+                                             const WriteResult& result) override {
+    return inner_->FinishWrite(key, result);
+  }
+  absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) override {
+    return inner_->ListWrites(run_id);
   }
   absl::Time Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }

@@ -8,6 +8,7 @@
 #include "engine/event_helpers.h"
 #include "engine/retry_policy.h"
 #include "engine/run_execution.h"
+#include "engine/secrets.h"
 #include "steps/builtin_steps.h"
 #include "workflow/template.h"
 
@@ -19,15 +20,25 @@ namespace {
 // The context a step kind sees while it executes.
 class LeafContext final : public StepContext {
  public:
+  // What a step may reach of its execution beyond its own config: the
+  // store (the write ledger), the lease, the secrets and the logger.
+  struct Reach {
+    Store* store;
+    std::function<std::string()> lease_token;  // the current token
+    SecretScrubber* scrubber;
+    Logger* logger;
+  };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
-              const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop)
+              const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
+              Reach reach)
       : run_id_(run_id),
         path_(path),
         attempt_(attempt),
         working_dir_(working_dir),
         clock_(clock),
         deadline_(deadline),
-        stop_(stop) {}
+        stop_(stop),
+        reach_(std::move(reach)) {}
   ~LeafContext() override { OnStop(nullptr); }
 
   const std::string& run_id() const override { return run_id_; }
@@ -56,6 +67,26 @@ class LeafContext final : public StepContext {
     runloom::MutexLock l(&events_mu_);
     return std::move(events_);
   }
+  absl::StatusOr<BeginWriteResult> BeginWrite(const std::string& action,
+                                              const std::string& idempotency_key,
+                                              const std::string& request_digest) override {
+    return reach_.store->BeginWrite({.key = Key(action),
+                                     .lease_token = reach_.lease_token(),
+                                     .idempotency_key = idempotency_key,
+                                     .request_digest = request_digest});
+  }
+  absl::StatusOr<WriteOperation> FinishWrite(const std::string& action,
+                                             const WriteResult& result) override {
+    WriteResult scrubbed = result;
+    reach_.scrubber->Scrub(scrubbed.response);
+    return reach_.store->FinishWrite(Key(action), scrubbed);
+  }
+  absl::StatusOr<std::string> ResolveSecret(const std::string& name) override {
+    RUNLOOM_ASSIGN_OR_RETURN(std::string value, engine_internal::ResolveSecret(name));
+    reach_.scrubber->Add(value);
+    return value;
+  }
+  Logger* logger() override { return reach_.logger; }
 
  private:
   const std::string run_id_;
@@ -65,10 +96,15 @@ class LeafContext final : public StepContext {
   Clock* const clock_;
   const absl::Time deadline_;
   StopSource& stop_;
+  const Reach reach_;
   int callback_id_ = -1;
   // A kind may record from a thread of its own.
   runloom::Mutex events_mu_;
   std::vector<Event> events_ ABSL_GUARDED_BY(events_mu_);
+
+  WriteKey Key(const std::string& action) const {
+    return {.run_id = run_id_, .step_path = path_, .action = action};
+  }
 };
 
 constexpr char kBranchDeadline[] = "the parallel branch passed its deadline";
@@ -112,7 +148,11 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
   if (!config.ok()) {
     a.out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
   } else {
-    LeafContext ctx(run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop);
+    LeafContext ctx(run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop,
+                    {.store = config_.store,
+                     .lease_token = [this] { return writer_.lease().token; },
+                     .scrubber = &scrubber_,
+                     .logger = config_.logger});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }

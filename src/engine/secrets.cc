@@ -95,6 +95,11 @@ void SecretScrubber::ScrubLocked(nlohmann::json& value) const {
   }
 }
 
+void SecretScrubber::Scrub(nlohmann::json& value) const {
+  runloom::ReaderMutexLock l(&mu_);
+  if (!values_.empty()) ScrubLocked(value);
+}
+
 void SecretScrubber::Scrub(RunWrite& write) const {
   runloom::ReaderMutexLock l(&mu_);
   if (values_.empty()) return;

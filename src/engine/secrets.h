@@ -44,6 +44,8 @@ class SecretScrubber {
   // Replaces every known value in every text field of `write` (strings and
   // keys inside JSON too).
   void Scrub(RunWrite& write) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for one JSON value (e.g. a write's recorded response).
+  void Scrub(nlohmann::json& value) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void ScrubLocked(std::string& text) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -1,4 +1,4 @@
-// The built-in step kinds: exec, noop, sleep, fail and llm.
+// The built-in step kinds: exec, noop, sleep, fail, llm and http.
 //
 // StepRegistry::WithBuiltins() registers all of them; the factories below let
 // an embedder build a registry of its own (e.g. an llm kind with more
@@ -80,5 +80,16 @@ LlmConcurrency* LlmConcurrencyOf(const StepRegistry& registry);
 
 // The static cap of the fake provider in StepRegistry::WithBuiltins().
 inline constexpr int kFakeStaticCap = 64;
+
+// http: one HTTP request over libcurl; with `write: true` an external write
+// made once in effect through the write_operations ledger (intent before,
+// result after, reconciliation of a lost response). Config keys and their
+// limits: steps/http_config.h. Output: {"status", "body" (JSON, or the text
+// as a string), "write": {"action", "idempotency_key", "source"} (writes
+// only)}. Errors: no answer -> kUnavailable (kDeadlineExceeded past the
+// step's timeout); 429 -> kResourceExhausted; 5xx -> kUnavailable; another
+// status not in `expect` -> kInvalidArgument (never retried); a lost lease
+// before sending -> kCancelled.
+std::shared_ptr<StepKind> NewHttpStep();
 
 }  // namespace runloom

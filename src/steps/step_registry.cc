@@ -58,6 +58,7 @@ std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
     caps->Add("fake", fake->get(), ConcurrencyOptions{.static_cap = kFakeStaticCap});
   }
   registry->Register("llm", NewLlmStep(std::move(providers), std::move(caps)));
+  registry->Register("http", NewHttpStep());
   return registry;
 }
 

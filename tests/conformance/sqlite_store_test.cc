@@ -55,6 +55,16 @@ class SqliteStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Opens the file at path_ (migrating it), adds a queued run `id`, closes it.
+  void CreateRunInNewFile(const std::string& id) {
+    absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+    ASSERT_OK(b);
+    NewRun n;
+    n.id = id;
+    n.workflow_name = "wf";
+    ASSERT_OK(b->store->CreateRun(n, {}));
+  }
+
   std::filesystem::path dir_;
   std::string path_;
   SimulatedClock clock_;
@@ -64,7 +74,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -84,7 +94,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 4; "
+                                     " has schema version 99 but this runloom supports up to 5; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -127,7 +137,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -166,7 +176,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -233,7 +243,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       "DROP TABLE tokens; PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -266,7 +276,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -285,7 +295,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw("DROP TABLE tokens; PRAGMA user_version = 3");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "4");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -293,6 +303,28 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   t.role = Role::kOperator;
   ASSERT_OK(b->store->CreateToken(t, std::string(64, 'a')));
   EXPECT_EQ(Raw("SELECT name || ' ' || role FROM tokens"), "ci operator");
+}
+
+// Version 5 replaces the table version 1 reserved (never written) with the
+// write-operations ledger; a version 4 file keeps its runs and tokens.
+TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
+  ASSERT_NO_FATAL_FAILURE(CreateRunInNewFile("r_v4"));
+  Raw("DROP TABLE write_operations; "
+      "CREATE TABLE write_operations (run_id TEXT NOT NULL REFERENCES runs (id),"
+      " step_path TEXT NOT NULL, action_key TEXT NOT NULL, status TEXT NOT NULL,"
+      " request_digest TEXT NOT NULL, response TEXT, created_at INTEGER NOT NULL,"
+      " updated_at INTEGER NOT NULL, PRIMARY KEY (run_id, step_path, action_key)) WITHOUT ROWID;"
+      " PRAGMA user_version = 4");
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_OK(b->store->GetRun("r_v4"));
+  EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
+                " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
+            "5");
+  absl::StatusOr<std::vector<WriteOperation>> none = b->store->ListWrites("r_v4");
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
 }
 
 TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {

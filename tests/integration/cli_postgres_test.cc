@@ -147,9 +147,10 @@ TEST(CliPostgres, TokensAreStoredAsHashesAndShownOnce) {
   EXPECT_EQ(r->row(0).ColumnInt(2), 1);  // and it is revoked
 }
 
-// A database of schema version 4 (before tokens) gets the tokens table on
-// its next open (and every later migration), and keeps its runs.
-TEST(CliPostgres, AVersion4DatabaseMigratesToVersion5) {
+// A database of schema version 4 (before tokens and the write-operations
+// ledger) gets both tables on its next open (and every later migration),
+// and keeps its runs.
+TEST(CliPostgres, AVersion4DatabaseMigratesToTheLatest) {
   absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_v4");
   ASSERT_OK(db);
   const std::string dir = MakeTempDir("clipgv4");
@@ -166,12 +167,14 @@ TEST(CliPostgres, AVersion4DatabaseMigratesToVersion5) {
   Result created = RunStdout({"token", "create", "--name", "ci", "--role", "viewer", "--db", *db});
   EXPECT_EQ(created.code, 0) << created.out;
   static constexpr char kVersion[] =
-      "SELECT value::bigint, (SELECT count(*) FROM runloom.tokens) FROM runloom.meta "
+      "SELECT value::bigint, (SELECT count(*) FROM runloom.tokens),"
+      " (SELECT count(*) FROM runloom.write_operations) FROM runloom.meta "
       "WHERE key = 'schema_version'";
   absl::StatusOr<store_internal::PgResult> r = (*c)->Exec(kVersion);
   ASSERT_OK(r);
   EXPECT_EQ(r->row(0).ColumnInt(0), store_internal::LatestPostgresSchemaVersion());
   EXPECT_EQ(r->row(0).ColumnInt(1), 1);
+  EXPECT_EQ(r->row(0).ColumnInt(2), 0);
   EXPECT_EQ(StatusJson(*db, id)["status"], "queued");
 }
 

@@ -3,6 +3,7 @@
 // example's three outcomes.
 #include "runloom/clock.h"
 
+#include "actions_server/actions_server.h"
 #include "cli_harness.h"
 #include "gtest/gtest.h"
 
@@ -141,15 +142,19 @@ TEST_F(Blog, RejectAtOutlineEndsRejected) {
 }
 
 // Acceptance (issue 3, point 6): triage to each of its three outcomes.
+// The apply step writes to the example actions server, run here in-process.
 class Triage : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("triage");
     db_ = dir_ + "/triage.db";
+    absl::StatusOr<std::unique_ptr<examples::ActionsServer>> s = examples::ActionsServer::Start({});
+    ASSERT_TRUE(s.ok()) << s.status();
+    actions_ = std::move(*s);
   }
   nlohmann::json RunTo(const std::string& scenario, const std::string& decision) {
     Result run = RunCli({"run", SourceDir() + "/examples/triage.yaml", "--db", db_, "--input",
-                         "scenario=" + scenario});
+                         "scenario=" + scenario, "--input", "actions_url=" + actions_->url()});
     EXPECT_EQ(run.code, 3) << run.out;
     const std::string id = RunIdFrom(run.out);
     nlohmann::json st = StatusJson(db_, id);
@@ -160,6 +165,7 @@ class Triage : public ::testing::Test {
     return StatusJson(db_, id);
   }
   std::string dir_, db_;
+  std::unique_ptr<examples::ActionsServer> actions_;
 };
 
 TEST_F(Triage, ApprovedFixCompletesAndSlowSpecialistFailsAtDeadline) {
@@ -173,12 +179,19 @@ TEST_F(Triage, ApprovedFixCompletesAndSlowSpecialistFailsAtDeadline) {
   EXPECT_EQ(steps["specialists[logs]/logs_scan"]["state"], "succeeded");
   EXPECT_EQ(steps["specialists"]["state"], "succeeded");
   EXPECT_EQ(steps["apply"]["state"], "succeeded");
+  // The remediation was applied once, under the key the ledger derived.
+  std::vector<nlohmann::json> applied = actions_->Applied();
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0], steps["apply"]["output"]["body"]);
+  EXPECT_EQ(steps["apply"]["output"]["write"]["source"], "sent");
+  EXPECT_EQ(steps["apply"]["output"]["write"]["idempotency_key"], applied[0]["idempotency_key"]);
 }
 
 TEST_F(Triage, RejectedProposalEndsRejected) {
   nlohmann::json st = RunTo("fixable", "--reject");
   EXPECT_EQ(st["status"], "rejected");
   for (const auto& s : st["steps"]) EXPECT_NE(s["path"], "apply");
+  EXPECT_TRUE(actions_->Applied().empty());
 }
 
 TEST_F(Triage, NoRemediationEndsUnresolved) {

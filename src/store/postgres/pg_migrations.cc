@@ -349,8 +349,32 @@ CREATE TRIGGER runs_changed AFTER UPDATE ON runs
   FOR EACH STATEMENT EXECUTE FUNCTION notify_runs_changed();
 )sql";
 
+// Version 7: the write-operations ledger, as SQLite's version 5
+// (docs/formats/sqlite-schema.md, "write_operations"). Version 1 reserved a
+// table of this name that no code ever wrote; it is replaced. Re-runnable
+// (the drop comes first).
+constexpr char kV7[] = R"sql(
+DROP TABLE IF EXISTS write_operations;
+CREATE TABLE write_operations (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  action TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('intent', 'done')),
+  idempotency_key TEXT NOT NULL,
+  request_digest TEXT NOT NULL,
+  begins BIGINT NOT NULL DEFAULT 0,
+  http_status INTEGER,
+  response TEXT,
+  source TEXT,
+  created_at BIGINT NOT NULL,
+  finished_at BIGINT,
+  PRIMARY KEY (run_id, step_path, action)
+);
+)sql";
+
 constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
-                                    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6}};
+                                    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6},
+                                    Migration{7, kV7}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -64,6 +64,12 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
   absl::StatusOr<TokenRecord> RevokeToken(const std::string& id_or_name) override;
   absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) override;
+
+  // pg_writes.cc
+  absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) override;
+  absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
+                                             const WriteResult& result) override;
+  absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) override;
   absl::Time Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }
 

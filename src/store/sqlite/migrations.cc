@@ -150,11 +150,36 @@ CREATE TABLE tokens (
 CREATE UNIQUE INDEX tokens_active_name ON tokens (name) WHERE revoked_at IS NULL;
 )sql";
 
+// Version 5: the write-operations ledger (docs/formats/sqlite-schema.md,
+// "write_operations"): one row per external write, keyed by run, step path
+// and action; the intent before the request is sent, the result after.
+// Version 1 reserved a table of this name that no code ever wrote; it is
+// replaced by the ledger's own shape.
+constexpr char kV5[] = R"sql(
+DROP TABLE write_operations;
+CREATE TABLE write_operations (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  action TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('intent', 'done')),
+  idempotency_key TEXT NOT NULL,
+  request_digest TEXT NOT NULL,
+  begins INTEGER NOT NULL DEFAULT 0,
+  http_status INTEGER,
+  response TEXT,
+  source TEXT,
+  created_at INTEGER NOT NULL,
+  finished_at INTEGER,
+  PRIMARY KEY (run_id, step_path, action)
+);
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},
     Migration{2, kV2},
     Migration{3, kV3},
     Migration{4, kV4},
+    Migration{5, kV5},
 };
 
 absl::Status MigrateLocked(Db& db) {
