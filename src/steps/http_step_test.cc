@@ -42,6 +42,7 @@ class LedgerContext final : public StepContext {
   bool Stopping() override { return false; }
   bool SleepUntil(absl::Time) override { return true; }
   void OnStop(std::function<void()>) override {}
+  void RecordEvent(Event event) override { events_.push_back(std::move(event)); }
   absl::StatusOr<BeginWriteResult> BeginWrite(const std::string& action, const std::string& key,
                                               const std::string& digest) override {
     return store_->BeginWrite({.key = {run_id_, path_, action},
@@ -62,6 +63,7 @@ class LedgerContext final : public StepContext {
   void set_attempt(int a) { attempt_ = a; }
   void set_token(std::string t) { token_ = std::move(t); }
   std::map<std::string, std::string> secrets_;
+  std::vector<Event> events_;  // an http step records none
 
  private:
   Store* const store_;
