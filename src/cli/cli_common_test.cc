@@ -2,11 +2,19 @@
 // the environment's precedence, and the exit code of each open failure.
 #include "cli/cli_common.h"
 
+#include "runloom/clock.h"
+
+#include "cli/commands.h"
+#include "llm/llm_concurrency.h"
+#include "steps/builtin_steps.h"
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <string>
 
 namespace runloom::cli {
@@ -86,6 +94,30 @@ TEST(BackendFlags, AnUnreachableServerIsBadInputALockedFileIsNot) {
   EXPECT_EQ(DbOpenFailure(redis, absl::UnimplementedError("no Redis")), kExitBadInput);
   EXPECT_EQ(DbOpenFailure(redis, absl::PermissionDeniedError("auth")), kExitBadInput);
   EXPECT_EQ(DbOpenFailure(sqlite, absl::DataLossError("torn")), kExitNotCompleted);
+}
+
+// --config: every configured provider's calls are capped, starting from (and
+// falling back to) its max_concurrency; the built-in fake keeps its own cap.
+TEST(StepKindsSetting, EachConfiguredProviderGetsItsStaticCap) {
+  const std::string path = ::testing::TempDir() + "/caps_config.yaml";
+  {
+    std::ofstream f(path);
+    f << "providers:\n"
+         "  local: {kind: openai, base_url: 'http://127.0.0.1:9/v1', max_concurrency: 3}\n"
+         "  other: {kind: anthropic, base_url: 'http://127.0.0.1:9/v1', max_concurrency: 5}\n"
+         "models:\n"
+         "  writer: {provider: local}\n"
+         "  editor: {provider: local, model: m2}\n"
+         "  reviewer: {provider: other}\n";
+  }
+  absl::StatusOr<std::shared_ptr<StepRegistry>> kinds = StepKindsSetting(path);
+  ASSERT_TRUE(kinds.ok()) << kinds.status();
+  LlmConcurrency* caps = LlmConcurrencyOf(**kinds);
+  ASSERT_NE(caps, nullptr);
+  std::map<std::string, int> by_name;
+  for (const LlmConcurrency::CapState& c : caps->Caps(RealClock())) by_name[c.name] = c.cap;
+  EXPECT_EQ(by_name,
+            (std::map<std::string, int>{{"fake", kFakeStaticCap}, {"local", 3}, {"other", 5}}));
 }
 
 }  // namespace

@@ -4,13 +4,41 @@
 #include "engine/secrets.h"
 #include "llm/config.h"
 #include "llm/configured_registry.h"
+#include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <cstdlib>
+#include <set>
 
 namespace runloom::cli {
+namespace {
+
+// One adaptive cap per configured provider, starting from and falling back
+// to its `max_concurrency`, and the built-in fake provider's.
+std::shared_ptr<LlmConcurrency> CapsFor(const LlmConfig& config,
+                                        const LlmProviderRegistry& providers) {
+  auto caps = std::make_shared<LlmConcurrency>();
+  std::set<std::string> capped;
+  for (const auto& [alias, model] : config.models) {
+    absl::StatusOr<ModelRoute> route = providers.Route(alias);
+    if (!route.ok() || route->provider == nullptr) continue;
+    if (!capped.insert(model.provider).second) continue;
+    caps->Add(
+        model.provider, route->provider.get(),
+        ConcurrencyOptions{.static_cap = config.providers.at(model.provider).max_concurrency});
+  }
+  if (!config.models.contains("fake")) {
+    absl::StatusOr<std::shared_ptr<LlmProvider>> fake = providers.Resolve("fake");
+    if (fake.ok() && capped.insert("fake").second) {
+      caps->Add("fake", fake->get(), ConcurrencyOptions{.static_cap = kFakeStaticCap});
+    }
+  }
+  return caps;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag) {
   std::shared_ptr<StepRegistry> kinds = StepRegistry::WithBuiltins();
@@ -28,7 +56,8 @@ absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string
   if (!providers.ok()) {
     return Annotate(providers.status(), absl::StrCat("config file '", path, "'"));
   }
-  kinds->Register("llm", NewLlmStep(*std::move(providers)));
+  std::shared_ptr<LlmConcurrency> caps = CapsFor(*config, **providers);
+  kinds->Register("llm", NewLlmStep(*std::move(providers), std::move(caps)));
   return kinds;
 }
 

@@ -70,13 +70,23 @@ Admission::ResolveWorkflow(const StartRunRequest& req) {
   }
   RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion version,
                            store_->GetWorkflow(req.workflow_name, req.workflow_version));
+  // "Latest" is read from the store every time (another process may have
+  // registered a newer version), but the version it names is built once.
+  const std::string read_key = absl::StrCat(version.name, "@", version.version);
+  if (req.workflow_version == 0) {
+    runloom::MutexLock l(&mu_);
+    auto it = versions_.find(read_key);
+    if (it != versions_.end() && it->second.first.digest == version.digest) {
+      return std::make_pair(it->second.first, it->second.second);
+    }
+  }
   RUNLOOM_ASSIGN_OR_RETURN(Workflow loaded, WorkflowFromCanonical(version.canonical));
   auto wf = std::make_shared<const Workflow>(std::move(loaded));
-  if (req.workflow_version > 0) {
-    WorkflowVersion meta = version;
-    meta.canonical = nullptr;  // not needed for admission
+  WorkflowVersion meta = version;
+  meta.canonical = nullptr;  // not needed for admission
+  {
     runloom::MutexLock l(&mu_);
-    versions_[key] = {std::move(meta), wf};
+    versions_[read_key] = {std::move(meta), wf};
   }
   return std::make_pair(std::move(version), std::move(wf));
 }

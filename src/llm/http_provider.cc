@@ -4,6 +4,7 @@
 #include "core/status_macros.h"
 #include "llm/internal/retry.h"
 #include "llm/internal/wire.h"
+#include "llm/rate_limit.h"
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -179,10 +180,20 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       }
       if (out->model.empty()) out->model = request.model;
       out->requests = attempt;
+      out->rate_limit = ParseRateLimitHeaders(answer->headers);
       return out;
     }
     bool retryable = false;
+    RateLimitTelemetry telemetry;  // for the concurrency controller (llm/rate_limit.h)
+    // The call fails with `failure`: after how many requests, and what the
+    // last answer said about the provider's limits.
+    auto give_up = [&](absl::string_view more = "") {
+      absl::Status s = After(failure, attempt, more);
+      AttachRateLimit(s, telemetry);
+      return WithRequests(std::move(s), attempt);
+    };
     if (answer.ok()) {
+      telemetry = ParseRateLimitHeaders(answer->headers);
       failure =
           AnswerError(p, answer->status, Scrub(llm_internal::ErrorBodyMessage(answer->body), key));
       retryable = llm_internal::IsRetryableHttpStatus(answer->status);
@@ -199,20 +210,16 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       retryable =
           code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
     }
-    if (!retryable || attempt >= p.retry.max_attempts) {
-      return WithRequests(After(failure, attempt), attempt);
-    }
+    if (!retryable || attempt >= p.retry.max_attempts) return give_up();
     if (asked.has_value() && *asked > p.retry.max_delay) {
-      return WithRequests(After(failure, attempt,
-                                absl::StrCat("; it asks to wait ", absl::FormatDuration(*asked),
-                                             ", longer than retry.max_delay")),
-                          attempt);
+      return give_up(absl::StrCat("; it asks to wait ", absl::FormatDuration(*asked),
+                                  ", longer than retry.max_delay"));
     }
     const absl::Duration wait = asked.value_or(Backoff(attempt));
     const absl::Time until = ctx.clock()->Now() + wait;
     if (until >= deadline) {
       // No time left to wait: the step's own retry policy decides.
-      return WithRequests(After(failure, attempt), attempt);
+      return give_up();
     }
     if (!ctx.SleepUntil(until)) {
       return WithRequests(absl::CancelledError("llm call stopped while waiting to retry"), attempt);

@@ -11,6 +11,7 @@
 #include "events/events.h"
 #include "llm/config.h"
 #include "llm/configured_registry.h"
+#include "llm/rate_limit.h"
 #include "steps/builtin_steps.h"
 #include "testing/scripted_http_server.h"
 #include "testing/status_matchers.h"
@@ -114,6 +115,11 @@ class HttpProviderTest : public ::testing::TestWithParam<Api> {
 
   // The llm step over a config with one provider of the test's kind.
   std::shared_ptr<StepKind> Step(const std::string& timeout) {
+    return NewLlmStep(Registry(timeout));
+  }
+
+  // The registry of that config: alias "smart" on provider "remote".
+  std::shared_ptr<LlmProviderRegistry> Registry(const std::string& timeout) {
     const std::string yaml = absl::StrCat(
         "providers:\n  remote:\n    kind: ", GetParam().kind, "\n    base_url: ", server_->url(),
         "/v1\n    api_key: secret://TEST_KEY\n    timeout: ", timeout,
@@ -128,7 +134,7 @@ class HttpProviderTest : public ::testing::TestWithParam<Api> {
                                 : absl::NotFoundError("no such secret");
     });
     EXPECT_OK(registry);
-    return NewLlmStep(*registry);
+    return *registry;
   }
 
   absl::StatusOr<StepOutput> Call(const json& config, const std::string& timeout = "2s") {
@@ -266,6 +272,36 @@ TEST_P(HttpProviderTest, RateLimitedToTheEndIsRateLimited) {
   EXPECT_EQ(LastCall()["error_class"], "rate_limited");
   EXPECT_EQ(LastCall()["requests"], 3);
   EXPECT_EQ(LastCall()["cost_micros"], 0);
+}
+
+// The concurrency controller hears the provider's limits (llm/rate_limit.h):
+// from a success's headers, and on the status of a call that failed.
+TEST_P(HttpProviderTest, RateLimitHeadersReachTheConcurrencyController) {
+  const Api& api = GetParam();
+  const bool anthropic = api.kind == "anthropic";  // each API's own header names
+  const std::string limit =
+      anthropic ? "anthropic-ratelimit-requests-limit" : "x-ratelimit-limit-requests";
+  const std::string remaining =
+      anthropic ? "anthropic-ratelimit-requests-remaining" : "x-ratelimit-remaining-requests";
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  const LlmRequest request{.model = route->model, .prompt = "x"};
+
+  Script({{.headers = {{limit, "600"}, {remaining, "42"}}, .body = OkBody(api, "ok", 1, 1)}});
+  absl::StatusOr<LlmResponse> ok = route->provider->Complete(ctx_, request);
+  ASSERT_OK(ok);
+  EXPECT_EQ(ok->rate_limit.limit_requests, 600);
+  EXPECT_EQ(ok->rate_limit.remaining_requests, 42);
+
+  Script({{.status = 429,
+           .headers = {{"retry-after", "1"}, {limit, "600"}, {remaining, "0"}},
+           .body = "{}"}});
+  absl::StatusOr<LlmResponse> limited = route->provider->Complete(ctx_, request);
+  ASSERT_THAT(limited, StatusIs(absl::StatusCode::kResourceExhausted));
+  const RateLimitTelemetry told = RateLimitOf(limited.status());
+  EXPECT_EQ(told.limit_requests, 600);
+  EXPECT_EQ(told.remaining_requests, 0);
+  EXPECT_EQ(told.retry_after, absl::Seconds(1));
 }
 
 TEST_P(HttpProviderTest, ARetryAfterLongerThanMaxDelayIsNotWaited) {

@@ -60,9 +60,11 @@ RateLimitTelemetry ParseRateLimitHeaders(
     const absl::string_view value = absl::StripAsciiWhitespace(raw_value);
     if (name == "retry-after") {
       out.retry_after = ParseRetryAfter(value);
-    } else if (name == "x-ratelimit-limit-requests") {
+    } else if (name == "x-ratelimit-limit-requests" ||
+               name == "anthropic-ratelimit-requests-limit") {  // OpenAI's and Anthropic's names
       out.limit_requests = ParseCount(value);
-    } else if (name == "x-ratelimit-remaining-requests") {
+    } else if (name == "x-ratelimit-remaining-requests" ||
+               name == "anthropic-ratelimit-requests-remaining") {
       out.remaining_requests = ParseCount(value);
     }
   }
