@@ -165,6 +165,10 @@ TEST(LlmConfigTest, LoadLimitsApply) {
   }
   s = ParseLlmConfig(bomb, "cfg.yaml").status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("max_nodes"));
+  // Deep nesting is refused before anything walks it.
+  s = ErrorOf("providers: " + std::string(5000, '[') + std::string(5000, ']') + "\n");
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("max_depth"));
 }
 
 TEST(LlmConfigTest, MissingFileNamesTheFlag) {
