@@ -65,6 +65,43 @@ TEST(Engine, SweeperReenqueuesExpiredLeaseAndWorkerFinishes) {
   EXPECT_TRUE(saw_expiry);
 }
 
+// The budget reservations of an executor that died with the lease are
+// released by the sweep that recovers the run: nothing stays reserved.
+TEST(Engine, SweeperReleasesTheDeadExecutorsReservations) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  Store* store = h.engine->store();
+  ASSERT_OK(store->SetTenantBudget("acme", 1'000'000));
+  const std::string id = StartOneStep(h);
+  auto msgs = h.engine->transport()->Claim("dead", 10, absl::Seconds(600));
+  ASSERT_OK(msgs);
+  ASSERT_EQ(msgs->size(), 1u);
+  ASSERT_OK(h.engine->transport()->Ack((*msgs)[0]));
+  auto lease = store->AcquireLease(id, "dead", absl::Seconds(10), {});
+  ASSERT_OK(lease);
+  BudgetRequest request;
+  request.key.run_id = id;
+  request.key.step_path = "a";
+  request.key.attempt = 1;
+  request.key.lease_token = lease->token;
+  request.tenant = "acme";
+  request.amount_micros = 400'000;
+  auto reserved = store->Reserve(request);
+  ASSERT_OK(reserved);
+  ASSERT_TRUE(reserved->granted);
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  auto tenants = store->ListTenantBudgets();
+  ASSERT_OK(tenants);
+  ASSERT_EQ(tenants->size(), 1u);
+  EXPECT_EQ((*tenants)[0].figures.reserved_micros, 0);
+  EXPECT_EQ((*tenants)[0].figures.left_micros(), 1'000'000);
+  auto rows = store->ListReservations(id);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].state, ReservationState::kReleased);
+}
+
 // A run whose lease expired waits for an executor across several sweeps:
 // run.lease_expired is appended once for the expiry, not once per sweep, and
 // the run still has its one message.
