@@ -102,6 +102,40 @@ TEST(Engine, SweeperReleasesTheDeadExecutorsReservations) {
   EXPECT_EQ((*rows)[0].state, ReservationState::kReleased);
 }
 
+// An executor that takes over an expired lease without a sweep in between
+// releases the reservations of the lease it replaces before it runs.
+TEST(Engine, ATakeoverReleasesTheReplacedLeasesReservations) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  Store* store = h.engine->store();
+  const std::string id = StartOneStep(h);
+  auto msgs = h.engine->transport()->Claim("dead", 10, absl::Seconds(600));
+  ASSERT_OK(msgs);
+  ASSERT_EQ(msgs->size(), 1u);
+  ASSERT_OK(h.engine->transport()->Ack((*msgs)[0]));
+  auto lease = store->AcquireLease(id, "dead", absl::Seconds(10), {});
+  ASSERT_OK(lease);
+  BudgetRequest request;
+  request.key.run_id = id;
+  request.key.step_path = "a";
+  request.key.attempt = 1;
+  request.key.lease_token = lease->token;
+  request.tenant = "acme";
+  request.amount_micros = 250;
+  ASSERT_OK(store->Reserve(request));
+  clock.Advance(absl::Seconds(11));
+  auto done = h.engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
+  auto rows = store->ListReservations(id);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].state, ReservationState::kReleased);
+  auto run = store->GetRunBudget(id);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->figures.reserved_micros, 0);
+}
+
 // A run whose lease expired waits for an executor across several sweeps:
 // run.lease_expired is appended once for the expiry, not once per sweep, and
 // the run still has its one message.
