@@ -34,6 +34,24 @@ void LeaseAndDie(Harness& h, const std::string& id) {
   ASSERT_OK(h.engine->store()->AcquireLease(id, "dead", absl::Seconds(10), {}));
 }
 
+// LeaseAndDie, after reserving `amount` micro-units for step "a" of tenant
+// acme under the lease that dies.
+void LeaseReserveAndDie(Harness& h, const std::string& id, int64_t amount) {
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
+  auto run = h.engine->store()->GetRun(id);
+  ASSERT_OK(run);
+  BudgetRequest request;
+  request.key.run_id = id;
+  request.key.step_path = "a";
+  request.key.attempt = 1;
+  request.key.lease_token = run->lease_token;
+  request.tenant = "acme";
+  request.amount_micros = amount;
+  auto reserved = h.engine->store()->Reserve(request);
+  ASSERT_OK(reserved);
+  ASSERT_TRUE(reserved->granted);
+}
+
 // A started run of a one-step workflow.
 std::string StartOneStep(Harness& h) {
   auto wf = LoadWorkflowYaml("name: sweep\nsteps:\n  - {id: a, kind: count}\n", "sweep.yaml");
@@ -73,22 +91,7 @@ TEST(Engine, SweeperReleasesTheDeadExecutorsReservations) {
   Store* store = h.engine->store();
   ASSERT_OK(store->SetTenantBudget("acme", 1'000'000));
   const std::string id = StartOneStep(h);
-  auto msgs = h.engine->transport()->Claim("dead", 10, absl::Seconds(600));
-  ASSERT_OK(msgs);
-  ASSERT_EQ(msgs->size(), 1u);
-  ASSERT_OK(h.engine->transport()->Ack((*msgs)[0]));
-  auto lease = store->AcquireLease(id, "dead", absl::Seconds(10), {});
-  ASSERT_OK(lease);
-  BudgetRequest request;
-  request.key.run_id = id;
-  request.key.step_path = "a";
-  request.key.attempt = 1;
-  request.key.lease_token = lease->token;
-  request.tenant = "acme";
-  request.amount_micros = 400'000;
-  auto reserved = store->Reserve(request);
-  ASSERT_OK(reserved);
-  ASSERT_TRUE(reserved->granted);
+  ASSERT_NO_FATAL_FAILURE(LeaseReserveAndDie(h, id, 400'000));
   clock.Advance(absl::Seconds(11));
   EXPECT_EQ(*h.engine->SweepOnce(), 1);
   auto tenants = store->ListTenantBudgets();
@@ -109,20 +112,7 @@ TEST(Engine, ATakeoverReleasesTheReplacedLeasesReservations) {
   Harness h(SweepOptions(), &clock);
   Store* store = h.engine->store();
   const std::string id = StartOneStep(h);
-  auto msgs = h.engine->transport()->Claim("dead", 10, absl::Seconds(600));
-  ASSERT_OK(msgs);
-  ASSERT_EQ(msgs->size(), 1u);
-  ASSERT_OK(h.engine->transport()->Ack((*msgs)[0]));
-  auto lease = store->AcquireLease(id, "dead", absl::Seconds(10), {});
-  ASSERT_OK(lease);
-  BudgetRequest request;
-  request.key.run_id = id;
-  request.key.step_path = "a";
-  request.key.attempt = 1;
-  request.key.lease_token = lease->token;
-  request.tenant = "acme";
-  request.amount_micros = 250;
-  ASSERT_OK(store->Reserve(request));
+  ASSERT_NO_FATAL_FAILURE(LeaseReserveAndDie(h, id, 250));
   clock.Advance(absl::Seconds(11));
   auto done = h.engine->ExecuteRun(id);
   ASSERT_OK(done);
