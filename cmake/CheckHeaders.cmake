@@ -6,6 +6,7 @@
 # The list is explicit. A new public header is one more name here:
 set(RUNLOOM_PUBLIC_HEADERS
   auth.h
+  budget_ledger.h
   backend.h
   clock.h
   engine.h

@@ -127,6 +127,10 @@ struct StartRunRequest {
   std::string idempotency_key;
   // Directory exec steps run in (default: the workflow file's directory).
   std::string working_dir;
+  // The run's own budget in micro-units (nullopt = none): its model calls
+  // together may cost at most this, and the run is refused at creation when
+  // its tenant has less left (docs/operations.md "Budgets").
+  std::optional<int64_t> budget_micros;
 };
 
 // Counters since Open(), for benchmarks and /metrics.

@@ -16,6 +16,7 @@
 // thread-safe.
 #pragma once
 
+#include "runloom/budget_ledger.h"
 #include "runloom/clock.h"
 #include "runloom/env.h"
 #include "runloom/mutex.h"
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -92,6 +94,25 @@ class StepContext {
   virtual absl::StatusOr<std::string> ResolveSecret(const std::string& /*name*/) {
     return absl::UnimplementedError("this step context resolves no secrets");
   }
+  // ---- budgets (budget_ledger.h; the engine implements these, a context
+  // of one's own may leave them: kUnimplemented, and the call is not
+  // budgeted) ----
+  //
+  // Reserves `amount_micros` (a model call's worst case) from the run's and
+  // its tenant's budgets for this attempt, before the call is sent
+  // (Store::Reserve, fenced by the run's lease). Not granted: the call must
+  // not be sent; the engine has already stopped the run, which ends
+  // budget_stopped with the figures. kAborted: the lease is lost.
+  virtual absl::StatusOr<ReserveResult> ReserveBudget(int64_t /*amount_micros*/) {
+    return absl::UnimplementedError("this step context keeps no budget");
+  }
+  // Books the real cost of the call reserved by ReserveBudget
+  // (Store::SettleReservation). kFailedPrecondition when nothing was
+  // reserved.
+  virtual absl::Status SettleBudget(int64_t /*cost_micros*/) {
+    return absl::UnimplementedError("this step context keeps no budget");
+  }
+
   // Where the step logs (never null).
   virtual Logger* logger() { return DefaultLogger(); }
 };

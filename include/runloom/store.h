@@ -33,6 +33,7 @@
 #pragma once
 
 #include "runloom/auth.h"
+#include "runloom/budget_ledger.h"
 #include "runloom/clock.h"
 #include "runloom/run.h"
 #include "runloom/transport.h"
@@ -282,6 +283,39 @@ class Store {
   // action). Empty for an unknown run.
   virtual absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) = 0;
 
+  // ---- budgets (budget_ledger.h) ----
+  // Sets the limit of `tenant` (nullopt = none), creating its row with
+  // nothing spent or reserved if needed; spent and reserved are kept.
+  // Returns the row. kInvalidArgument: empty tenant, negative limit.
+  virtual absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
+                                                       std::optional<int64_t> limit_micros) = 0;
+  // Every tenant row, by name.
+  virtual absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() = 0;
+  // The run's budget row. kNotFound: the run never reserved.
+  virtual absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) = 0;
+  // The reservations of a run, oldest first (created_at, path, attempt).
+  virtual absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) = 0;
+  // Reserves `request.amount_micros` from the run and its tenant in one
+  // compare-and-set: granted only when both have at least that much left;
+  // otherwise nothing is reserved and the result says who refused, with the
+  // figures. A key that is already reserved is returned granted, unchanged.
+  // kAborted, writing nothing: the run is not running under
+  // `request.lease_token` (or the lease expired). kNotFound: no such run.
+  // kFailedPrecondition: the key was already settled or released.
+  // kInvalidArgument: an empty key part, a negative amount or limit.
+  virtual absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) = 0;
+  // Books the real cost of the call `key`: its reservation leaves the
+  // reserved figures and `cost_micros` is added to spent (run and tenant).
+  // A released reservation (recovery ran) books the cost alone. Not fenced:
+  // a cost is a fact. The first settle wins; a later one returns the row.
+  // kNotFound: no reservation for `key`. kInvalidArgument: negative cost.
+  virtual absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key,
+                                                        int64_t cost_micros) = 0;
+  // Releases every `reserved` reservation of the run (recovery: its
+  // executor died or lost the lease): their amounts leave the reserved
+  // figures. Returns how many were released (0 for an unknown run).
+  virtual absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) = 0;
+
   // ---- time ----
   // The backend's time authority: lease deadlines, visibility timeouts and
   // the queued grace are computed from it, never from another machine's
@@ -377,6 +411,29 @@ class StoreWrapper : public Store {
   }
   absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) override {
     return inner_->ListWrites(run_id);
+  }
+  absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
+                                               std::optional<int64_t> limit_micros) override {
+    return inner_->SetTenantBudget(tenant, limit_micros);
+  }
+  absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override {
+    return inner_->ListTenantBudgets();
+  }
+  absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override {
+    return inner_->GetRunBudget(run_id);
+  }
+  absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) override {
+    return inner_->ListReservations(run_id);
+  }
+  absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override {
+    return inner_->Reserve(request);
+  }
+  absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key,
+                                                int64_t cost_micros) override {
+    return inner_->SettleReservation(key, cost_micros);
+  }
+  absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override {
+    return inner_->ReleaseReservations(run_id);
   }
   absl::Time Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }

@@ -21,7 +21,8 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
   ParsedBody b = ParseBody(c.request.body, {{"workflow", FieldType::kString, true},
                                             {"version", FieldType::kInteger},
                                             {"inputs", FieldType::kObject},
-                                            {"idempotency_key", FieldType::kString}});
+                                            {"idempotency_key", FieldType::kString},
+                                            {"budget_micros", FieldType::kInteger}});
   if (b.error) return {*b.error};
   StartRunRequest req;
   req.workflow_name = b.value["workflow"].get<std::string>();
@@ -32,6 +33,13 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
   }
   if (b.value.contains("inputs")) req.inputs = b.value["inputs"];
   req.idempotency_key = b.value.value("idempotency_key", std::string());
+  if (b.value.contains("budget_micros")) {
+    req.budget_micros = b.value["budget_micros"].get<int64_t>();
+    if (*req.budget_micros < 0) {
+      return {ErrorResponse(400, "invalid_argument", "budget_micros must be 0 or more",
+                            "budget_micros")};
+    }
+  }
   absl::StatusOr<CreateRunResult> started = engine->StartRun(req);
   if (!started.ok()) {
     if (absl::IsInvalidArgument(started.status())) {

@@ -141,6 +141,9 @@ int WorkerCommand(const WorkerFlags& f) {
   auto engine = Engine::Open(std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
+  if (absl::Status s = ApplyTenantBudgets(f.config, *e->store()); !s.ok()) {
+    return Failure(std::string(s.message()));
+  }
   std::cerr << "runloom worker: executing runs from " << RedactedUrl(f.common.db) << " with "
             << f.executors << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop")
             << "\n";

@@ -38,6 +38,15 @@ absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag);
 // kNotFound naming the file, the key and how to fix it.
 absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag);
 
+// Writes the tenant budgets of the configuration file (`flag`, else
+// $RUNLOOM_CONFIG) to the store's budget ledger (Store::SetTenantBudget):
+// the configured limit of each tenant; what was spent is kept. OK without a
+// configuration file. Errors name the file or the tenant.
+absl::Status ApplyTenantBudgets(const std::string& flag, Store& store);
+// An amount in price units ("2.50") as micro-units. kInvalidArgument naming
+// `flag` for anything but a number >= 0 with at most 6 decimals.
+absl::StatusOr<int64_t> BudgetFlag(const char* flag, const std::string& value);
+
 struct CommonFlags {
   // The backend (OpenBackend's URL forms). Set by --db, else RUNLOOM_DB,
   // else this default.
@@ -78,6 +87,7 @@ struct RunFlags {
   bool detach = false;
   std::string stage_events;  // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
   std::string config;        // --config FILE ("" = $RUNLOOM_CONFIG); see StepKindsSetting
+  std::string budget;        // --budget AMOUNT in price units ("" = none)
 };
 int RunCommand(const RunFlags& flags);
 
@@ -126,6 +136,9 @@ int ResetCommand(const CommonFlags& common, bool yes);
 int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
 int WorkflowsCommand(const CommonFlags& common, bool json);
+// `runloom budgets`: spent, reserved and left per tenant (with --config,
+// the configured limits are written first).
+int BudgetsCommand(const CommonFlags& common, const std::string& config, bool json);
 
 struct RunsFlags {
   CommonFlags common;

@@ -1,4 +1,5 @@
-// StepKindsSetting (commands.h): --config and $RUNLOOM_CONFIG.
+// StepKindsSetting and ApplyTenantBudgets (commands.h): --config and
+// $RUNLOOM_CONFIG.
 #include "cli/commands.h"
 #include "core/status_macros.h"
 #include "engine/secrets.h"
@@ -38,15 +39,33 @@ std::shared_ptr<LlmConcurrency> CapsFor(const LlmConfig& config,
   return caps;
 }
 
+// The configuration file's path: `flag`, else $RUNLOOM_CONFIG, else "".
+std::string ConfigPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("RUNLOOM_CONFIG");
+  return env != nullptr ? env : "";
+}
+
 }  // namespace
+
+absl::Status ApplyTenantBudgets(const std::string& flag, Store& store) {
+  const std::string path = ConfigPath(flag);
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<LlmConfig> config = LoadLlmConfigFile(path);
+  if (!config.ok()) return config.status();
+  for (const auto& [name, tenant] : config->tenants) {
+    absl::StatusOr<TenantBudget> set = store.SetTenantBudget(name, tenant.budget_micros);
+    if (!set.ok()) {
+      return Annotate(set.status(),
+                      absl::StrCat("config file '", path, "': tenant '", name, "' budget"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag) {
   std::shared_ptr<StepRegistry> kinds = StepRegistry::WithBuiltins();
-  std::string path = flag;
-  if (path.empty()) {
-    const char* env = std::getenv("RUNLOOM_CONFIG");
-    path = env != nullptr ? env : "";
-  }
+  const std::string path = ConfigPath(flag);
   if (path.empty()) return kinds;  // the fake provider alone
   absl::StatusOr<LlmConfig> config = LoadLlmConfigFile(path);
   if (!config.ok()) return config.status();

@@ -71,6 +71,9 @@ Command AddRun(CLI::App& app, BackendFlags& backend) {
   cmd->add_flag("--json", f->json, "print the final run as JSON");
   cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
   cmd->add_option("--config", f->config, kConfigHelp);
+  cmd->add_option("--budget", f->budget,
+                  "the run's own budget in price units (e.g. 2.50): its model calls together "
+                  "may cost at most this; refused at once when its tenant has less left");
   auto* auto_approve_flag =
       cmd->add_flag("--auto-approve", f->auto_approve,
                     "approve every approval gate automatically (reviewer \"auto\")");
@@ -212,6 +215,17 @@ Command AddWorkflows(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return WorkflowsCommand(f->common, f->json); }};
 }
 
+Command AddBudgets(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  auto config = std::make_shared<std::string>();
+  CLI::App* cmd =
+      app.add_subcommand("budgets", "Show spent, reserved and left of each tenant's budget");
+  cmd->add_flag("--json", f->json, "JSON output (amounts in micro-units)");
+  cmd->add_option("--config", *config, kConfigHelp);
+  backend.Add(cmd, f->common);
+  return {cmd, [f, config] { return BudgetsCommand(f->common, *config, f->json); }};
+}
+
 Command AddRuns(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<RunsFlags>();
   CLI::App* cmd = app.add_subcommand("runs", "List runs, newest first, a page at a time");
@@ -316,7 +330,8 @@ int main(int argc, char** argv) {
       cli::AddReset(app, backend),  cli::AddStatus(app, backend),
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
-      cli::AddToken(app, backend),  cli::AddBench(app),
+      cli::AddToken(app, backend),  cli::AddBudgets(app, backend),
+      cli::AddBench(app),
   };
   try {
     app.parse(argc, argv);

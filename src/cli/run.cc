@@ -220,6 +220,7 @@ struct Prepared {
   std::shared_ptr<StepRegistry> registry;
   nlohmann::json inputs;
   absl::Duration lease_ttl;
+  std::optional<int64_t> budget_micros;
 };
 
 // kInvalidArgument (exit 2) for anything wrong with the workflow file, the
@@ -230,6 +231,9 @@ absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
   RUNLOOM_ASSIGN_OR_RETURN(p.registry, StepKindsSetting(f.config));
   RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(p.workflow, *p.registry));
   RUNLOOM_ASSIGN_OR_RETURN(p.inputs, ParseInputs(f));
+  if (!f.budget.empty()) {
+    RUNLOOM_ASSIGN_OR_RETURN(p.budget_micros, BudgetFlag("--budget", f.budget));
+  }
   if (auto frozen = FreezeInputs(p.workflow, p.inputs); !frozen.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(f.file, ": ", frozen.status().message()));
   }
@@ -354,13 +358,19 @@ int RunCommand(const RunFlags& f) {
   opts.registry = std::move(p->registry);
   auto engine = Engine::Open(std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
+  if (absl::Status s = ApplyTenantBudgets(f.config, *(*engine)->store()); !s.ok()) {
+    return Failure(std::string(s.message()));
+  }
   StartRunRequest req;
+  req.budget_micros = p->budget_micros;
   req.workflow = std::move(p->workflow);
   req.inputs = std::move(p->inputs);
   req.idempotency_key = f.idempotency_key;
   auto started = (*engine)->StartRun(req);
   if (!started.ok()) {
-    if (started.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A preflight refusal (kResourceExhausted) wrote nothing, as bad input.
+    if (started.status().code() == absl::StatusCode::kInvalidArgument ||
+        started.status().code() == absl::StatusCode::kResourceExhausted) {
       return BadInput(std::string(started.status().message()));
     }
     return Failure(std::string(started.status().message()));

@@ -76,6 +76,9 @@ int ServeCommand(const ServeFlags& f) {
   auto engine = Engine::Open(std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
+  if (absl::Status s = ApplyTenantBudgets(f.config, *e->store()); !s.ok()) {
+    return Failure(std::string(s.message()));
+  }
   // Bearer tokens are checked against the store's token table (`runloom
   // token create`); --insecure-no-auth (a local demo) checks none.
   std::unique_ptr<StoreAuthenticator> auth;

@@ -3,6 +3,7 @@
 #include "core/digest.h"
 #include "core/ids.h"
 #include "core/status_macros.h"
+#include "engine/budgets.h"
 #include "events/events.h"
 #include "workflow/inputs.h"
 
@@ -108,6 +109,14 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
   run.max_attempts = max_attempts_;
   std::string working_dir = WorkingDir(req);
   if (!working_dir.empty()) run.context["working_dir"] = std::move(working_dir);
+  // Preflight: a run its tenant cannot pay for is refused, nothing written.
+  const RunBudgetSpec budget{.tenant = RunTenant(wf, run.inputs),
+                             .limit_micros = req.budget_micros};
+  if (budget.limit_micros.has_value() && *budget.limit_micros < 0) {
+    return absl::InvalidArgumentError("a run's budget must be 0 or more");
+  }
+  RUNLOOM_RETURN_IF_ERROR(Preflight(*store_, budget));
+  PutBudgetSpec(budget, run.context);
   std::vector<Event> ev = {RunCreatedEvent(run.id, {.workflow = version.name,
                                                     .workflow_version = version.version,
                                                     .workflow_digest = version.digest,

@@ -60,9 +60,49 @@ TEST(Engine, UnknownStepKindIsALoadError) {
   EXPECT_NE(s.message().find("k.yaml:3"), std::string::npos) << s;
   EXPECT_NE(s.message().find("teleport"), std::string::npos) << s;
   // Issue 8, finding 9: the list names every kind a workflow may use.
-  EXPECT_NE(s.message().find("use one of approval, exec, fail, http, llm, loop, noop, parallel, sleep"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find("use one of approval, exec, fail, http, llm, loop, noop, parallel, sleep"),
+      std::string::npos)
       << s;
+}
+
+// Budget preflight: a run whose budget is more than its tenant has left is
+// refused before anything is written; the tenant is the workflow's
+// stage_events tenant input, and the accepted run keeps its budget.
+TEST(Engine, PreflightRefusesARunItsTenantCannotPayFor) {
+  Harness h;
+  auto wf = LoadWorkflowYaml(
+      "name: billed\ninputs:\n  tenant: {type: string}\n  doc: {type: string}\n"
+      "  node: {type: string}\n"
+      "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n"
+      "steps:\n  - {id: a, kind: noop}\n",
+      "billed.yaml");
+  ASSERT_OK(wf);
+  Store* store = h.engine->store();
+  ASSERT_OK(store->SetTenantBudget("acme", 1'500'000));
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.inputs = {{"tenant", "acme"}, {"doc", "d"}, {"node", "n"}};
+  req.budget_micros = 2'000'000;
+  absl::Status refused = h.engine->StartRun(req).status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(refused.message().find("tenant 'acme' has 1.5 left of 1.5"), std::string::npos)
+      << refused;
+  auto runs = store->ListRuns({});
+  ASSERT_OK(runs);
+  EXPECT_TRUE(runs->empty());
+  // Within what is left: created, with tenant and budget in its context.
+  req.budget_micros = 1'500'000;
+  auto created = h.engine->StartRun(req);
+  ASSERT_OK(created);
+  EXPECT_EQ(created->run.context["budget"],
+            (nlohmann::json{{"tenant", "acme"}, {"limit_micros", 1'500'000}}));
+  // Another tenant, with no configured limit, is not refused.
+  req.inputs["tenant"] = "other";
+  req.budget_micros = 900'000'000;
+  EXPECT_OK(h.engine->StartRun(req));
+  req.budget_micros = -1;
+  EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #pragma once
 
 #include "runloom/engine.h"
-#include "runloom/sqlite.h"
 #include "runloom/mutex.h"
+#include "runloom/sqlite.h"
 
 #include "testing/status_matchers.h"
 
@@ -53,6 +53,17 @@ class CountingKind final : public StepKind {
   runloom::Notification entered;
   runloom::Notification release;
 };
+
+// An engine on a new SQLite file, with `opts` as the caller set them (its
+// registry, for instance); null (and a test failure) when it cannot open.
+inline std::unique_ptr<Engine> OpenTestEngine(EngineOptions opts) {
+  auto backend = OpenSqlite(TempDb(), {});
+  EXPECT_OK(backend);
+  if (!backend.ok()) return nullptr;
+  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  EXPECT_OK(engine);
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
 
 struct Harness {
   // `wrap_store`, when set, wraps the SQLite store the engine gets (tests

@@ -5,6 +5,7 @@
 // (cancel, lease lost, shutdown) leaves the step unrecorded, so a later
 // execution runs it again; a parallel branch's deadline fails it as timeout.
 #include "core/status_macros.h"
+#include "engine/budgets.h"
 #include "engine/event_helpers.h"
 #include "engine/retry_policy.h"
 #include "engine/run_execution.h"
@@ -27,6 +28,9 @@ class LeafContext final : public StepContext {
     std::function<std::string()> lease_token;  // the current token
     SecretScrubber* scrubber;
     Logger* logger;
+    RunBudgetSpec budget;  // the run's tenant and own limit
+    // Called with the figures when a reservation is refused: stops the run.
+    std::function<void(const BudgetStopData&)> on_budget_refused;
   };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
               const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
@@ -87,6 +91,33 @@ class LeafContext final : public StepContext {
     return value;
   }
   Logger* logger() override { return reach_.logger; }
+  absl::StatusOr<ReserveResult> ReserveBudget(int64_t amount_micros) override {
+    BudgetRequest request{.key = {.run_id = run_id_,
+                                  .step_path = path_,
+                                  .attempt = attempt_,
+                                  .lease_token = reach_.lease_token()},
+                          .tenant = reach_.budget.tenant,
+                          .run_limit_micros = reach_.budget.limit_micros,
+                          .amount_micros = amount_micros};
+    RUNLOOM_ASSIGN_OR_RETURN(ReserveResult r, reach_.store->Reserve(request));
+    if (r.granted) {
+      reserved_ = request.key;
+      return r;
+    }
+    const BudgetFigures& by = r.refused_by == "tenant" ? r.tenant : r.run;
+    reach_.on_budget_refused(BudgetStopData{.refused_by = r.refused_by,
+                                            .amount_micros = amount_micros,
+                                            .limit_micros = by.limit_micros,
+                                            .spent_micros = by.spent_micros,
+                                            .reserved_micros = by.reserved_micros});
+    return r;
+  }
+  absl::Status SettleBudget(int64_t cost_micros) override {
+    if (!reserved_.has_value()) {
+      return absl::FailedPreconditionError("settling a model call's cost that was never reserved");
+    }
+    return reach_.store->SettleReservation(*reserved_, cost_micros).status();
+  }
 
  private:
   const std::string run_id_;
@@ -98,6 +129,7 @@ class LeafContext final : public StepContext {
   StopSource& stop_;
   const Reach reach_;
   int callback_id_ = -1;
+  std::optional<BudgetKey> reserved_;  // what ReserveBudget reserved
   // A kind may record from a thread of its own.
   runloom::Mutex events_mu_;
   std::vector<Event> events_ ABSL_GUARDED_BY(events_mu_);
@@ -148,11 +180,14 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
   if (!config.ok()) {
     a.out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
   } else {
-    LeafContext ctx(run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop,
-                    {.store = config_.store,
-                     .lease_token = [this] { return writer_.lease().token; },
-                     .scrubber = &scrubber_,
-                     .logger = config_.logger});
+    LeafContext ctx(
+        run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop,
+        {.store = config_.store,
+         .lease_token = [this] { return writer_.lease().token; },
+         .scrubber = &scrubber_,
+         .logger = config_.logger,
+         .budget = BudgetSpecOf(run_),
+         .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); }});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }

@@ -40,11 +40,7 @@ CappedEngine Open(EngineOptions opts, ConcurrencyOptions cap) {
   opts.registry = registry;
   opts.idle_poll = absl::Milliseconds(5);
   opts.enable_sweeper = false;
-  auto backend = OpenSqlite(TempDb(), {});
-  EXPECT_OK(backend);
-  auto engine = Engine::Open(std::move(opts), *std::move(backend));
-  EXPECT_OK(engine);
-  out.engine = *std::move(engine);
+  out.engine = OpenTestEngine(std::move(opts));
   return out;
 }
 

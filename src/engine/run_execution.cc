@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "engine/budgets.h"
 #include "engine/event_helpers.h"
 #include "engine/outcome.h"
 #include "workflow/inputs.h"
@@ -27,11 +28,12 @@ RunExecution::RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
     : config_(std::move(config)),
       run_(std::move(run)),
       workflow_(std::move(workflow)),
-      writer_(config_.store, run_.id, std::move(lease), config_.lease_request, root_,
-              &scrubber_) {
+      writer_(config_.store, run_.id, std::move(lease), config_.lease_request, root_, &scrubber_) {
   for (auto it = config_.secrets.begin(); it != config_.secrets.end(); ++it) {
-    if (it->is_string()) scrubber_.Add(it->get<std::string>());
-    else scrubber_.Add(it->dump());
+    if (it->is_string())
+      scrubber_.Add(it->get<std::string>());
+    else
+      scrubber_.Add(it->dump());
   }
   for (StepRecord& r : records) {
     std::string path = r.path;
@@ -96,13 +98,14 @@ absl::Status RunExecution::RecordContainer(const StepDef& step, const std::strin
 }
 
 Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
-                                 const std::string& error) {
+                                 const std::string& error, std::optional<BudgetStopData> budget) {
   RunWrite w;
   w.new_status = status;
   if (!outcome.empty()) w.outcome = outcome;
   if (!error.empty()) w.error = error;
-  w.events.push_back(
-      RunFinishedEvent(run_.id, {.status = status, .outcome = outcome, .error = error}));
+  w.events.push_back(RunFinishedEvent(
+      run_.id,
+      {.status = status, .outcome = outcome, .error = error, .budget = std::move(budget)}));
   absl::Status s = Write(std::move(w));
   if (!s.ok()) return WriteFailed("writing its terminal status", s);
   final_status_ = status;
@@ -121,12 +124,38 @@ Disposition RunExecution::FailBeforeStart(const std::string& error) {
 
 void RunExecution::Drain() { draining_ = true; }
 
+void RunExecution::StopForBudget(const BudgetStopData& refused) {
+  {
+    runloom::MutexLock l(&budget_mu_);
+    if (!budget_stop_.has_value()) budget_stop_ = refused;
+  }
+  root_.RequestStop(StopReason::kBudget);
+}
+
+Disposition RunExecution::BudgetStopped() {
+  std::optional<BudgetStopData> d;
+  {
+    runloom::MutexLock l(&budget_mu_);
+    d = budget_stop_;
+  }
+  if (!d.has_value()) return Finish(RunStatus::kBudgetStopped, "", "budget exhausted");
+  const int64_t left = d->limit_micros.value_or(0) - d->spent_micros - d->reserved_micros;
+  const std::string error = absl::StrCat(
+      "budget exhausted: the ", d->refused_by, " budget has ", FormatMicros(left), " left of ",
+      FormatMicros(d->limit_micros.value_or(0)), " (spent ", FormatMicros(d->spent_micros),
+      ", reserved ", FormatMicros(d->reserved_micros), "); a model call needing up to ",
+      FormatMicros(d->amount_micros), " was not sent");
+  return Finish(RunStatus::kBudgetStopped, "", error, std::move(d));
+}
+
 Disposition RunExecution::StopDisposition() {
   switch (root_.reason()) {
     case StopReason::kCancel:
       return Finish(RunStatus::kCancelled, "", "cancelled by request");
     case StopReason::kLeaseLost:
       return Disposition::kLeaseLost;
+    case StopReason::kBudget:
+      return BudgetStopped();
     case StopReason::kShutdown:
     case StopReason::kDeadline:
     case StopReason::kNone:
@@ -182,6 +211,7 @@ Disposition RunExecution::Run() {
     // Every step finished, but the stop came first: honour a cancel.
     if (root_.reason() == StopReason::kCancel) return StopDisposition();
     if (root_.reason() == StopReason::kLeaseLost) return Disposition::kLeaseLost;
+    if (root_.reason() == StopReason::kBudget) return BudgetStopped();
   }
   std::optional<absl::StatusOr<nlohmann::json>> resolved;
   if (!workflow_->outcome.empty()) {

@@ -23,6 +23,7 @@
 
 #include "runloom/env.h"
 #include "runloom/gate.h"
+#include "runloom/mutex.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
@@ -34,7 +35,9 @@
 #include "engine/stage_events.h"
 #include "engine/stop.h"
 #include "engine/template_scope.h"
+#include "events/events.h"
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 
 #include <atomic>
@@ -159,7 +162,12 @@ class RunExecution {
   // Records a loop's or a parallel step's own result and its event.
   absl::Status RecordContainer(const StepDef& step, const std::string& path,
                                const StepResult& result, absl::Time started);
-  Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error);
+  Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error,
+                     std::optional<BudgetStopData> budget = std::nullopt);
+  // Ends the run budget_stopped with the figures of the refused reservation.
+  Disposition BudgetStopped() ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // Records the first refused reservation and stops the run (any thread).
+  void StopForBudget(const BudgetStopData& refused) ABSL_LOCKS_EXCLUDED(budget_mu_);
   Disposition StopDisposition();
   // Logs why the walk stopped early (a lost lease or a store error; a
   // requested stop is not logged).
@@ -191,6 +199,10 @@ class RunExecution {
   Halt halt_ = Halt::kNone;
   PendingGate pending_gate_;  // what Pause() records for the reviewer
   std::string reject_error_;
+
+  // The first model call refused by the budget ledger (any thread of the run).
+  runloom::Mutex budget_mu_;
+  std::optional<BudgetStopData> budget_stop_ ABSL_GUARDED_BY(budget_mu_);
 
   // Owned by the Run() thread.
   RunStatus final_status_ = RunStatus::kRunning;  // until Run() writes another

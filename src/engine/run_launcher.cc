@@ -71,6 +71,13 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
         lease, config_.store->AcquireLease(run_id, config_.owner, config_.lease_ttl, started));
     if (on_leased) on_leased(*lease);
   }
+  // The open budget reservations of an earlier lease belong to an executor
+  // that is gone (a takeover need not pass the sweeper): they are released
+  // before this execution reserves. On failure the lease is left to expire
+  // and the sweeper releases them.
+  if (lease->attempt > 1) {
+    RUNLOOM_RETURN_IF_ERROR(config_.store->ReleaseReservations(run_id).status());
+  }
   run.status = RunStatus::kRunning;
   run.attempts = lease->attempt;
   run.lease_owner = lease->owner;

@@ -18,17 +18,15 @@ namespace {
 constexpr absl::Duration kFirstBackoff = absl::Seconds(1);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
 
-// An id input's value as text: a non-empty string, or an integer; anything
-// else (missing, null, empty, another type) is nullopt.
-std::optional<std::string> IdValue(const nlohmann::json& inputs, const std::string& name) {
+}  // namespace
+
+std::optional<std::string> StageIdValue(const nlohmann::json& inputs, const std::string& name) {
   auto it = inputs.find(name);
   if (it == inputs.end()) return std::nullopt;
   if (it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
   if (it->is_number_integer()) return it->dump();
   return std::nullopt;
 }
-
-}  // namespace
 
 StageUpdate TerminalStageUpdate(RunStatus status, const std::string& error) {
   if (status == RunStatus::kCompleted) return {"completed", "succeeded", ""};
@@ -82,8 +80,8 @@ void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
   const StageEventsDef& ids = *wf.stage_events;
   const std::string what = absl::StrCat("stage events: run ", run.id, ": ", update.stage, "/",
                                         update.status, " not published");
-  std::optional<std::string> tenant = IdValue(run.inputs, ids.tenant_id);
-  std::optional<std::string> node = IdValue(run.inputs, ids.node_id);
+  std::optional<std::string> tenant = StageIdValue(run.inputs, ids.tenant_id);
+  std::optional<std::string> node = StageIdValue(run.inputs, ids.node_id);
   if (!tenant || !node) {
     const std::string& missing = !tenant ? ids.tenant_id : ids.node_id;
     Log(logger_, LogLevel::kWarning, what, ": input '", missing, "' (",
@@ -92,7 +90,7 @@ void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
     return;
   }
   StageEvent e{.correlation_id = run.id,
-               .document_id = IdValue(run.inputs, ids.document_id).value_or(""),
+               .document_id = StageIdValue(run.inputs, ids.document_id).value_or(""),
                .tenant_id = *tenant,
                .node_id = *node,
                .update = update,

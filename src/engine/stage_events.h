@@ -33,6 +33,7 @@
 #include "nlohmann/json.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace runloom::engine_internal {
@@ -46,6 +47,11 @@ struct StageUpdate {
   std::string error;  // "" = no error field
 };
 StageUpdate TerminalStageUpdate(RunStatus status, const std::string& error);
+
+// The value of the id input `name` of a run as text: a non-empty string, or
+// an integer; anything else (missing, null, empty, another type) is
+// nullopt. (Budgets use the tenant input the same way.)
+std::optional<std::string> StageIdValue(const nlohmann::json& inputs, const std::string& name);
 
 // One event, ready to publish.
 struct StageEvent {

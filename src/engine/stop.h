@@ -23,7 +23,9 @@
 
 namespace runloom::engine_internal {
 
-enum class StopReason { kNone, kCancel, kLeaseLost, kShutdown, kDeadline };
+// kBudget: a model call of the run could not reserve its worst case (the
+// run ends budget_stopped).
+enum class StopReason { kNone, kCancel, kLeaseLost, kShutdown, kDeadline, kBudget };
 
 class StopSource {
  public:

@@ -72,6 +72,14 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
     Log(logger_, LogLevel::kWarning, "run ", c.run_id,
         ": sweeper could not read the expired lease's owner: ", run.status().ToString());
   }
+  // The dead executor's budget reservations go back to the run and its
+  // tenant before anyone else executes the run (its lease expired, so it
+  // can reserve no more; a call of it that still finishes settles its cost).
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t released, store_->ReleaseReservations(c.run_id));
+  if (released > 0) {
+    Log(logger_, LogLevel::kInfo, "run ", c.run_id, ": released ", released,
+        " budget reservation(s) of the expired lease of ", owner);
+  }
   if (c.attempts >= c.max_attempts) {
     RunWrite w;
     w.run_id = c.run_id;

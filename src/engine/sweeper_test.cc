@@ -34,6 +34,24 @@ void LeaseAndDie(Harness& h, const std::string& id) {
   ASSERT_OK(h.engine->store()->AcquireLease(id, "dead", absl::Seconds(10), {}));
 }
 
+// LeaseAndDie, after reserving `amount` micro-units for step "a" of tenant
+// acme under the lease that dies.
+void LeaseReserveAndDie(Harness& h, const std::string& id, int64_t amount) {
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
+  auto run = h.engine->store()->GetRun(id);
+  ASSERT_OK(run);
+  BudgetRequest request;
+  request.key.run_id = id;
+  request.key.step_path = "a";
+  request.key.attempt = 1;
+  request.key.lease_token = run->lease_token;
+  request.tenant = "acme";
+  request.amount_micros = amount;
+  auto reserved = h.engine->store()->Reserve(request);
+  ASSERT_OK(reserved);
+  ASSERT_TRUE(reserved->granted);
+}
+
 // A started run of a one-step workflow.
 std::string StartOneStep(Harness& h) {
   auto wf = LoadWorkflowYaml("name: sweep\nsteps:\n  - {id: a, kind: count}\n", "sweep.yaml");
@@ -63,6 +81,49 @@ TEST(Engine, SweeperReenqueuesExpiredLeaseAndWorkerFinishes) {
   bool saw_expiry = false;
   for (const Event& e : h.Events(id)) saw_expiry = saw_expiry || e.type == "run.lease_expired";
   EXPECT_TRUE(saw_expiry);
+}
+
+// The budget reservations of an executor that died with the lease are
+// released by the sweep that recovers the run: nothing stays reserved.
+TEST(Engine, SweeperReleasesTheDeadExecutorsReservations) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  Store* store = h.engine->store();
+  ASSERT_OK(store->SetTenantBudget("acme", 1'000'000));
+  const std::string id = StartOneStep(h);
+  ASSERT_NO_FATAL_FAILURE(LeaseReserveAndDie(h, id, 400'000));
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  auto tenants = store->ListTenantBudgets();
+  ASSERT_OK(tenants);
+  ASSERT_EQ(tenants->size(), 1u);
+  EXPECT_EQ((*tenants)[0].figures.reserved_micros, 0);
+  EXPECT_EQ((*tenants)[0].figures.left_micros(), 1'000'000);
+  auto rows = store->ListReservations(id);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].state, ReservationState::kReleased);
+}
+
+// An executor that takes over an expired lease without a sweep in between
+// releases the reservations of the lease it replaces before it runs.
+TEST(Engine, ATakeoverReleasesTheReplacedLeasesReservations) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  Store* store = h.engine->store();
+  const std::string id = StartOneStep(h);
+  ASSERT_NO_FATAL_FAILURE(LeaseReserveAndDie(h, id, 250));
+  clock.Advance(absl::Seconds(11));
+  auto done = h.engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
+  auto rows = store->ListReservations(id);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].state, ReservationState::kReleased);
+  auto run = store->GetRunBudget(id);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->figures.reserved_micros, 0);
 }
 
 // A run whose lease expired waits for an executor across several sweeps:

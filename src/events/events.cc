@@ -257,6 +257,13 @@ Event RunFinishedEvent(const std::string& run_id, const RunFinishedData& d) {
   e.data["status"] = ToString(d.status);
   SetIfNotEmpty(e.data, "outcome", d.outcome);
   SetIfNotEmpty(e.data, "error", d.error);
+  if (d.budget.has_value()) {
+    e.data["budget_refused_by"] = d.budget->refused_by;
+    e.data["budget_amount_micros"] = d.budget->amount_micros;
+    if (d.budget->limit_micros.has_value()) e.data["budget_limit_micros"] = *d.budget->limit_micros;
+    e.data["budget_spent_micros"] = d.budget->spent_micros;
+    e.data["budget_reserved_micros"] = d.budget->reserved_micros;
+  }
   return e;
 }
 

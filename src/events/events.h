@@ -164,10 +164,23 @@ struct RunRerunRequestedData {
 
 // run.finished: the run reached a terminal status (IsTerminal(status) must
 // hold; ValidateEvent rejects any other).
+// The figures of a refused budget reservation (status budget_stopped).
+struct BudgetStopData {
+  std::string refused_by{};               // "tenant" or "run"
+  int64_t amount_micros = 0;              // the call's worst case, not reserved
+  std::optional<int64_t> limit_micros{};  // the refusing budget's limit
+  int64_t spent_micros = 0;               // its spent and reserved figures then
+  int64_t reserved_micros = 0;
+};
+
 struct RunFinishedData {
   RunStatus status = RunStatus::kCompleted;
   std::string outcome{};  // optional: "" = none
   std::string error{};    // optional: "" = none
+  // optional: set with status budget_stopped (data budget_refused_by,
+  // budget_amount_micros, budget_limit_micros, budget_spent_micros,
+  // budget_reserved_micros)
+  std::optional<BudgetStopData> budget{};
 };
 
 // step.started: one attempt of one step began.

@@ -3,8 +3,10 @@
 
 #include "core/bounded_json.h"
 #include "core/check.h"
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "events/events.h"
+#include "llm/config.h"
 #include "llm/json_schema.h"
 #include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
@@ -24,6 +26,11 @@ using steps_internal::ConfigReader;
 constexpr char kDefaultModel[] = "fake";
 constexpr int64_t kMaxTokensLimit = 1'000'000;
 constexpr size_t kSnippetBytes = 200;
+// The budget's worst case of a call: the prompt counted as one token per
+// byte (no tokenizer makes more tokens than bytes), and max_tokens
+// completion tokens, or this many when neither the step nor the model sets
+// max_tokens (then the provider's own cap may be higher: set max_tokens).
+constexpr int64_t kUnsetMaxTokensEstimate = 4096;
 
 struct LlmCall {
   std::string alias;  // the step's `model:`
@@ -70,6 +77,25 @@ absl::StatusOr<nlohmann::json> ParseJsonReply(const std::string& text) {
   return value;
 }
 
+// What a call may cost at most, at its route's prices (0 when unpriced).
+int64_t WorstCaseMicros(const LlmCall& call) {
+  const int64_t prompt_tokens =
+      static_cast<int64_t>(call.request.prompt.size() + call.request.system.size());
+  return CallCostMicros(call.route.input_micros_per_1k, call.route.output_micros_per_1k,
+                        prompt_tokens, call.request.max_tokens.value_or(kUnsetMaxTokensEstimate));
+}
+
+// Books a budgeted call's real cost; a failure is logged, never the call's
+// (its reservation is released by recovery if it stays open).
+void Settle(StepContext& ctx, bool budgeted, int64_t cost_micros) {
+  if (!budgeted) return;
+  absl::Status s = ctx.SettleBudget(cost_micros);
+  if (!s.ok()) {
+    Log(ctx.logger(), LogLevel::kWarning, "run ", ctx.run_id(), ": step ", ctx.step_path(),
+        ": settling the model call's cost (", cost_micros, " micro-units) failed: ", s.ToString());
+  }
+}
+
 class LlmStep final : public StepKind {
  public:
   LlmStep(std::shared_ptr<LlmProviderRegistry> providers,
@@ -90,12 +116,29 @@ class LlmStep final : public StepKind {
 
   absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
     RUNLOOM_ASSIGN_OR_RETURN(LlmCall call, Parse(config, /*unresolved=*/false));
+    // Paid for in advance: the worst case is reserved before anything is
+    // sent; a call the run or its tenant cannot cover is not sent (the
+    // engine ends the run budget_stopped).
+    bool budgeted = false;
+    if (const int64_t worst = WorstCaseMicros(call); worst > 0) {
+      absl::StatusOr<ReserveResult> reserved = ctx.ReserveBudget(worst);
+      if (reserved.ok() && !reserved->granted) {
+        return absl::CancelledError(absl::StrCat("llm model '", call.alias, "': the ",
+                                                 reserved->refused_by,
+                                                 " budget cannot cover the call; it was not sent"));
+      }
+      if (!reserved.ok() && !absl::IsUnimplemented(reserved.status())) {
+        return Annotate(reserved.status(), absl::StrCat("llm model '", call.alias, "': budget"));
+      }
+      budgeted = reserved.ok();
+    }
     // A slot under the provider's concurrency cap for the call's duration.
     LlmSlots* slots = concurrency_ ? concurrency_->SlotsFor(call.route.provider.get()) : nullptr;
     std::optional<LlmSlots::Slot> slot;
     if (slots != nullptr) {
       absl::StatusOr<LlmSlots::Slot> acquired = slots->Acquire(ctx);
       if (!acquired.ok()) {
+        Settle(ctx, budgeted, 0);  // nothing was sent
         return Annotate(acquired.status(), absl::StrCat("llm model '", call.request.model, "'"));
       }
       slot.emplace(*std::move(acquired));
@@ -113,6 +156,7 @@ class LlmStep final : public StepKind {
                    response.ok() ? response->rate_limit : RateLimitOf(response.status()));
     }
     if (!response.ok()) {
+      Settle(ctx, budgeted, 0);  // a failed request reports no usage
       record.outcome = "error";
       record.error_class = ErrorClassOf(response.status());
       record.requests = RequestsOf(response.status());
@@ -121,6 +165,7 @@ class LlmStep final : public StepKind {
                           record.requests);
     }
     const int64_t cost = CostMicros(call.route, response->usage);
+    Settle(ctx, budgeted, cost);
     record.input_tokens = response->usage.prompt_tokens;
     record.output_tokens = response->usage.completion_tokens;
     record.cost_micros = cost;

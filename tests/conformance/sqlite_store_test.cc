@@ -23,6 +23,11 @@ namespace {
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 
+// Undoes schema version 6 (the budget ledger), for tests that take a file
+// back to an older version.
+constexpr char kDropBudgets[] =
+    "DROP TABLE budget_reservations; DROP TABLE budget_runs; DROP TABLE budget_tenants; ";
+
 class SqliteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -74,7 +79,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -94,7 +99,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 5; "
+                                     " has schema version 99 but this runloom supports up to 6; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -137,7 +142,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -176,7 +181,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -240,10 +245,11 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
       "VALUES (7, 'r_old', 10, 'old', 0); "
       "CREATE INDEX runs_created ON runs (created_at); DROP INDEX runs_created_id; "
-      "DROP TABLE tokens; PRAGMA user_version = 1");
+      "DROP TABLE tokens; " +
+      std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -257,7 +263,8 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
 TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
   { ASSERT_OK(OpenSqlite(path_, options_)); }
   Raw("CREATE INDEX runs_created ON runs (created_at); DROP INDEX runs_created_id; "
-      "DROP TABLE tokens; PRAGMA user_version = 2");
+      "DROP TABLE tokens; " +
+      std::string(kDropBudgets) + "PRAGMA user_version = 2");
   {
     absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
     ASSERT_OK(b);
@@ -276,7 +283,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -292,10 +299,10 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
     n.workflow_name = "wf";
     ASSERT_OK(b->store->CreateRun(n, {}));
   }
-  Raw("DROP TABLE tokens; PRAGMA user_version = 3");
+  Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -314,10 +321,11 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       " step_path TEXT NOT NULL, action_key TEXT NOT NULL, status TEXT NOT NULL,"
       " request_digest TEXT NOT NULL, response TEXT, created_at INTEGER NOT NULL,"
       " updated_at INTEGER NOT NULL, PRIMARY KEY (run_id, step_path, action_key)) WITHOUT ROWID;"
-      " PRAGMA user_version = 4");
+      " " +
+      std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "5");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -325,6 +333,21 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
   absl::StatusOr<std::vector<WriteOperation>> none = b->store->ListWrites("r_v4");
   ASSERT_OK(none);
   EXPECT_TRUE(none->empty());
+}
+
+// Version 6 adds the budget ledger; a version 5 file keeps its runs and can
+// reserve after the migration.
+TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
+  ASSERT_NO_FATAL_FAILURE(CreateRunInNewFile("r_v5"));
+  Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_OK(b->store->GetRun("r_v5"));
+  absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
+  ASSERT_OK(t);
+  EXPECT_EQ(t->figures.left_micros(), 5'000'000);
+  EXPECT_EQ(Raw("SELECT tenant || ' ' || limit_micros FROM budget_tenants"), "acme 5000000");
 }
 
 TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {

@@ -372,9 +372,42 @@ CREATE TABLE write_operations (
 );
 )sql";
 
+// Version 8: the budget ledger, as SQLite's version 6
+// (docs/formats/sqlite-schema.md, "budget_tenants", "budget_runs",
+// "budget_reservations"). Re-runnable (IF NOT EXISTS keeps what a rerun
+// finds).
+constexpr char kV8[] = R"sql(
+CREATE TABLE IF NOT EXISTS budget_tenants (
+  tenant TEXT PRIMARY KEY NOT NULL,
+  limit_micros BIGINT,
+  spent_micros BIGINT NOT NULL DEFAULT 0,
+  reserved_micros BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS budget_runs (
+  run_id TEXT PRIMARY KEY NOT NULL REFERENCES runs (id),
+  tenant TEXT NOT NULL,
+  limit_micros BIGINT,
+  spent_micros BIGINT NOT NULL DEFAULT 0,
+  reserved_micros BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS budget_reservations (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  attempt BIGINT NOT NULL,
+  lease_token TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('reserved', 'settled', 'released')),
+  amount_micros BIGINT NOT NULL,
+  cost_micros BIGINT,
+  created_at BIGINT NOT NULL,
+  finished_at BIGINT,
+  PRIMARY KEY (run_id, step_path, attempt, lease_token)
+);
+)sql";
+
 constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
                                     Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6},
-                                    Migration{7, kV7}};
+                                    Migration{7, kV7}, Migration{8, kV8}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -70,6 +70,14 @@ class PgStore final : public Store {
   absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
                                              const WriteResult& result) override;
   absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) override;
+  absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
+                                               std::optional<int64_t> limit_micros) override;
+  absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override;
+  absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override;
+  absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) override;
+  absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
+  absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
+  absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
   absl::Time Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }
 
@@ -107,5 +115,11 @@ absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::strin
                                         const std::string& reason);
 
 std::unique_ptr<Transport> NewPgTransport(std::shared_ptr<PgHandle> handle);
+
+// The fence of a write the lease holder makes outside Commit (a write
+// intent, a budget reservation): the run `run_id` is running under `token`
+// with an unexpired lease (CheckWriteFence). Holds the run row FOR SHARE
+// until the transaction ends, so a lease takeover waits. kNotFound: no run.
+absl::Status PgCheckLeaseFence(PgConn& c, const std::string& run_id, const std::string& token);
 
 }  // namespace runloom::store_internal

@@ -46,27 +46,25 @@ PgParams KeyParams(const WriteKey& key) {
   return p;
 }
 
-absl::Status CheckFence(PgConn& c, const WriteIntent& intent) {
-  RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kRunFence, PgParams().Text(intent.key.run_id)));
-  if (r.rows() == 0) {
-    return absl::NotFoundError(absl::StrCat("run ", intent.key.run_id, " not found"));
-  }
+}  // namespace
+
+absl::Status PgCheckLeaseFence(PgConn& c, const std::string& run_id, const std::string& token) {
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kRunFence, PgParams().Text(run_id)));
+  if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
   PgRow row = r.row(0);
   std::optional<RunStatus> status = ParseRunStatus(row.ColumnText(0));
   if (!status.has_value()) {
-    return absl::DataLossError(absl::StrCat("run ", intent.key.run_id, " has unknown status"));
+    return absl::DataLossError(absl::StrCat("run ", run_id, " has unknown status"));
   }
-  return CheckWriteFence(intent.key.run_id, *status, row.ColumnText(1), row.ColumnOptionalTime(2),
-                         row.ColumnTime(3), intent.lease_token);
+  return CheckWriteFence(run_id, *status, row.ColumnText(1), row.ColumnOptionalTime(2),
+                         row.ColumnTime(3), token);
 }
-
-}  // namespace
 
 absl::StatusOr<BeginWriteResult> PgStore::BeginWrite(const WriteIntent& intent) {
   RUNLOOM_RETURN_IF_ERROR(CheckWriteIntent(intent));
   BeginWriteResult out;
   RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
-    RUNLOOM_RETURN_IF_ERROR(CheckFence(c, intent));
+    RUNLOOM_RETURN_IF_ERROR(PgCheckLeaseFence(c, intent.key.run_id, intent.lease_token));
     PgParams p = KeyParams(intent.key);
     p.Text(intent.idempotency_key).Text(intent.request_digest);
     RUNLOOM_ASSIGN_OR_RETURN(PgResult ins, c.Exec(kInsertIntent, p));

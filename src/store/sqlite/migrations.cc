@@ -174,12 +174,42 @@ CREATE TABLE write_operations (
 );
 )sql";
 
+// Version 6: the budget ledger (docs/formats/sqlite-schema.md,
+// "budget_tenants", "budget_runs", "budget_reservations"): limits, spent
+// and reserved micro-units per tenant and per run, and one reservation per
+// model-call attempt.
+constexpr char kV6[] = R"sql(
+CREATE TABLE budget_tenants (
+  tenant TEXT PRIMARY KEY NOT NULL,
+  limit_micros INTEGER,
+  spent_micros INTEGER NOT NULL DEFAULT 0,
+  reserved_micros INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE budget_runs (
+  run_id TEXT PRIMARY KEY NOT NULL REFERENCES runs (id),
+  tenant TEXT NOT NULL,
+  limit_micros INTEGER,
+  spent_micros INTEGER NOT NULL DEFAULT 0,
+  reserved_micros INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE budget_reservations (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  lease_token TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('reserved', 'settled', 'released')),
+  amount_micros INTEGER NOT NULL,
+  cost_micros INTEGER,
+  created_at INTEGER NOT NULL,
+  finished_at INTEGER,
+  PRIMARY KEY (run_id, step_path, attempt, lease_token)
+);
+)sql";
+
 constexpr std::array kMigrations = {
-    Migration{1, kV1},
-    Migration{2, kV2},
-    Migration{3, kV3},
-    Migration{4, kV4},
-    Migration{5, kV5},
+    Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
+    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6},
 };
 
 absl::Status MigrateLocked(Db& db) {

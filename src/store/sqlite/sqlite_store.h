@@ -64,6 +64,14 @@ class SqliteStore final : public Store {
   absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
                                              const WriteResult& result) override;
   absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) override;
+  absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
+                                               std::optional<int64_t> limit_micros) override;
+  absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override;
+  absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override;
+  absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) override;
+  absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
+  absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
+  absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
 
   absl::Time Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }
@@ -79,5 +87,12 @@ absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t 
 
 // Reads the run row, kNotFound when absent.
 absl::StatusOr<RunRecord> LoadRun(Db& db, const std::string& run_id);
+
+// The fence of a write the lease holder makes outside Commit (a write
+// intent, a budget reservation), inside the writer's transaction: the run
+// `run_id` is running under `token` with a lease unexpired at `now`
+// (CheckWriteFence). kNotFound: no run.
+absl::Status CheckLeaseFence(Db& db, absl::Time now, const std::string& run_id,
+                             const std::string& token);
 
 }  // namespace runloom::store_internal

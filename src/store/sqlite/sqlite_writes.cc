@@ -49,23 +49,25 @@ absl::StatusOr<std::optional<WriteOperation>> LoadWrite(Db& db, const WriteKey& 
 
 }  // namespace
 
+absl::Status CheckLeaseFence(Db& db, absl::Time now, const std::string& run_id,
+                             const std::string& token) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kRunFence));
+  st.BindText(1, run_id);
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  std::optional<RunStatus> status = ParseRunStatus(st.ColumnText(0));
+  if (!status.has_value()) {
+    return absl::DataLossError(absl::StrCat("run ", run_id, " has unknown status"));
+  }
+  return CheckWriteFence(run_id, *status, st.ColumnText(1), st.ColumnOptionalTime(2), now, token);
+}
+
 absl::StatusOr<BeginWriteResult> SqliteStore::BeginWrite(const WriteIntent& intent) {
   RUNLOOM_RETURN_IF_ERROR(CheckWriteIntent(intent));
   BeginWriteResult out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
-    {
-      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kRunFence));
-      st.BindText(1, intent.key.run_id);
-      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) return absl::NotFoundError(absl::StrCat("run ", intent.key.run_id, " not found"));
-      std::optional<RunStatus> status = ParseRunStatus(st.ColumnText(0));
-      if (!status.has_value()) {
-        return absl::DataLossError(absl::StrCat("run ", intent.key.run_id, " has unknown status"));
-      }
-      RUNLOOM_RETURN_IF_ERROR(CheckWriteFence(intent.key.run_id, *status, st.ColumnText(1),
-                                              st.ColumnOptionalTime(2), h_->Now(),
-                                              intent.lease_token));
-    }
+    RUNLOOM_RETURN_IF_ERROR(
+        CheckLeaseFence(txn.db, h_->Now(), intent.key.run_id, intent.lease_token));
     RUNLOOM_ASSIGN_OR_RETURN(std::optional<WriteOperation> found, LoadWrite(txn.db, intent.key));
     if (found.has_value()) {
       if (found->request_digest != intent.request_digest) {
