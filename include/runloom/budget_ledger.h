@@ -51,6 +51,13 @@ struct BudgetFigures {
   bool Admits(int64_t amount_micros) const;
 };
 
+// An amount in price units as text ("2.50", "0.000001", "40"): digits with
+// up to 6 decimals and up to 12 integer digits, no sign or exponent, exact
+// (no floating point). nullopt when `text` is not such an amount.
+std::optional<int64_t> ParseAmountMicros(std::string_view text);
+// The other way: 2500000 -> "2.5", 1 -> "0.000001", -40 -> "-0.00004".
+std::string FormatAmountMicros(int64_t micros);
+
 struct TenantBudget {
   std::string tenant;
   BudgetFigures figures;

@@ -133,6 +133,13 @@ struct Workflow {
   std::string outcome;
   // `stage_events:`; nullopt = the workflow publishes no stage events.
   std::optional<StageEventsDef> stage_events;
+  // `budget:` in price units, kept in micro-units: each run's own budget
+  // unless its start request gives one (runloom/budget_ledger.h);
+  // nullopt = runs have no budget of their own.
+  std::optional<int64_t> budget_micros;
+  // `tenant:` names the input whose value is a run's tenant (budgets are
+  // kept per tenant); "" = the stage_events tenant_id input, if declared.
+  std::string tenant_input;
   std::string source_path;  // where it was loaded from ("" when built in C++)
 };
 

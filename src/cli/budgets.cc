@@ -1,6 +1,8 @@
 // `runloom budgets` (commands.h): the budget ledger per tenant.
 #include "engine/budgets.h"
 
+#include "runloom/budget_ledger.h"
+
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
@@ -23,31 +25,13 @@ std::string OptionalUnits(const std::optional<int64_t>& v) {
   return v.has_value() ? engine_internal::FormatMicros(*v) : "-";
 }
 
-constexpr size_t kMaxFractionDigits = 6;
-constexpr size_t kMaxIntegerDigits = 12;  // up to 10^12 price units
-
 }  // namespace
 
 absl::StatusOr<int64_t> BudgetFlag(const char* flag, const std::string& value) {
-  const size_t dot = value.find('.');
-  const std::string whole = value.substr(0, dot);
-  const std::string frac = dot == std::string::npos ? "" : value.substr(dot + 1);
-  auto digits = [](const std::string& s) {
-    return s.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (whole.empty() || whole.size() > kMaxIntegerDigits || !digits(whole) || !digits(frac) ||
-      frac.size() > kMaxFractionDigits || (dot != std::string::npos && frac.empty())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " '", absl::CHexEscape(value.substr(0, 40)),
-        "' is not an amount; give price units as digits with up to 6 decimals, e.g. 2.50"));
-  }
-  int64_t micros = 0;
-  for (char ch : whole) micros = micros * 10 + (ch - '0');
-  std::string padded = frac;
-  padded.resize(kMaxFractionDigits, '0');
-  int64_t fraction = 0;
-  for (char ch : padded) fraction = fraction * 10 + (ch - '0');
-  return micros * 1'000'000 + fraction;
+  if (std::optional<int64_t> micros = ParseAmountMicros(value)) return *micros;
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " '", absl::CHexEscape(value.substr(0, 40)),
+      "' is not an amount; give price units as digits with up to 6 decimals, e.g. 2.50"));
 }
 
 int BudgetsCommand(const CommonFlags& c, const std::string& config, bool json) {

@@ -110,8 +110,7 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
   std::string working_dir = WorkingDir(req);
   if (!working_dir.empty()) run.context["working_dir"] = std::move(working_dir);
   // Preflight: a run its tenant cannot pay for is refused, nothing written.
-  const RunBudgetSpec budget{.tenant = RunTenant(wf, run.inputs),
-                             .limit_micros = req.budget_micros};
+  const RunBudgetSpec budget = NewRunBudget(wf, run.inputs, req.budget_micros);
   if (budget.limit_micros.has_value() && *budget.limit_micros < 0) {
     return absl::InvalidArgumentError("a run's budget must be 0 or more");
   }

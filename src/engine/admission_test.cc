@@ -6,6 +6,7 @@
 #include "engine/run_execution.h"
 #include "testing/status_matchers.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 #include <atomic>
@@ -103,6 +104,70 @@ TEST(Engine, PreflightRefusesARunItsTenantCannotPayFor) {
   EXPECT_OK(h.engine->StartRun(req));
   req.budget_micros = -1;
   EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Without a budget in the start request a run takes the workflow's
+// `budget:`; a run with no budget at all that calls a model is refused when
+// its tenant has nothing left, and one that calls no model is not.
+// `tenant:` names the tenant input of a workflow without stage events.
+TEST(Engine, PreflightUsesTheWorkflowsBudgetAndRefusesAModelCallerOfAnEmptyTenant) {
+  Harness h;
+  const std::string head =
+      "inputs:\n  tenant: {type: string}\n  doc: {type: string}\n  node: {type: string}\n"
+      "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n";
+  auto budgeted = LoadWorkflowYaml(
+      absl::StrCat("name: budgeted\nbudget: 2\n", head, "steps:\n  - {id: a, kind: noop}\n"),
+      "budgeted.yaml");
+  auto caller = LoadWorkflowYaml(
+      absl::StrCat("name: caller\n", head,
+                   "steps:\n  - id: p\n    kind: parallel\n    branches:\n"
+                   "      - steps:\n          - {id: ask, kind: llm, prompt: hi}\n"),
+      "caller.yaml");
+  auto plain = LoadWorkflowYaml(
+      absl::StrCat("name: plain\n", head, "steps:\n  - {id: a, kind: noop}\n"), "plain.yaml");
+  // `tenant:` names the tenant input without stage events.
+  auto team = LoadWorkflowYaml(
+      "name: team\ntenant: team\ninputs:\n  team: {type: string}\n"
+      "steps:\n  - {id: a, kind: noop}\n  - {id: ask, kind: llm, prompt: hi}\n",
+      "team.yaml");
+  ASSERT_OK(team);
+  ASSERT_OK(budgeted);
+  ASSERT_OK(caller);
+  ASSERT_OK(plain);
+  Store* store = h.engine->store();
+  ASSERT_OK(store->SetTenantBudget("acme", 1'000'000));
+  StartRunRequest req;
+  req.inputs = {{"tenant", "acme"}, {"doc", "d"}, {"node", "n"}};
+  req.workflow = *budgeted;
+  absl::Status refused = h.engine->StartRun(req).status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(refused.message().find("but this run's budget is 2;"), std::string::npos) << refused;
+  req.budget_micros = 500'000;  // the request's budget wins over the workflow's
+  auto created = h.engine->StartRun(req);
+  ASSERT_OK(created);
+  EXPECT_EQ(created->run.context["budget"]["limit_micros"], 500'000);
+
+  ASSERT_OK(store->SetTenantBudget("acme", 0));
+  req.budget_micros.reset();
+  req.workflow = *caller;
+  refused = h.engine->StartRun(req).status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(refused.message().find("has 0 left of 0 (spent 0, reserved 0) and this workflow "
+                                   "calls a model"),
+            std::string::npos)
+      << refused;
+  req.workflow = *plain;
+  EXPECT_OK(h.engine->StartRun(req));
+  req.inputs = {{"team", "acme"}};
+  req.workflow = *team;
+  EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kResourceExhausted));
+  req.inputs = {{"team", "beta"}};  // no limit configured
+  auto beta = h.engine->StartRun(req);
+  ASSERT_OK(beta);
+  EXPECT_EQ(beta->run.context["budget"]["tenant"], "beta");
+  auto runs = store->ListRuns({});
+  ASSERT_OK(runs);
+  EXPECT_EQ(runs->size(), 3u);
 }
 
 }  // namespace

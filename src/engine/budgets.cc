@@ -1,10 +1,11 @@
 #include "engine/budgets.h"
 
+#include "runloom/budget_ledger.h"
+
 #include "core/status_macros.h"
 #include "engine/stage_events.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 #include <vector>
 
@@ -12,22 +13,33 @@ namespace runloom::engine_internal {
 namespace {
 
 constexpr char kContextKey[] = "budget";
-constexpr int64_t kMicrosPerUnit = 1'000'000;
+
+bool CallsModels(const std::vector<StepDef>& steps) {
+  for (const StepDef& s : steps) {
+    if (s.kind == "llm" || CallsModels(s.body)) return true;
+    for (const Branch& b : s.branches) {
+      if (CallsModels(b.steps)) return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
+RunBudgetSpec NewRunBudget(const Workflow& wf, const nlohmann::json& inputs,
+                           std::optional<int64_t> requested) {
+  return RunBudgetSpec{.tenant = RunTenant(wf, inputs),
+                       .limit_micros = requested.has_value() ? requested : wf.budget_micros,
+                       .calls_models = CallsModels(wf.steps)};
+}
+
 std::string RunTenant(const Workflow& wf, const nlohmann::json& inputs) {
+  if (!wf.tenant_input.empty()) return StageIdValue(inputs, wf.tenant_input).value_or("");
   if (!wf.stage_events.has_value()) return "";
   return StageIdValue(inputs, wf.stage_events->tenant_id).value_or("");
 }
 
-std::string FormatMicros(int64_t micros) {
-  const bool negative = micros < 0;
-  const uint64_t abs = negative ? 0 - static_cast<uint64_t>(micros) : static_cast<uint64_t>(micros);
-  std::string frac = absl::StrFormat("%06d", abs % kMicrosPerUnit);
-  while (!frac.empty() && frac.back() == '0') frac.pop_back();
-  return absl::StrCat(negative ? "-" : "", abs / kMicrosPerUnit, frac.empty() ? "" : ".", frac);
-}
+std::string FormatMicros(int64_t micros) { return FormatAmountMicros(micros); }
 
 absl::Status Preflight(Store& store, const RunBudgetSpec& spec) {
   if (spec.tenant.empty()) return absl::OkStatus();
@@ -36,15 +48,23 @@ absl::Status Preflight(Store& store, const RunBudgetSpec& spec) {
   for (const TenantBudget& t : *tenants) {
     if (t.tenant != spec.tenant) continue;
     const std::optional<int64_t> left = t.figures.left_micros();
-    const int64_t estimate = spec.limit_micros.value_or(0);
-    if (!left.has_value() || estimate <= *left) return absl::OkStatus();
-    return absl::ResourceExhaustedError(absl::StrCat(
+    if (!left.has_value()) return absl::OkStatus();
+    const std::string figures = absl::StrCat(
         "budget preflight: tenant '", t.tenant, "' has ", FormatMicros(*left), " left of ",
         FormatMicros(*t.figures.limit_micros), " (spent ", FormatMicros(t.figures.spent_micros),
-        ", reserved ", FormatMicros(t.figures.reserved_micros), ") but this run's budget is ",
-        FormatMicros(estimate),
-        "; the run was not created: lower the run's budget or raise the tenant's `budget` in "
-        "the config file (see `runloom budgets`)"));
+        ", reserved ", FormatMicros(t.figures.reserved_micros), ")");
+    if (spec.limit_micros.has_value()) {
+      if (*spec.limit_micros <= *left) return absl::OkStatus();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          figures, " but this run's budget is ", FormatMicros(*spec.limit_micros),
+          "; the run was not created: lower the run's budget or raise the tenant's `budget` in "
+          "the config file (see `runloom budgets`)"));
+    }
+    if (!spec.calls_models || *left > 0) return absl::OkStatus();
+    return absl::ResourceExhaustedError(
+        absl::StrCat(figures,
+                     " and this workflow calls a model; the run was not created: raise the "
+                     "tenant's `budget` in the config file (see `runloom budgets`)"));
   }
   return absl::OkStatus();  // no row: the tenant has spent nothing and has no limit stored
 }

@@ -225,6 +225,8 @@ absl::StatusOr<Workflow> ReadWorkflow(const json& c) {
                                      .tenant_id = se.at("tenant_id").get<std::string>(),
                                      .node_id = se.at("node_id").get<std::string>()};
   }
+  if (c.contains("budget_micros")) wf.budget_micros = c.at("budget_micros").get<int64_t>();
+  if (c.contains("tenant")) wf.tenant_input = c.at("tenant").get<std::string>();
   return wf;
 }
 
@@ -254,6 +256,8 @@ json CanonicalWorkflow(const Workflow& wf) {
                            {"tenant_id", wf.stage_events->tenant_id},
                            {"node_id", wf.stage_events->node_id}};
   }
+  if (wf.budget_micros) out["budget_micros"] = *wf.budget_micros;
+  if (!wf.tenant_input.empty()) out["tenant"] = wf.tenant_input;
   return out;
 }
 

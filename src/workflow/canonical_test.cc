@@ -148,6 +148,25 @@ TEST(Canonical, RoundTripRebuildsTheSameWorkflow) {
   EXPECT_EQ(WorkflowDigest(*from_text), WorkflowDigest(original));
 }
 
+// A budget is part of the workflow (and its digest) only when declared.
+TEST(Canonical, BudgetRoundTripsAndChangesTheDigest) {
+  Workflow wf =
+      MustLoad("name: t\ninputs:\n  team: {type: string}\nsteps:\n  - {id: a, kind: noop}\n");
+  const std::string none = WorkflowDigest(wf);
+  EXPECT_FALSE(CanonicalWorkflow(wf).contains("budget_micros"));
+  wf.budget_micros = 2'500'000;
+  EXPECT_NE(WorkflowDigest(wf), none);
+  absl::StatusOr<Workflow> back = WorkflowFromCanonical(CanonicalWorkflow(wf));
+  ASSERT_OK(back);
+  EXPECT_EQ(back->budget_micros, 2'500'000);
+  wf.tenant_input = "team";
+  const std::string with_tenant = WorkflowDigest(wf);
+  back = WorkflowFromCanonical(CanonicalWorkflow(wf));
+  ASSERT_OK(back);
+  EXPECT_EQ(back->tenant_input, "team");
+  EXPECT_EQ(WorkflowDigest(*back), with_tenant);
+}
+
 TEST(Canonical, InputWithNullDefaultIsDistinctFromNoDefault) {
   Workflow wf =
       MustLoad("name: t\ninputs:\n  o: {type: object}\nsteps:\n  - {id: a, kind: noop}\n");

@@ -159,18 +159,20 @@ absl::StatusOr<nlohmann::json> FreezeInputs(const Workflow& wf, const nlohmann::
     if (in.secret) {
       // A reference is stored (any worker resolves it); a value is checked
       // but never stored, and no error repeats it.
-      if (value.is_string() && absl::StartsWith(value.get_ref<const std::string&>(), kSecretScheme)) {
+      if (value.is_string() &&
+          absl::StartsWith(value.get_ref<const std::string&>(), kSecretScheme)) {
         if (!SecretRefName(value).has_value()) {
-          return InputError(in.name, "a secret reference is secret://NAME with NAME made of "
-                                     "letters, digits and _ (not starting with a digit)");
+          return InputError(in.name,
+                            "a secret reference is secret://NAME with NAME made of "
+                            "letters, digits and _ (not starting with a digit)");
         }
         frozen[in.name] = value;
         continue;
       }
       if (!CheckValue(in, value).ok()) {
-        return InputError(in.name, absl::StrCat("the secret value is not a valid ", in.type,
-                                                "; pass ", Example(in.type),
-                                                ", or a reference secret://NAME"));
+        return InputError(in.name,
+                          absl::StrCat("the secret value is not a valid ", in.type, "; pass ",
+                                       Example(in.type), ", or a reference secret://NAME"));
       }
       continue;
     }

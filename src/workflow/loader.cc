@@ -3,6 +3,7 @@
 // line; cross-references (ids, needs, templates) are left to the validator,
 // which it runs with a line lookup into the same YAML tree. The format is
 // described in docs/formats/workflow-yaml.md.
+#include "runloom/budget_ledger.h"
 #include "runloom/workflow.h"
 
 #include "core/bounded_json.h"
@@ -38,8 +39,8 @@ using workflow_internal::YamlToJson;
 constexpr char kLoop[] = "loop";
 constexpr char kParallel[] = "parallel";
 
-const std::vector<std::string> kTopKeys = {"name",     "description", "inputs",      "outcome",
-                                           "defaults", "steps",       "stage_events"};
+const std::vector<std::string> kTopKeys = {"name",  "description",  "inputs", "outcome", "defaults",
+                                           "steps", "stage_events", "budget", "tenant"};
 const std::set<std::string> kCommonStepKeys = {
     "id",   "kind",  "phase",   "needs",         "trigger",
     "when", "retry", "timeout", "allow_failure", "stage"};
@@ -99,9 +100,11 @@ class Loader {
     RUNLOOM_ASSIGN_OR_RETURN(wf.steps, ParseSteps(Get(root, "steps"), "steps"));
     RUNLOOM_ASSIGN_OR_RETURN(
         wf.stage_events, workflow_internal::ParseStageEvents(Get(root, "stage_events"), source_));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.budget_micros, ParseBudget(Get(root, "budget")));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.tenant_input, ReadText(Get(root, "tenant"), "tenant"));
     if (const int64_t n = CountSteps(wf.steps); n > limits_.max_steps) {
-      return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps",
-                        limits_.max_steps, "split the workflow into smaller ones");
+      return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps", limits_.max_steps,
+                        "split the workflow into smaller ones");
     }
 
     // The validator reports problems by (step, key path); map each StepDef
@@ -122,6 +125,19 @@ class Loader {
  private:
   absl::Status Err(const YAML::Node& at, const std::string& what) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ":", LineOf(at), ": ", what));
+  }
+
+  // `budget: 2.50`: the YAML scalar's own text, read exactly.
+  absl::StatusOr<std::optional<int64_t>> ParseBudget(const YAML::Node& n) const {
+    if (!n.IsDefined() || n.IsNull()) return std::optional<int64_t>();
+    std::optional<int64_t> micros;
+    if (n.IsScalar()) micros = ParseAmountMicros(n.Scalar());
+    if (!micros.has_value()) {
+      return Err(n,
+                 "budget must be an amount in price units with up to 6 decimals, e.g. "
+                 "budget: 2.50");
+    }
+    return micros;
   }
 
   absl::StatusOr<std::string> ReadText(const YAML::Node& n, const std::string& what) const {

@@ -51,11 +51,39 @@ class Validator {
     RUNLOOM_RETURN_IF_ERROR(CollectIds(wf_.steps));
     RUNLOOM_RETURN_IF_ERROR(CheckOutcome());
     RUNLOOM_RETURN_IF_ERROR(CheckSteps(wf_.steps, /*in_loop=*/false));
+    if (wf_.budget_micros.has_value() && *wf_.budget_micros < 0) {
+      return Fail({nullptr, {"budget"}}, "budget must be 0 or more");
+    }
+    RUNLOOM_RETURN_IF_ERROR(CheckTenant());
     return CheckStageEvents(
         wf_, [this](const Location& at, const std::string& what) { return Fail(at, what); });
   }
 
  private:
+  // `tenant:` names a declared input that is not secret (the tenant is
+  // kept in the ledger and shown by `runloom budgets`), of an id's type.
+  absl::Status CheckTenant() const {
+    if (wf_.tenant_input.empty()) return absl::OkStatus();
+    const Location at{nullptr, {"tenant"}};
+    auto in = std::find_if(wf_.inputs.begin(), wf_.inputs.end(),
+                           [&](const InputDef& d) { return d.name == wf_.tenant_input; });
+    if (in == wf_.inputs.end()) {
+      return Fail(at, absl::StrCat("tenant names '", wf_.tenant_input,
+                                   "', which is not a declared input; declare it under inputs:, "
+                                   "e.g. team: {type: string}"));
+    }
+    if (in->secret) {
+      return Fail(at, absl::StrCat("tenant names the secret input '", in->name,
+                                   "'; tenants are stored and listed in clear, so name an input "
+                                   "that is not secret"));
+    }
+    if (in->type != "string" && in->type != "integer") {
+      return Fail(at, absl::StrCat("tenant names '", in->name, "' of type ", in->type,
+                                   "; a tenant input must be a string or an integer"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Fail(const Location& loc, const std::string& what) const {
     std::string where;
     const int line = line_of_ ? line_of_(loc) : 0;

@@ -449,6 +449,47 @@ TEST(Loader, ScalarTypingFollowsYaml12CoreSchema) {
   EXPECT_EQ(wf->steps[0].config["v"], expected);
 }
 
+// `budget:` is read exactly from the scalar's text, in micro-units.
+TEST(Loader, BudgetIsAnExactAmount) {
+  absl::StatusOr<Workflow> wf = Load("name: t\nbudget: 2.50\nsteps:\n  - {id: a, kind: noop}\n");
+  ASSERT_OK(wf);
+  EXPECT_EQ(wf->budget_micros, 2'500'000);
+  wf = Load("name: t\nbudget: 0.000003\nsteps:\n  - {id: a, kind: noop}\n");
+  ASSERT_OK(wf);
+  EXPECT_EQ(wf->budget_micros, 3);
+  wf = Load("name: t\nsteps:\n  - {id: a, kind: noop}\n");
+  ASSERT_OK(wf);
+  EXPECT_FALSE(wf->budget_micros.has_value());
+  for (const char* bad : {"-1", "1e3", "two", "0.0000001", "[1]", "1.", "9999999999999"}) {
+    EXPECT_THAT(ErrorOf(absl::StrCat("name: t\nbudget: ", bad,
+                                     "\nsteps:\n  - {id: a, kind: "
+                                     "noop}\n")),
+                HasSubstr("wf.yaml:2: budget must be an amount in price units"))
+        << bad;
+  }
+  Workflow built = *Load("name: t\nsteps:\n  - {id: a, kind: noop}\n");
+  built.source_path.clear();
+  built.budget_micros = -1;
+  EXPECT_THAT(ValidateWorkflow(built).message(), HasSubstr("budget must be 0 or more"));
+}
+
+// `tenant:` names a declared, clear input of an id's type.
+TEST(Loader, TenantNamesAnIdInput) {
+  absl::StatusOr<Workflow> wf = Load(
+      "name: t\ntenant: team\ninputs:\n  team: {type: string}\nsteps:\n  - {id: a, "
+      "kind: noop}\n");
+  ASSERT_OK(wf);
+  EXPECT_EQ(wf->tenant_input, "team");
+  EXPECT_THAT(ErrorOf("name: t\ntenant: team\nsteps:\n  - {id: a, kind: noop}\n"),
+              HasSubstr("wf.yaml:2: tenant names 'team', which is not a declared input"));
+  EXPECT_THAT(ErrorOf("name: t\ntenant: k\ninputs:\n  k: {type: string, secret: true}\n"
+                      "steps:\n  - {id: a, kind: noop}\n"),
+              HasSubstr("tenant names the secret input 'k'"));
+  EXPECT_THAT(ErrorOf("name: t\ntenant: k\ninputs:\n  k: {type: object}\n"
+                      "steps:\n  - {id: a, kind: noop}\n"),
+              HasSubstr("tenant names 'k' of type object"));
+}
+
 TEST(Loader, ImplicitAndExplicitNeeds) {
   absl::StatusOr<Workflow> wf = Load(WithSteps(
       "  - {id: a, kind: noop}\n  - {id: b, kind: noop}\n  - {id: c, kind: noop, needs: []}\n"));

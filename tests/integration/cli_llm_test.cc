@@ -101,6 +101,34 @@ TEST(CliLlm, ReadmeExampleRunsAgainstALocalOpenAiServer) {
   EXPECT_EQ(calls[0]["cost_micros"], 6);
   EXPECT_EQ(calls[1]["outcome"], "ok");
 
+  // The README's budgets: tenant docs (from the input `tenant:` names) paid
+  // for both calls; a run budget above what it has left is refused at
+  // creation; one below the first call's worst case sends nothing.
+  Result budgets = RunStdout({"budgets", "--db", db, "--json"});
+  ASSERT_EQ(budgets.code, 0) << budgets.out;
+  const json tenants = json::parse(budgets.out, nullptr, false);
+  ASSERT_EQ(tenants.size(), 1u) << budgets.out;
+  EXPECT_EQ(tenants[0]["tenant"], "docs");
+  EXPECT_EQ(tenants[0]["limit_micros"], 500'000);
+  EXPECT_EQ(tenants[0]["spent_micros"], 12);
+  EXPECT_EQ(tenants[0]["reserved_micros"], 0);
+  Result table = RunStdout({"budgets", "--db", db});
+  EXPECT_NE(table.out.find("0.5       0.000012              0       0.499988"), std::string::npos)
+      << table.out;
+  Result over = RunCli({"run", dir + "/haiku.yaml", "--config", dir + "/runloom-config.yaml",
+                        "--db", db, "--budget", "1"});
+  EXPECT_EQ(over.code, 2) << over.out;
+  EXPECT_NE(over.out.find("budget preflight: tenant 'docs' has 0.499988 left of 0.5"),
+            std::string::npos)
+      << over.out;
+  Result stopped = RunCli({"run", dir + "/haiku.yaml", "--config", dir + "/runloom-config.yaml",
+                           "--db", db, "--budget", "0.00005"});
+  EXPECT_EQ(stopped.code, 1) << stopped.out;
+  EXPECT_NE(stopped.out.find("budget_stopped"), std::string::npos) << stopped.out;
+  EXPECT_NE(stopped.out.find("a model call needing up to 0.000055 was not sent"), std::string::npos)
+      << stopped.out;
+  EXPECT_EQ((*server)->requests().size(), 2u) << "nothing sent past the budget";
+
   // A detached run, executed by a worker that reads RUNLOOM_CONFIG.
   const std::string db2 = dir + "/worker.db";
   Result detached = RunCli({"run", dir + "/haiku.yaml", "--config", dir + "/runloom-config.yaml",
