@@ -25,9 +25,10 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 
 // The claimed ids as an array, found again by the primary key: joined to a
 // CTE of them, the update hashed the CTE and scanned the whole queue (the
-// backlog) for every claim, in custom and generic plans alike.
+// backlog) for every claim, in custom and generic plans alike. The new
+// deadline's `(SELECT runloom_now())` is evaluated once, not once per row.
 constexpr char kClaim[] =
-    "UPDATE queue q SET claimed_by = $2, visible_at = runloom_now() + $4, "
+    "UPDATE queue q SET claimed_by = $2, visible_at = (SELECT runloom_now()) + $4, "
     "deliveries = q.deliveries + 1 WHERE q.id = ANY (ARRAY(SELECT id FROM queue "
     "WHERE visible_at <= runloom_now() AND deliveries < $3 "
     "ORDER BY visible_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)) "

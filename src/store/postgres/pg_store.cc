@@ -75,7 +75,8 @@ constexpr char kCancelRequested[] =
     "AND cancel_requested = 1";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
-    "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= runloom_now()) "
+    "WHERE status = 'running' "
+    "AND (lease_expires_at IS NULL OR lease_expires_at <= (SELECT runloom_now())) "
     "ORDER BY lease_expires_at LIMIT $1";
 // created_at <= updated_at: the bound on created_at lets runs_queued_created
 // (schema version 9) find the candidates; updated_at itself has no index, so

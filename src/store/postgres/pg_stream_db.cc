@@ -30,7 +30,7 @@ constexpr absl::Duration kRelayLease = absl::Seconds(30);
 // The ids as an array, found again by the primary key (joined to a CTE of
 // them, the update scanned the whole outbox: pg_queue.cc, kClaim).
 constexpr char kRelayClaim[] =
-    "UPDATE queue q SET claimed_by = 'relay', visible_at = runloom_now() + $2, "
+    "UPDATE queue q SET claimed_by = 'relay', visible_at = (SELECT runloom_now()) + $2, "
     "deliveries = q.deliveries + 1 WHERE q.id = ANY (ARRAY(SELECT id FROM queue "
     "WHERE visible_at <= runloom_now() ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)) "
     "RETURNING q.id, q.run_id";
