@@ -181,12 +181,14 @@ CommonFlags BackendFlags(const BenchFlags& f) {
 
 }  // namespace
 
-int BenchCommand(const BenchFlags& f) {
-  if (f.runs < 1 || f.executors < 1 || f.producers < 1 || f.workers < 1) {
-    std::cerr
-        << "runloom: error: --runs, --executors, --producers and --workers must be at least 1\n";
+int BenchCommand(const BenchFlags& flags) {
+  if (flags.runs < 1 || flags.executors < 1 || flags.producers < 0 || flags.workers < 1) {
+    std::cerr << "runloom: error: --runs, --executors and --workers must be at least 1, "
+                 "--producers at least 0 (0: 8 per worker process)\n";
     return kExitBadInput;
   }
+  BenchFlags f = flags;
+  if (f.producers == 0) f.producers = kBenchProducersPerWorker * f.workers;
   // Each worker is a process with its own connections: a typo must not start
   // thousands of them.
   constexpr int kMaxWorkers = 64;

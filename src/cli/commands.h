@@ -179,13 +179,17 @@ int TokenListCommand(const TokenFlags& flags);
 // Revokes the active token with this id, else this name; none: exit 2.
 int TokenRevokeCommand(const TokenFlags& flags);
 
+inline constexpr int kBenchProducersPerWorker = 8;
 struct BenchFlags {
   int runs = 50000;
   // A service's shape: many executor threads (steps mostly wait on models and
   // tools) and several clients creating runs at once. More writers in flight
   // make bigger group commits.
   int executors = 64;
-  int producers = 8;
+  // 0: kBenchProducersPerWorker per worker process. Each producer waits for
+  // its admission's commit; with more worker processes, a fixed number of
+  // them left the executors waiting for runs (docs/performance.md).
+  int producers = 0;
   // Worker processes executing the runs: this one, plus workers - 1
   // `runloom worker` children on the same --db/--queue, each with
   // `executors` threads.

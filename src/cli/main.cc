@@ -293,7 +293,9 @@ Command AddBench(CLI::App& app) {
       "bench", "Measure runs of a 3-step noop workflow (SQLite by default, or --db)");
   cmd->add_option("--runs", f->runs, "number of runs")->capture_default_str();
   cmd->add_option("--executors", f->executors, "executor threads")->capture_default_str();
-  cmd->add_option("--producers", f->producers, "threads creating runs")->capture_default_str();
+  static_assert(kBenchProducersPerWorker == 8, "the --producers help says 8");
+  cmd->add_option("--producers", f->producers,
+                  "threads creating runs (default: 8 per worker process)");
   cmd->add_option("--workers", f->workers,
                   "worker processes (this one plus `runloom worker` children on the same "
                   "--db; needs --db)")

@@ -23,15 +23,24 @@ namespace {
 // announced by nobody.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 
+// The claimed ids as an array, found again by the primary key: joined to a
+// CTE of them, the update hashed the CTE and scanned the whole queue (the
+// backlog) for every claim, in custom and generic plans alike. The new
+// deadline's `(SELECT runloom_now())` is evaluated once, not once per row.
 constexpr char kClaim[] =
-    "WITH c AS (SELECT id FROM queue WHERE visible_at <= runloom_now() AND deliveries < $3 "
-    "ORDER BY visible_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) "
-    "UPDATE queue q SET claimed_by = $2, visible_at = runloom_now() + $4, "
-    "deliveries = q.deliveries + 1 FROM c WHERE q.id = c.id "
+    "UPDATE queue q SET claimed_by = $2, visible_at = (SELECT runloom_now()) + $4, "
+    "deliveries = q.deliveries + 1 WHERE q.id = ANY (ARRAY(SELECT id FROM queue "
+    "WHERE visible_at <= runloom_now() AND deliveries < $3 "
+    "ORDER BY visible_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)) "
     "RETURNING q.id, q.run_id, q.deliveries";
+// Walks queue_delivered (schema version 9; `deliveries > 0` matches its
+// predicate, and the cap is at least 1) down from the most delivered: in the
+// usual case it looks at one index entry and finds nothing. (Ordered by id,
+// it scanned the visible backlog for `deliveries >= $1`.)
 constexpr char kExhausted[] =
-    "SELECT id, run_id, deliveries FROM queue WHERE visible_at <= runloom_now() "
-    "AND deliveries >= $1 ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED";
+    "SELECT id, run_id, deliveries FROM queue WHERE deliveries >= $1 AND deliveries > 0 "
+    "AND visible_at <= runloom_now() ORDER BY deliveries DESC LIMIT 100 "
+    "FOR UPDATE SKIP LOCKED";
 constexpr char kDeleteById[] = "DELETE FROM queue WHERE id = $1";
 // Once per message: a dead-lettering retried after a crash records nothing new.
 constexpr char kDeadLetter[] =

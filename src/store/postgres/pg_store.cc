@@ -75,12 +75,16 @@ constexpr char kCancelRequested[] =
     "AND cancel_requested = 1";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
-    "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= runloom_now()) "
+    "WHERE status = 'running' "
+    "AND (lease_expires_at IS NULL OR lease_expires_at <= (SELECT runloom_now())) "
     "ORDER BY lease_expires_at LIMIT $1";
+// created_at <= updated_at: the bound on created_at lets runs_queued_created
+// (schema version 9) find the candidates; updated_at itself has no index, so
+// that a write that keeps its run's status can be a HOT update.
 constexpr char kStrandedQueued[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
-    "WHERE status = 'queued' AND updated_at <= runloom_now() - $1 "
-    "ORDER BY updated_at LIMIT $2";
+    "WHERE status = 'queued' AND created_at <= runloom_now() - $1 "
+    "AND updated_at <= runloom_now() - $1 ORDER BY created_at LIMIT $2";
 constexpr char kFence[] =
     "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
     "cancel_requested, runloom_now() FROM runs WHERE id = $1 FOR UPDATE";

@@ -27,11 +27,13 @@ namespace {
 // How long a relay holds the rows it is publishing.
 constexpr absl::Duration kRelayLease = absl::Seconds(30);
 
+// The ids as an array, found again by the primary key (joined to a CTE of
+// them, the update scanned the whole outbox: pg_queue.cc, kClaim).
 constexpr char kRelayClaim[] =
-    "WITH c AS (SELECT id FROM queue WHERE visible_at <= runloom_now() "
-    "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
-    "UPDATE queue q SET claimed_by = 'relay', visible_at = runloom_now() + $2, "
-    "deliveries = q.deliveries + 1 FROM c WHERE q.id = c.id RETURNING q.id, q.run_id";
+    "UPDATE queue q SET claimed_by = 'relay', visible_at = (SELECT runloom_now()) + $2, "
+    "deliveries = q.deliveries + 1 WHERE q.id = ANY (ARRAY(SELECT id FROM queue "
+    "WHERE visible_at <= runloom_now() ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)) "
+    "RETURNING q.id, q.run_id";
 constexpr char kPublished[] = "DELETE FROM queue WHERE id = ANY($1::text[]::bigint[])";
 // Backoff: 200 ms doubling per failed attempt, at most 30 s.
 constexpr char kFailed[] =
