@@ -36,7 +36,7 @@ struct Backend {
   std::unique_ptr<Transport> transport;  // required
   // Where the LLM concurrency cap is published: nullptr = in this process
   // only; a PostgreSQL backend with a Redis queue shares a Redis key among
-  // its workers.
+  // its workers, and counts their calls in flight together on Redis.
   std::shared_ptr<CapBoard> llm_caps;
   // Connections in the store's pool (PostgreSQL pool_size), the LLM cap's
   // pool limiter; 0 = no pool (SQLite's single writer batches instead).

@@ -15,9 +15,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sched.h>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace runloom {
 
@@ -132,6 +134,21 @@ inline void AwaitLastEvent(Store* store, const std::string& run_id, const std::s
     if (evs.ok() && !evs->empty() && evs->back().type == type) return;
     RealClock()->SleepFor(absl::Milliseconds(5));
   }
+}
+
+// The llm steps of `run_id` that succeeded; each other llm step fails the
+// test with its path and error.
+inline int SucceededLlmSteps(Store* store, const std::string& run_id) {
+  absl::StatusOr<std::vector<StepRecord>> steps = store->ListSteps(run_id, std::nullopt);
+  EXPECT_OK(steps);
+  if (!steps.ok()) return -1;
+  int ok = 0;
+  for (const StepRecord& s : *steps) {
+    if (s.kind != "llm") continue;
+    EXPECT_EQ(s.state, StepState::kSucceeded) << s.path << ": " << s.error;
+    ok += s.state == StepState::kSucceeded ? 1 : 0;
+  }
+  return ok;
 }
 
 }  // namespace runloom

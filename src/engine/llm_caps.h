@@ -2,7 +2,8 @@
 // process that executes steps it starts the controllers of the llm step's
 // caps (steps/builtin_steps.h LlmConcurrencyOf) on the engine's clock and
 // logger, publishing to the backend's cap board (a Redis key with a Redis
-// queue; else in-process), with the store's pool and this machine's CPU as
+// queue, where every worker's calls in flight are counted together; else
+// in-process), with the store's pool and this machine's CPU as
 // limiters; Stop() stops them (executors then fall back to static caps).
 //
 // Metrics on env.metrics (docs/operations.md):

@@ -66,15 +66,7 @@ TEST(EngineLlmCaps, ParallelCallsWaitForASlotInsteadOfDrawing429s) {
   // Without the cap, 4 of the 6 calls would be answered 429 and, with one
   // attempt each, fail the run.
   EXPECT_EQ(done->status, RunStatus::kCompleted) << done->error;
-  auto steps = e.engine->store()->ListSteps(started->run.id, std::nullopt);
-  ASSERT_OK(steps);
-  int llm_ok = 0;
-  for (const StepRecord& s : *steps) {
-    if (s.kind != "llm") continue;
-    EXPECT_EQ(s.state, StepState::kSucceeded) << s.path << ": " << s.error;
-    llm_ok += s.state == StepState::kSucceeded ? 1 : 0;
-  }
-  EXPECT_EQ(llm_ok, 6);
+  EXPECT_EQ(SucceededLlmSteps(e.engine->store(), started->run.id), 6);
   e.engine->Stop();
   EXPECT_EQ(e.fake->in_flight(), 0);
 }

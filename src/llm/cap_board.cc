@@ -4,8 +4,20 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 
 namespace runloom {
+
+absl::StatusOr<std::optional<std::string>> CapBoard::TakeSlot(const std::string& provider, int) {
+  return absl::UnimplementedError(absl::StrCat("the cap board ", Describe(), " does not count ",
+                                               provider, "'s calls in flight"));
+}
+
+absl::Status CapBoard::ReturnSlot(const std::string& provider, const std::string&) {
+  return absl::UnimplementedError(absl::StrCat("the cap board ", Describe(), " does not count ",
+                                               provider, "'s calls in flight"));
+}
+
 namespace {
 
 class InProcessCapBoard final : public CapBoard {

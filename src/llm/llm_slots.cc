@@ -8,11 +8,23 @@
 #include <utility>
 
 namespace runloom {
+namespace {
+
+// Polling a board whose slots are all taken: the first wait, doubled up to
+// options.refresh. A release in this process wakes the pollers at once.
+constexpr absl::Duration kFirstPoll = absl::Milliseconds(5);
+// How long a process counts its own calls after the board failed to answer
+// before it asks the board again.
+constexpr absl::Duration kSharedRetry = absl::Seconds(1);
+
+}  // namespace
 
 LlmSlots::Slot::Slot(Slot&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       clock_(other.clock_),
-      started_(other.started_) {}
+      started_(other.started_),
+      board_(std::move(other.board_)),
+      holder_(std::move(other.holder_)) {}
 
 LlmSlots::Slot::~Slot() {
   if (owner_ != nullptr) owner_->Release(*this, std::nullopt, {});
@@ -54,6 +66,8 @@ void LlmSlots::Attach(std::shared_ptr<CapBoard> board,
   published_ = false;
   warned_ = false;
   read_at_ = absl::InfinitePast();
+  shared_down_until_ = absl::InfinitePast();
+  shared_warned_ = false;
 }
 
 int LlmSlots::Cap(Clock* clock) {
@@ -89,32 +103,77 @@ int LlmSlots::Cap(Clock* clock) {
   return cap_;
 }
 
-std::optional<LlmSlots::Slot> LlmSlots::TryAcquire(Clock* clock) {
-  const int cap = Cap(clock);
-  runloom::MutexLock l(&mu_);
-  if (in_flight_ >= cap) {
-    waited_ = true;
-    return std::nullopt;
+LlmSlots::Attempt LlmSlots::TryTake(Clock* clock, int cap) {
+  std::shared_ptr<CapBoard> board;
+  {
+    runloom::MutexLock l(&mu_);
+    if (in_flight_ >= cap) {
+      waited_ = true;
+      return {};
+    }
+    // Counted here before the board answers, so this process never asks
+    // for more than `cap` at once; undone when the board refuses.
+    ++in_flight_;
+    if (board_ == nullptr || !board_->CountsSlots() || clock->Now() < shared_down_until_) {
+      return {Slot(this, clock, clock->Now())};
+    }
+    board = board_;
   }
-  ++in_flight_;
-  return Slot(this, clock, clock->Now());
+  absl::StatusOr<std::optional<std::string>> taken = board->TakeSlot(provider_, cap);
+  runloom::MutexLock l(&mu_);
+  if (taken.ok() && taken->has_value()) {
+    if (shared_warned_) {
+      Log(logger_, LogLevel::kInfo, "llm concurrency: provider ", provider_,
+          ": counting calls in flight on ", board->Describe(), " again");
+      shared_warned_ = false;
+    }
+    return {Slot(this, clock, clock->Now(), std::move(board), **std::move(taken))};
+  }
+  if (taken.ok()) {
+    --in_flight_;
+    waited_ = true;
+    return {.shared_full = true};
+  }
+  // A model call never fails because the board is down: count this
+  // process's calls (the cap is the static one: it cannot be read either).
+  if (!shared_warned_) {
+    Log(logger_, LogLevel::kWarning, "llm concurrency: provider ", provider_,
+        ": cannot count calls in flight on ", board->Describe(), " (", taken.status().ToString(),
+        "); counting this process's calls only, against the cap ", cap, ", until it answers");
+    shared_warned_ = true;
+  }
+  shared_down_until_ = clock->Now() + kSharedRetry;
+  return {Slot(this, clock, clock->Now())};
+}
+
+std::optional<LlmSlots::Slot> LlmSlots::TryAcquire(Clock* clock) {
+  return TryTake(clock, Cap(clock)).slot;
 }
 
 absl::StatusOr<LlmSlots::Slot> LlmSlots::Acquire(StepContext& ctx) {
   Clock* clock = ctx.clock();
+  absl::Duration poll = kFirstPoll;
   while (true) {
     const int cap = Cap(clock);
+    Attempt attempt = TryTake(clock, cap);
+    if (attempt.slot.has_value()) return *std::move(attempt.slot);
     {
       runloom::MutexLock l(&mu_);
-      if (in_flight_ < cap) {
-        ++in_flight_;
-        return Slot(this, clock, clock->Now());
+      if (attempt.shared_full) {
+        // Other processes hold the slots: ask the board again after `poll`
+        // (backing off), or at once when a call here ends.
+        const int64_t seen = releases_;
+        auto released = [this, seen]()
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return releases_ != seen; };
+        clock->AwaitWithDeadline(&mu_, absl::Condition(&released),
+                                 std::min(ctx.deadline(), clock->Now() + poll));
+        poll = std::min(poll * 2, std::max(kFirstPoll, options_.refresh));
+      } else {
+        // Wake on a release, or re-read the cap after `refresh`.
+        auto free = [this, cap]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ < cap; };
+        clock->AwaitWithDeadline(&mu_, absl::Condition(&free),
+                                 std::min(ctx.deadline(), clock->Now() + options_.refresh));
       }
-      waited_ = true;
-      // Wake on a release, or re-read the cap after `refresh`.
-      auto free = [this, cap]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ < cap; };
-      clock->AwaitWithDeadline(&mu_, absl::Condition(&free),
-                               std::min(ctx.deadline(), clock->Now() + options_.refresh));
     }
     if (ctx.Stopping()) {
       return absl::CancelledError(
@@ -135,11 +194,22 @@ int LlmSlots::in_flight() const {
 
 void LlmSlots::Release(const Slot& slot, std::optional<CallOutcome::Kind> kind,
                        const RateLimitTelemetry& telemetry) {
+  if (slot.board_ != nullptr) {
+    // Before this process's count drops, so a caller woken here finds the
+    // board's slot free too.
+    absl::Status returned = slot.board_->ReturnSlot(provider_, slot.holder_);
+    if (!returned.ok()) {
+      Log(logger_, LogLevel::kWarning, "llm concurrency: provider ", provider_,
+          ": cannot return a slot to ", slot.board_->Describe(), " (", returned.ToString(),
+          "); it expires after its TTL");
+    }
+  }
   std::shared_ptr<ConcurrencyController> controller;
   CallOutcome outcome;
   {
     runloom::MutexLock l(&mu_);
     --in_flight_;
+    ++releases_;
     if (!kind) return;
     controller = controller_;
     outcome.waited = std::exchange(waited_, false);
