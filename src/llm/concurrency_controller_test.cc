@@ -267,6 +267,30 @@ TEST(LlmSlots, FallBackToTheStaticCapWhenTheControllerStops) {
   controller->Stop();
 }
 
+// A 429 the provider retries while the call keeps its slot cuts the cap at
+// once (Slot::Report); a stop or a bad request says nothing about load.
+TEST(LlmSlots, ARetriedAnswerReachesTheControllerWhileTheSlotIsHeld) {
+  SimulatedClock clock;
+  CapturingLogger log;
+  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
+  ConcurrencyOptions o{.static_cap = 6, .ttl = absl::Seconds(5)};
+  auto controller = std::make_shared<ConcurrencyController>("p", o, Deps(&clock, board, &log));
+  LlmSlots slots("p", o, &log);
+  slots.Attach(board, controller);
+  controller->Start();
+  std::optional<LlmSlots::Slot> s = slots.TryAcquire(&clock);
+  ASSERT_TRUE(s.has_value());
+  s->Report(absl::CancelledError("stopped"), {});
+  s->Report(absl::InvalidArgumentError("bad request"), {});
+  EXPECT_EQ(slots.Cap(&clock), 6);
+  s->Report(absl::ResourceExhaustedError("HTTP 429"), {});
+  EXPECT_EQ(slots.in_flight(), 1);
+  EXPECT_EQ(slots.Cap(&clock), 3);
+  s->Finish(absl::OkStatus(), {});
+  EXPECT_EQ(slots.in_flight(), 0);
+  controller->Stop();
+}
+
 TEST(LlmSlots, AcquireWaitsForARelease) {
   LlmSlots slots("p", {.static_cap = 1});
   TestStepContext ctx(RealClock());

@@ -221,6 +221,9 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       // No time left to wait: the step's own retry policy decides.
       return give_up();
     }
+    // The concurrency controller hears of this answer now, not only through
+    // the call's final status (a 429 cuts the cap at once).
+    if (request.on_retry) request.on_retry(failure, telemetry);
     if (!ctx.SleepUntil(until)) {
       return WithRequests(absl::CancelledError("llm call stopped while waiting to retry"), attempt);
     }

@@ -11,6 +11,7 @@
 #include "events/events.h"
 #include "llm/config.h"
 #include "llm/configured_registry.h"
+#include "llm/llm_concurrency.h"
 #include "llm/rate_limit.h"
 #include "steps/builtin_steps.h"
 #include "testing/scripted_http_server.h"
@@ -260,6 +261,63 @@ TEST_P(HttpProviderTest, RateLimitedHonoursRetryAfter) {
   EXPECT_EQ(LastCall()["requests"], 3);
   EXPECT_EQ(LastCall()["latency_ms"], absl::ToInt64Milliseconds(ctx_.Now() - start));
   EXPECT_GE(LastCall()["latency_ms"].get<int64_t>(), 3500);
+}
+
+// Each answer the provider retries is told to the request's on_retry (the
+// concurrency controller, through the llm step's slot) as it happens; the
+// last answer is the call's own result.
+TEST_P(HttpProviderTest, EachRetriedAnswerIsToldToOnRetry) {
+  const Api& api = GetParam();
+  Script({{.status = 429,
+           .headers = {{"retry-after", "2"}, {"x-ratelimit-remaining-requests", "0"}},
+           .body = "{}"},
+          {.status = 503, .body = "{}"},
+          {.body = OkBody(api, "done", 3, 4)}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::vector<std::pair<absl::StatusCode, RateLimitTelemetry>> told;
+  LlmRequest request{.model = route->model, .prompt = "x"};
+  request.on_retry = [&told](const absl::Status& s, const RateLimitTelemetry& t) {
+    told.emplace_back(s.code(), t);
+  };
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, request);
+  ASSERT_OK(out);
+  ASSERT_EQ(told.size(), 2u);
+  EXPECT_EQ(told[0].first, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(told[0].second.retry_after, absl::Seconds(2));
+  EXPECT_EQ(told[1].first, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(out->requests, 3);
+}
+
+// Through the llm step: a 429 the provider waits out, the retry answered,
+// still cuts the provider's cap at once (without on_retry the controller
+// saw only the final success and kept the cap at 6).
+TEST_P(HttpProviderTest, ARetriedRateLimitCutsTheCapThroughTheLlmStep) {
+  const Api& api = GetParam();
+  std::shared_ptr<LlmProviderRegistry> registry = Registry("2s");
+  absl::StatusOr<ModelRoute> route = registry->Route("smart");
+  ASSERT_OK(route);
+  auto concurrency = std::make_shared<LlmConcurrency>();
+  concurrency->Add("remote", route->provider.get(),
+                   ConcurrencyOptions{.static_cap = 6, .ttl = absl::Hours(1)});
+  std::unique_ptr<LlmConcurrency::Running> running =
+      concurrency->Start(nullptr, ControllerDeps{.clock = ctx_.clock()});
+  ASSERT_NE(running, nullptr);
+  Script({{.status = 429, .headers = {{"retry-after", "1"}}, .body = "{}"},
+          {.body = OkBody(api, "done", 1, 1)}});
+  std::shared_ptr<StepKind> step = NewLlmStep(registry, concurrency);
+  const json config = {{"model", "smart"}, {"prompt", "x"}};
+  StepDef def;
+  def.id = "ask";
+  def.kind = "llm";
+  def.config = config;
+  ASSERT_OK(step->Validate(def));
+  ASSERT_OK(step->Execute(ctx_, config));
+  EXPECT_EQ(server_->requests().size(), 2u);
+  std::vector<LlmConcurrency::CapState> caps = concurrency->Caps(ctx_.clock());
+  ASSERT_EQ(caps.size(), 1u);
+  EXPECT_EQ(caps[0].cap, 3);
+  EXPECT_EQ(caps[0].in_flight, 0);
 }
 
 TEST_P(HttpProviderTest, RateLimitedToTheEndIsRateLimited) {

@@ -23,6 +23,7 @@ LlmSlots::Slot::Slot(Slot&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       clock_(other.clock_),
       started_(other.started_),
+      attempt_started_(other.attempt_started_),
       board_(std::move(other.board_)),
       holder_(std::move(other.holder_)) {}
 
@@ -35,20 +36,40 @@ void LlmSlots::Slot::Finish(CallOutcome::Kind kind, const RateLimitTelemetry& te
   std::exchange(owner_, nullptr)->Release(*this, kind, telemetry);
 }
 
-void LlmSlots::Slot::Finish(const absl::Status& status, const RateLimitTelemetry& telemetry) {
+namespace {
+
+// What a provider's answer says about its load; nullopt = nothing (a stop,
+// a bad request).
+std::optional<CallOutcome::Kind> KindOf(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:
-      return Finish(CallOutcome::Kind::kOk, telemetry);
+      return CallOutcome::Kind::kOk;
     case absl::StatusCode::kResourceExhausted:
-      return Finish(CallOutcome::Kind::kRateLimited, telemetry);
+      return CallOutcome::Kind::kRateLimited;
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kInternal:
-      return Finish(CallOutcome::Kind::kError, telemetry);
+      return CallOutcome::Kind::kError;
     default:
-      if (owner_ != nullptr) std::exchange(owner_, nullptr)->Release(*this, std::nullopt, {});
+      return std::nullopt;
   }
+}
+
+}  // namespace
+
+void LlmSlots::Slot::Finish(const absl::Status& status, const RateLimitTelemetry& telemetry) {
+  if (std::optional<CallOutcome::Kind> kind = KindOf(status)) return Finish(*kind, telemetry);
+  if (owner_ != nullptr) std::exchange(owner_, nullptr)->Release(*this, std::nullopt, {});
+}
+
+void LlmSlots::Slot::Report(const absl::Status& status, const RateLimitTelemetry& telemetry) {
+  const absl::Time now = clock_->Now();
+  const absl::Time began = std::exchange(attempt_started_, now);
+  const std::optional<CallOutcome::Kind> kind = KindOf(status);
+  if (owner_ == nullptr || !kind.has_value()) return;
+  owner_->Observe(
+      CallOutcome{.kind = *kind, .started = began, .latency = now - began, .telemetry = telemetry});
 }
 
 LlmSlots::LlmSlots(std::string provider, ConcurrencyOptions options, Logger* logger)
@@ -204,23 +225,30 @@ void LlmSlots::Release(const Slot& slot, std::optional<CallOutcome::Kind> kind,
           "); it expires after its TTL");
     }
   }
-  std::shared_ptr<ConcurrencyController> controller;
   CallOutcome outcome;
   {
     runloom::MutexLock l(&mu_);
     --in_flight_;
     ++releases_;
     if (!kind) return;
-    controller = controller_;
     outcome.waited = std::exchange(waited_, false);
   }
-  if (controller == nullptr) return;
   outcome.kind = *kind;
-  outcome.started = slot.started_;
-  outcome.latency = slot.clock_->Now() - slot.started_;
+  outcome.started = slot.attempt_started_;  // the last attempt (earlier ones: Report)
+  outcome.latency = slot.clock_->Now() - slot.attempt_started_;
   outcome.telemetry = telemetry;
+  Observe(outcome);
+}
+
+void LlmSlots::Observe(const CallOutcome& outcome) {
+  std::shared_ptr<ConcurrencyController> controller;
+  {
+    runloom::MutexLock l(&mu_);
+    controller = controller_;
+  }
+  if (controller == nullptr) return;
   controller->Observe(outcome);
-  if (*kind == CallOutcome::Kind::kRateLimited) {
+  if (outcome.kind == CallOutcome::Kind::kRateLimited) {
     // The controller cut the cap at once: read it again on the next call.
     runloom::MutexLock l(&mu_);
     read_at_ = absl::InfinitePast();

@@ -59,6 +59,11 @@ class LlmSlots {
     // kUnknown, kInternal -> kError; anything else (a stop, a bad request)
     // says nothing about the provider's load and is not reported.
     void Finish(const absl::Status& status, const RateLimitTelemetry& telemetry);
+    // Reports an answer the provider is about to retry while the call keeps
+    // this slot (a 429 it waits out, a 5xx): the controller sees it now, as
+    // "cut at once on a 429" asks, not only through the call's final status.
+    // Kinds as Finish; the latency is the attempt's. The slot stays held.
+    void Report(const absl::Status& status, const RateLimitTelemetry& telemetry);
 
    private:
     friend class LlmSlots;
@@ -72,6 +77,7 @@ class LlmSlots {
     LlmSlots* owner_;  // null once released or moved from
     Clock* clock_;
     absl::Time started_;
+    absl::Time attempt_started_ = started_;  // the call's current attempt (Report)
     // The board holding this slot (holder_ its id there); null when only
     // this process counts it.
     std::shared_ptr<CapBoard> board_;
@@ -113,6 +119,8 @@ class LlmSlots {
   Attempt TryTake(Clock* clock, int cap) ABSL_LOCKS_EXCLUDED(mu_);
   void Release(const Slot& slot, std::optional<CallOutcome::Kind> kind,
                const RateLimitTelemetry& telemetry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Hands `outcome` to the controller, if one is attached.
+  void Observe(const CallOutcome& outcome) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const std::string provider_;

@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,6 +45,11 @@ struct LlmRequest {
   std::optional<int64_t> max_tokens;  // cap on completion tokens; nullopt = provider default
   // Provider-specific options (for the fake provider: the step's `fake:` block).
   nlohmann::json options = nlohmann::json::object();
+  // Called (on the calling thread) with each failed answer the provider is
+  // about to retry: its error as the call would return it and what the
+  // answer said about the provider's limits. The last answer is the call's
+  // own result and is not passed here. Unset = nobody listens.
+  std::function<void(const absl::Status&, const RateLimitTelemetry&)> on_retry;
 };
 
 struct LlmUsage {

@@ -142,6 +142,9 @@ class LlmStep final : public StepKind {
         return Annotate(acquired.status(), absl::StrCat("llm model '", call.request.model, "'"));
       }
       slot.emplace(*std::move(acquired));
+      call.request.on_retry = [&slot](const absl::Status& s, const RateLimitTelemetry& t) {
+        slot->Report(s, t);
+      };
     }
     LlmCallData record{.path = ctx.step_path(),
                        .attempt = ctx.attempt(),
