@@ -226,15 +226,28 @@ TEST(ConcurrencyController, TheLowestLimiterWins) {
   EXPECT_FALSE(t.Tick().telemetry.has_value());
 }
 
-TEST(LlmSlots, FallBackToTheStaticCapWhenTheControllerStops) {
+// Slots of provider "p" (static cap 6) following a started controller that
+// publishes on an in-process board with a 5 s TTL.
+struct ControlledSlots {
+  ControlledSlots() {
+    slots.Attach(board, controller);
+    controller->Start();
+  }
   SimulatedClock clock;
   CapturingLogger log;
   std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
   ConcurrencyOptions o{.static_cap = 6, .ttl = absl::Seconds(5)};
-  auto controller = std::make_shared<ConcurrencyController>("p", o, Deps(&clock, board, &log));
-  LlmSlots slots("p", o, &log);
-  slots.Attach(board, controller);
-  controller->Start();
+  std::shared_ptr<ConcurrencyController> controller =
+      std::make_shared<ConcurrencyController>("p", o, Deps(&clock, board, &log));
+  LlmSlots slots{"p", o, &log};
+};
+
+TEST(LlmSlots, FallBackToTheStaticCapWhenTheControllerStops) {
+  ControlledSlots c;
+  SimulatedClock& clock = c.clock;
+  CapturingLogger& log = c.log;
+  LlmSlots& slots = c.slots;
+  ConcurrencyController* controller = c.controller.get();
   // A 429 cuts the published cap to 3; executors follow it.
   {
     std::optional<LlmSlots::Slot> s = slots.TryAcquire(&clock);
@@ -270,25 +283,18 @@ TEST(LlmSlots, FallBackToTheStaticCapWhenTheControllerStops) {
 // A 429 the provider retries while the call keeps its slot cuts the cap at
 // once (Slot::Report); a stop or a bad request says nothing about load.
 TEST(LlmSlots, ARetriedAnswerReachesTheControllerWhileTheSlotIsHeld) {
-  SimulatedClock clock;
-  CapturingLogger log;
-  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
-  ConcurrencyOptions o{.static_cap = 6, .ttl = absl::Seconds(5)};
-  auto controller = std::make_shared<ConcurrencyController>("p", o, Deps(&clock, board, &log));
-  LlmSlots slots("p", o, &log);
-  slots.Attach(board, controller);
-  controller->Start();
-  std::optional<LlmSlots::Slot> s = slots.TryAcquire(&clock);
+  ControlledSlots c;
+  std::optional<LlmSlots::Slot> s = c.slots.TryAcquire(&c.clock);
   ASSERT_TRUE(s.has_value());
   s->Report(absl::CancelledError("stopped"), {});
   s->Report(absl::InvalidArgumentError("bad request"), {});
-  EXPECT_EQ(slots.Cap(&clock), 6);
+  EXPECT_EQ(c.slots.Cap(&c.clock), 6);
   s->Report(absl::ResourceExhaustedError("HTTP 429"), {});
-  EXPECT_EQ(slots.in_flight(), 1);
-  EXPECT_EQ(slots.Cap(&clock), 3);
+  EXPECT_EQ(c.slots.in_flight(), 1);
+  EXPECT_EQ(c.slots.Cap(&c.clock), 3);
   s->Finish(absl::OkStatus(), {});
-  EXPECT_EQ(slots.in_flight(), 0);
-  controller->Stop();
+  EXPECT_EQ(c.slots.in_flight(), 0);
+  c.controller->Stop();
 }
 
 TEST(LlmSlots, AcquireWaitsForARelease) {
