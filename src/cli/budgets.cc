@@ -1,6 +1,4 @@
 // `runloom budgets` (commands.h): the budget ledger per tenant.
-#include "engine/budgets.h"
-
 #include "runloom/budget_ledger.h"
 
 #include "cli/cli_common.h"
@@ -22,7 +20,7 @@ nlohmann::json OptionalMicros(const std::optional<int64_t>& v) {
 }
 
 std::string OptionalUnits(const std::optional<int64_t>& v) {
-  return v.has_value() ? engine_internal::FormatMicros(*v) : "-";
+  return v.has_value() ? FormatAmountMicros(*v) : "-";
 }
 
 }  // namespace
@@ -60,11 +58,10 @@ int BudgetsCommand(const CommonFlags& c, const std::string& config, bool json) {
   std::cout << absl::StrFormat("%-24s %14s %14s %14s %14s\n", "TENANT", "LIMIT", "SPENT",
                                "RESERVED", "LEFT");
   for (const TenantBudget& t : *tenants) {
-    std::cout << absl::StrFormat("%-24s %14s %14s %14s %14s\n", t.tenant,
-                                 OptionalUnits(t.figures.limit_micros),
-                                 engine_internal::FormatMicros(t.figures.spent_micros),
-                                 engine_internal::FormatMicros(t.figures.reserved_micros),
-                                 OptionalUnits(t.figures.left_micros()));
+    std::cout << absl::StrFormat(
+        "%-24s %14s %14s %14s %14s\n", t.tenant, OptionalUnits(t.figures.limit_micros),
+        FormatAmountMicros(t.figures.spent_micros), FormatAmountMicros(t.figures.reserved_micros),
+        OptionalUnits(t.figures.left_micros()));
   }
   return 0;
 }

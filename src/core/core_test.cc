@@ -1,4 +1,5 @@
 #include "runloom/auth.h"
+#include "runloom/budget_ledger.h"
 #include "runloom/clock.h"
 
 #include "core/crash_point.h"
@@ -12,7 +13,9 @@
 #include "gtest/gtest.h"
 
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,4 +166,22 @@ TEST(RoleTest, NamesRoundTripAndOrder) {
   EXPECT_EQ(runloom::ParseRole("root").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(runloom::RoleAtLeast(runloom::Role::kAdmin, runloom::Role::kApprover));
   EXPECT_FALSE(runloom::RoleAtLeast(runloom::Role::kOperator, runloom::Role::kApprover));
+}
+
+// Amounts are exact decimals in micro-units, bounded, and refuse anything
+// else (signs, exponents, too many digits) rather than round it.
+TEST(AmountTest, ParsesExactlyAndRefusesTheRest) {
+  EXPECT_EQ(runloom::ParseAmountMicros("2.50"), 2'500'000);
+  EXPECT_EQ(runloom::ParseAmountMicros("0.000003"), 3);
+  EXPECT_EQ(runloom::ParseAmountMicros("999999999999.999999"), 999'999'999'999'999'999);
+  for (const char* bad : {"", ".5", "1.", "-1", "+1", "1e3", "0.0000001", "1,5", " 1", "1 ",
+                          "9999999999999", "0x10", "1;rm -rf /", "\xff"}) {
+    EXPECT_FALSE(runloom::ParseAmountMicros(bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(runloom::ParseAmountMicros(std::string(1 << 20, '9')).has_value());
+  EXPECT_EQ(runloom::FormatAmountMicros(2'500'000), "2.5");
+  EXPECT_EQ(runloom::FormatAmountMicros(1), "0.000001");
+  EXPECT_EQ(runloom::FormatAmountMicros(-40), "-0.00004");
+  EXPECT_EQ(runloom::FormatAmountMicros(std::numeric_limits<int64_t>::min()),
+            "-9223372036854.775808");
 }

@@ -39,8 +39,6 @@ std::string RunTenant(const Workflow& wf, const nlohmann::json& inputs) {
   return StageIdValue(inputs, wf.stage_events->tenant_id).value_or("");
 }
 
-std::string FormatMicros(int64_t micros) { return FormatAmountMicros(micros); }
-
 absl::Status Preflight(Store& store, const RunBudgetSpec& spec) {
   if (spec.tenant.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<TenantBudget>> tenants = store.ListTenantBudgets();
@@ -49,14 +47,15 @@ absl::Status Preflight(Store& store, const RunBudgetSpec& spec) {
     if (t.tenant != spec.tenant) continue;
     const std::optional<int64_t> left = t.figures.left_micros();
     if (!left.has_value()) return absl::OkStatus();
-    const std::string figures = absl::StrCat(
-        "budget preflight: tenant '", t.tenant, "' has ", FormatMicros(*left), " left of ",
-        FormatMicros(*t.figures.limit_micros), " (spent ", FormatMicros(t.figures.spent_micros),
-        ", reserved ", FormatMicros(t.figures.reserved_micros), ")");
+    const std::string figures =
+        absl::StrCat("budget preflight: tenant '", t.tenant, "' has ", FormatAmountMicros(*left),
+                     " left of ", FormatAmountMicros(*t.figures.limit_micros), " (spent ",
+                     FormatAmountMicros(t.figures.spent_micros), ", reserved ",
+                     FormatAmountMicros(t.figures.reserved_micros), ")");
     if (spec.limit_micros.has_value()) {
       if (*spec.limit_micros <= *left) return absl::OkStatus();
       return absl::ResourceExhaustedError(absl::StrCat(
-          figures, " but this run's budget is ", FormatMicros(*spec.limit_micros),
+          figures, " but this run's budget is ", FormatAmountMicros(*spec.limit_micros),
           "; the run was not created: lower the run's budget or raise the tenant's `budget` in "
           "the config file (see `runloom budgets`)"));
     }

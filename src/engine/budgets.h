@@ -41,9 +41,6 @@ RunBudgetSpec NewRunBudget(const Workflow& wf, const nlohmann::json& inputs,
 // names no tenant input or the run's value is missing or empty.
 std::string RunTenant(const Workflow& wf, const nlohmann::json& inputs);
 
-// "2.5", "0.000001": micro-units in price units, for messages.
-std::string FormatMicros(int64_t micros);
-
 // The preflight: kResourceExhausted, saying what is left and how to fix it,
 // when the run's estimated cost is more than its tenant has left. The
 // estimate is the run's own budget; a run without one that calls a model

@@ -141,10 +141,10 @@ Disposition RunExecution::BudgetStopped() {
   if (!d.has_value()) return Finish(RunStatus::kBudgetStopped, "", "budget exhausted");
   const int64_t left = d->limit_micros.value_or(0) - d->spent_micros - d->reserved_micros;
   const std::string error = absl::StrCat(
-      "budget exhausted: the ", d->refused_by, " budget has ", FormatMicros(left), " left of ",
-      FormatMicros(d->limit_micros.value_or(0)), " (spent ", FormatMicros(d->spent_micros),
-      ", reserved ", FormatMicros(d->reserved_micros), "); a model call needing up to ",
-      FormatMicros(d->amount_micros), " was not sent");
+      "budget exhausted: the ", d->refused_by, " budget has ", FormatAmountMicros(left),
+      " left of ", FormatAmountMicros(d->limit_micros.value_or(0)), " (spent ",
+      FormatAmountMicros(d->spent_micros), ", reserved ", FormatAmountMicros(d->reserved_micros),
+      "); a model call needing up to ", FormatAmountMicros(d->amount_micros), " was not sent");
   return Finish(RunStatus::kBudgetStopped, "", error, std::move(d));
 }
 
