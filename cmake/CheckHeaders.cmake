@@ -55,6 +55,9 @@ foreach(_h IN LISTS RUNLOOM_PUBLIC_HEADERS)
 endforeach()
 
 add_library(runloom_checkheaders OBJECT EXCLUDE_FROM_ALL ${_srcs})
+# Each header in a unit of its own, whatever CMAKE_UNITY_BUILD says: in one
+# unity unit a header would see what the others included before it.
+set_target_properties(runloom_checkheaders PROPERTIES UNITY_BUILD OFF)
 target_include_directories(runloom_checkheaders PRIVATE ${PROJECT_SOURCE_DIR}/include)
 # What an embedder linking the engine gets: include/ and the third-party
 # include paths (runloom's src/ is PRIVATE to each target, so not this).

@@ -24,9 +24,30 @@ set(RUNLOOM_TSAN_TESTS engine_test decisions_test chaos_test dead_letter_test st
     event_bus_test store_change_watcher_test api_test)
 if(RUNLOOM_BUILD_TESTS)
   add_custom_target(tsan_tests)
+  # `make test-asan` builds only the test binaries it runs: those labelled
+  # unit, conformance or chaos (and what they need, the CLI for the chaos
+  # tests that start it).
+  add_custom_target(asan_tests)
 endif()
+
+# After every target exists (the top-level CMakeLists.txt calls it): what the
+# ASan run's tests start besides their own binaries.
+function(runloom_asan_extras)
+  if(TARGET asan_tests)
+    add_dependencies(asan_tests runloom events_dump)
+  endif()
+endfunction()
 # Where the `servers` fixture keeps the test servers' data and URLs.
 set(RUNLOOM_TEST_SERVERS_DIR ${PROJECT_BINARY_DIR}/test-servers)
+
+# Test bodies are compiled without optimization (after the build type's -O,
+# so this -O0 wins); the engine code they call keeps the build type's. Most
+# of a test binary's compile time was optimizing GoogleTest's and the tests'
+# own code (store_conformance_test's unit: 40 s at -O3, 18 s at -O0), which
+# runs in no benchmark. Sanitizers and warnings apply as before.
+function(runloom_unoptimized_test_code target)
+  target_compile_options(${target} PRIVATE -O0)
+endfunction()
 
 # runloom_cc_test(NAME n SRCS ... DEPS ... LABELS ... [SERVERS])
 # SERVERS: the tests use the test PostgreSQL and Redis (src/testing/test_servers.h).
@@ -41,11 +62,15 @@ function(runloom_cc_test)
   add_executable(${_t} ${RL_SRCS})
   target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(${_t} PRIVATE ${RL_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  runloom_unoptimized_test_code(${_t})
   # Where tests find the sources (examples/) and the CLI binary; the
   # environment variables of the same names override these.
   target_compile_definitions(${_t} PRIVATE
     RUNLOOM_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
     RUNLOOM_BINARY_DEFAULT="${PROJECT_BINARY_DIR}/runloom")
+  if(RL_LABELS MATCHES "^(unit|conformance|chaos)$")
+    add_dependencies(asan_tests ${_t})
+  endif()
   if(_t IN_LIST RUNLOOM_TSAN_TESTS)
     add_dependencies(tsan_tests ${_t})
     # One label only: gtest_discover_tests (CMake 3.25) splits a list of labels.

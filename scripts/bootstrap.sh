@@ -4,8 +4,9 @@
 # everything is present it changes nothing and runs no `apt-get update`.
 #
 # Usage: scripts/bootstrap.sh [--test] [--bench] [--check]
-#   --test    also install what only the tests need (nodejs, npm, clang and
-#             its libFuzzer/sanitizer runtimes, PostgreSQL, Redis, chromium)
+#   --test    also install what only the tests need (GoogleTest, nodejs, npm,
+#             clang and its libFuzzer/sanitizer runtimes, PostgreSQL, Redis,
+#             chromium)
 #   --bench   also install what the HTTP benchmarks need (wrk, nodejs, curl;
 #             bench/http/run.sh)
 #   --check   install nothing; list what is missing and exit 1 if anything is
@@ -16,14 +17,13 @@
 set -euo pipefail
 
 readonly BUILD_PACKAGES=(
-  build-essential cmake pkg-config g++ make
+  build-essential cmake ninja-build pkg-config g++ make  # ninja: the Makefile's generator (Makefile, GENERATOR)
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libssl-dev libsqlite3-dev sqlite3
   libpq-dev libhiredis-dev  # the PostgreSQL store, the Redis transport and stage events
   libboost-dev  # Boost.Beast/Asio (header-only): the HTTP server
   libcurl4-openssl-dev  # outbound HTTP: model providers and the http step (src/net)
   libvalijson-dev  # JSON Schema checks of model replies (header-only)
-  libgtest-dev libgmock-dev libbenchmark-dev
   python3  # examples/ingest/*.py and other exec steps
 )
 # clang (clang-14): `make test-thread-safety` runs clang++ -fsyntax-only
@@ -35,7 +35,9 @@ readonly BUILD_PACKAGES=(
 # postgresql-15, redis-server: the servers the PostgreSQL and Redis tests
 # start on loopback (scripts/test-servers.sh).
 # chromium: the web UI's browser tests (tests/browser, driven by playwright-core).
-readonly TEST_PACKAGES=(nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server chromium)
+# libgtest-dev, libgmock-dev: GoogleTest, which every test binary links.
+readonly TEST_PACKAGES=(libgtest-dev libgmock-dev nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server
+                        chromium)
 # wrk: the load generator of `bench/http/run.sh post`; nodejs runs
 # bench/http/sse_fanout.mjs; curl starts the server's workflows.
 readonly BENCH_PACKAGES=(wrk nodejs curl)
@@ -51,7 +53,7 @@ for arg in "$@"; do
     --test) want_test=1 ;;
     --bench) want_bench=1 ;;
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) die "unknown argument '$arg'; use --test, --bench, --check or --help" ;;
   esac
 done

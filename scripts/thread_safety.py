@@ -10,10 +10,16 @@ so the test-only code is checked too. Every warning clang raises is an error:
 the thread-safety ones (ABSL_GUARDED_BY & co., STYLE.md §4) and clang's own
 -Wall -Wextra. Prints the diagnostics of each failing file and exits 1 if any
 failed. Nothing is written to the build directory.
+
+In a unity build (CMakeLists.txt) the database lists CMake's unity units;
+each source file a unit includes is checked alone instead, with the unit's
+command, so a file that leans on what an earlier file of its unit included
+fails here.
 """
 import concurrent.futures
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -26,6 +32,26 @@ EXTRA = ["-fsyntax-only", "-Wthread-safety", "-Werror", "-DRUNLOOM_TESTING=1"]
 GCC_ONLY = {"-Wno-maybe-uninitialized", "-Wno-tsan"}
 
 
+UNITY_UNIT = re.compile(r"/Unity/unity_[0-9A-Za-z_]+_cxx\.cxx$")
+UNITY_INCLUDE = re.compile(r'^#include "(.+)"$', re.M)
+
+
+def expand_unity(entries):
+    """One entry per source file: a unity unit becomes the files it includes."""
+    out = []
+    for e in entries:
+        if not UNITY_UNIT.search(e["file"]):
+            out.append(e)
+            continue
+        with open(e["file"]) as f:
+            members = UNITY_INCLUDE.findall(f.read())
+        args = e.get("arguments") or shlex.split(e["command"])
+        for m in members:
+            out.append({"directory": e["directory"], "file": m,
+                        "arguments": [m if a == e["file"] else a for a in args]})
+    return out
+
+
 def clang_command(entry, clang):
     args = entry.get("arguments") or shlex.split(entry["command"])
     out = [clang]
@@ -34,10 +60,10 @@ def clang_command(entry, clang):
         if skip:
             skip = False
             continue
-        if a == "-o":
+        if a in ("-o", "-MT", "-MF", "-MQ"):  # outputs, and Ninja's depfile
             skip = True
             continue
-        if a == "-c" or a in GCC_ONLY:
+        if a in ("-c", "-MD", "-MMD") or a in GCC_ONLY:
             continue
         out.append(a)
     return out + EXTRA
@@ -52,7 +78,7 @@ def main():
     if clang is None:
         sys.exit("thread_safety.py: clang++ not found (Debian: apt-get install clang)")
     with open(os.path.join(build, "compile_commands.json")) as f:
-        entries = json.load(f)
+        entries = expand_unity(json.load(f))
     start = time.monotonic()
 
     def check(entry):

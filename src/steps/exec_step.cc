@@ -6,6 +6,7 @@
 #include "core/status_macros.h"
 #include "steps/builtin_steps.h"
 #include "steps/internal/config.h"
+#include "steps/internal/snippet.h"
 #include "steps/internal/subprocess.h"
 #include "workflow/template.h"
 
@@ -29,7 +30,7 @@ using steps_internal::SubprocessResult;
 using steps_internal::SubprocessSpec;
 
 constexpr int kExitTempFail = 75;  // EX_TEMPFAIL from sysexits.h: "try again later"
-constexpr size_t kSnippetBytes = 200;
+using steps_internal::SnippetWithSize;
 
 struct ExecConfig {
   std::vector<std::string> argv;
@@ -194,13 +195,6 @@ std::string LastLine(const std::string& text) {
   return text.substr(begin, end + 1 - begin);
 }
 
-std::string Snippet(const std::string& text) {
-  if (text.size() <= kSnippetBytes) {
-    return text;
-  }
-  return absl::StrCat(text.substr(0, kSnippetBytes), "... (", text.size(), " bytes)");
-}
-
 // A failure status carrying the stderr tail in its message and as a payload.
 absl::Status Failure(absl::StatusCode code, const std::string& headline,
                      const std::string& stderr_tail) {
@@ -229,13 +223,13 @@ absl::StatusOr<nlohmann::json> ParseStdout(const std::string& out) {
   if (!parsed.ok()) {
     if (IsLimitError(parsed.status())) return parsed.status();
     return absl::InvalidArgumentError(absl::StrCat(
-        "step output is not a JSON object: ", Snippet(out), " (", parsed.status().message(),
+        "step output is not a JSON object: ", SnippetWithSize(out), " (", parsed.status().message(),
         "); print exactly one JSON object on stdout and send logs to stderr"));
   }
   nlohmann::json value = *std::move(parsed);
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat("step output is not a JSON object: got ",
-                                                   value.type_name(), " ", Snippet(out),
+                                                   value.type_name(), " ", SnippetWithSize(out),
                                                    "; print exactly one JSON object on stdout"));
   }
   return value;

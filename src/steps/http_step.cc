@@ -19,6 +19,7 @@
 #include "steps/builtin_steps.h"
 #include "steps/http_config.h"
 #include "steps/http_exchange.h"
+#include "steps/internal/snippet.h"
 
 #include "absl/strings/str_cat.h"
 #include "net/http_client.h"
@@ -39,11 +40,7 @@ using steps_internal::StatusIn;
 constexpr absl::Duration kDefaultTimeout = absl::Seconds(30);
 constexpr int kTooManyRequests = 429;
 constexpr int kFirstServerError = 500;
-constexpr size_t kSnippetBytes = 200;
-
-std::string Snippet(const std::string& text) {
-  return text.size() <= kSnippetBytes ? text : absl::StrCat(text.substr(0, kSnippetBytes), "...");
-}
+using steps_internal::Snippet;
 
 // The request timeout: what is left of the step's deadline, else 30 s.
 absl::Duration RequestTimeout(StepContext& ctx) {

@@ -11,6 +11,7 @@
 #include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
 #include "steps/internal/config.h"
+#include "steps/internal/snippet.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -25,7 +26,7 @@ using steps_internal::ConfigReader;
 
 constexpr char kDefaultModel[] = "fake";
 constexpr int64_t kMaxTokensLimit = 1'000'000;
-constexpr size_t kSnippetBytes = 200;
+using steps_internal::Snippet;
 // The budget's worst case of a call: the prompt counted as one token per
 // byte (no tokenizer makes more tokens than bytes), and max_tokens
 // completion tokens, or this many when neither the step nor the model sets
@@ -60,8 +61,7 @@ std::string StripCodeFence(const std::string& text) {
 
 absl::StatusOr<nlohmann::json> ParseJsonReply(const std::string& text) {
   const std::string body = StripCodeFence(text);
-  const std::string snippet =
-      body.size() <= kSnippetBytes ? body : absl::StrCat(body.substr(0, kSnippetBytes), "...");
+  const std::string snippet = Snippet(body);
   absl::StatusOr<nlohmann::json> parsed = ParseJsonBounded(body, "llm reply", StepOutputLimits());
   if (!parsed.ok()) {
     if (IsLimitError(parsed.status())) return parsed.status();

@@ -18,10 +18,10 @@ namespace runloom {
 namespace {
 
 using nlohmann::json;
+using workflow_internal::kLoop;
+using workflow_internal::kParallel;
 
 constexpr int kCanonicalVersion = 1;
-constexpr char kLoop[] = "loop";
-constexpr char kParallel[] = "parallel";
 
 json Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 

@@ -32,12 +32,12 @@ namespace runloom {
 namespace {
 
 using workflow_internal::LineAtPath;
+using workflow_internal::kLoop;
+using workflow_internal::kParallel;
 using workflow_internal::LineOf;
 using workflow_internal::ScalarToJson;
 using workflow_internal::YamlToJson;
 
-constexpr char kLoop[] = "loop";
-constexpr char kParallel[] = "parallel";
 
 const std::vector<std::string> kTopKeys = {"name",  "description",  "inputs", "outcome", "defaults",
                                            "steps", "stage_events", "budget", "tenant"};

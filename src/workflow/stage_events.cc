@@ -1,6 +1,7 @@
 #include "workflow/internal/stage_events.h"
 
 #include "core/status_macros.h"
+#include "workflow/internal/names.h"
 #include "workflow/internal/yaml_json.h"
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,6 @@
 namespace runloom::workflow_internal {
 namespace {
 
-constexpr char kLoop[] = "loop";
-constexpr char kParallel[] = "parallel";
 constexpr char kExample[] =
     "e.g. stage_events: {document_id: doc_id, tenant_id: tenant, node_id: node}";
 

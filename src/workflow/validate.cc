@@ -20,8 +20,6 @@ namespace runloom {
 namespace workflow_internal {
 namespace {
 
-constexpr char kLoop[] = "loop";
-constexpr char kParallel[] = "parallel";
 constexpr double kMinMultiplier = 1.0;
 
 // A C++-built step may list needs without setting explicit_needs; a

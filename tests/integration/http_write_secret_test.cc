@@ -12,7 +12,7 @@
 namespace runloom::testing {
 namespace {
 
-constexpr char kWorkflow[] = R"(name: secretwrite
+constexpr char kSecretWriteWorkflow[] = R"(name: secretwrite
 inputs:
   url: {type: string}
   key: {type: string, secret: true}
@@ -31,7 +31,7 @@ TEST(HttpWriteSecrets, AreSentButWrittenNowhere) {
   const std::string db = dir + "/s.db";
   const std::string body_secret = "b0dy-s3cr3t-" + std::to_string(getpid());
   const std::string header_secret = "h34der-s3cr3t-" + std::to_string(getpid());
-  WriteFile(dir + "/s.yaml", kWorkflow);
+  WriteFile(dir + "/s.yaml", kSecretWriteWorkflow);
   absl::StatusOr<std::unique_ptr<examples::ActionsServer>> server =
       examples::ActionsServer::Start({});
   ASSERT_TRUE(server.ok()) << server.status();

@@ -47,7 +47,7 @@ constexpr char kDeadLetter[] =
     "INSERT INTO dead_letters (message_id, run_id, deliveries, reason, at) "
     "SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS "
     "(SELECT 1 FROM dead_letters WHERE message_id = $1) RETURNING id";
-constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
+constexpr char kSetLastEventSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
 constexpr char kAck[] = "DELETE FROM queue WHERE id = $1 AND run_id = $2";
 constexpr char kRelease[] =
     "UPDATE queue SET claimed_by = '', visible_at = runloom_now(), "
@@ -264,7 +264,7 @@ absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::strin
   std::vector<EncodedEvent> events = {EncodedEvent{e.type, e.schema_version, e.data.dump()}};
   RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
                            PgAppendEvents(c, run_id, locked->first.last_event_seq, events, now));
-  RUNLOOM_RETURN_IF_ERROR(c.Exec(kSetLastSeq, PgParams().Text(run_id).Int(last)).status());
+  RUNLOOM_RETURN_IF_ERROR(c.Exec(kSetLastEventSeq, PgParams().Text(run_id).Int(last)).status());
   return true;
 }
 

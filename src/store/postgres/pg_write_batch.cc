@@ -25,7 +25,7 @@ constexpr char kUpsertSteps[] =
     "state = EXCLUDED.state, output = EXCLUDED.output, error = EXCLUDED.error, "
     "error_class = EXCLUDED.error_class, stderr_tail = EXCLUDED.stderr_tail, "
     "started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at";
-constexpr char kInsertEvents[] =
+constexpr char kInsertEventsOfRuns[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "SELECT x.r, x.s, x.t, x.v, $6, x.d FROM unnest($1::text[], $2::bigint[], $3::text[], "
     "$4::integer[], $5::text[]) AS x(r, s, t, v, d)";
@@ -211,7 +211,7 @@ void PgWriteBatch::Defer(PgConn& c, absl::Time now) {
   }
   if (!events_.run_id.empty()) {
     const Events& e = events_;
-    DeferColumns(c, kInsertEvents, {&e.run_id, &e.seq, &e.type, &e.schema_version, &e.data}, now);
+    DeferColumns(c, kInsertEventsOfRuns, {&e.run_id, &e.seq, &e.type, &e.schema_version, &e.data}, now);
   }
   if (!leases_.id.empty()) {
     const Leases& l = leases_;

@@ -30,7 +30,7 @@ constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";  // by 
 // Two statements, not DELETE ... RETURNING: SQLite materializes RETURNING
 // rows in a temporary table, which cost ~3x the pair below on the lease path
 // (callgrind, `runloom bench`).
-constexpr char kMessageOfRun[] = "SELECT id FROM queue WHERE run_id = ?1";  // run_id is UNIQUE
+constexpr char kQueueIdOfRun[] = "SELECT id FROM queue WHERE run_id = ?1";  // run_id is UNIQUE
 constexpr char kDeleteMessageById[] = "DELETE FROM queue WHERE id = ?1";
 constexpr char kUpsertStep[] =
     "INSERT OR REPLACE INTO step_records (" RUNLOOM_SQLITE_STEP_COLUMNS
@@ -223,7 +223,7 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
   {
     std::optional<int64_t> message;
     {
-      RUNLOOM_ASSIGN_OR_RETURN(Statement find, db.Prepare(kMessageOfRun));
+      RUNLOOM_ASSIGN_OR_RETURN(Statement find, db.Prepare(kQueueIdOfRun));
       find.BindText(1, run_id);
       RUNLOOM_ASSIGN_OR_RETURN(bool row, find.Step());
       if (row) message = find.ColumnInt(0);

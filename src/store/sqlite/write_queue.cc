@@ -17,7 +17,7 @@ constexpr char kBegin[] = "BEGIN IMMEDIATE";
 constexpr char kCommit[] = "COMMIT";
 constexpr char kRollback[] = "ROLLBACK";
 constexpr char kSavepoint[] = "SAVEPOINT runloom_write";
-constexpr char kRelease[] = "RELEASE runloom_write";
+constexpr char kReleaseSavepoint[] = "RELEASE runloom_write";
 constexpr char kRollbackTo[] = "ROLLBACK TO runloom_write";
 // How often a new leader yields to let the previous group's writers rejoin.
 constexpr int kMaxJoinYields = 4;
@@ -189,12 +189,12 @@ absl::Status WriteQueue::RunGroupOnce(const std::vector<Writer*>& group, bool sa
     if (g->status.ok()) {
       g->produced = txn.produced_message;
       if (savepoints) {
-        absl::Status rel = Step(kRelease);
+        absl::Status rel = Step(kReleaseSavepoint);
         if (!rel.ok()) return abort_all(rel);
       }
     } else if (savepoints) {
       absl::Status rb = Step(kRollbackTo);
-      if (rb.ok()) rb = Step(kRelease);
+      if (rb.ok()) rb = Step(kReleaseSavepoint);
       if (!rb.ok()) return abort_all(rb);
     } else if (sqlite3_total_changes64(db_->raw()) == changes_before) {
       // Failed before writing: nothing to undo; its error is its result.

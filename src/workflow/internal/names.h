@@ -12,6 +12,11 @@
 
 namespace runloom::workflow_internal {
 
+// The step kinds the loader, the validator and the canonical form treat as
+// containers of other steps.
+inline constexpr char kLoop[] = "loop";
+inline constexpr char kParallel[] = "parallel";
+
 std::optional<TriggerRule> ParseTriggerRule(const std::string& s);
 std::optional<ErrorClass> ParseErrorClass(const std::string& s);
 
