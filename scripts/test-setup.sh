@@ -8,7 +8,8 @@
 # fresh clone with the packages present.
 #
 # Usage: scripts/test-setup.sh [WORK_DIR]   (default: a new folder in /tmp)
-# Needs root (unshare --mount); make test-setup runs it.
+# Needs root (unshare --mount, overlay and tmpfs mounts); make test-setup
+# runs it.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -18,9 +19,10 @@ die() { log "error: $*"; exit 1; }
 [[ $(id -u) == 0 ]] || die "needs root for a private mount namespace (unshare --mount)"
 command -v unshare >/dev/null || die "unshare not found (Debian: util-linux)"
 
-# What the demo must not need. Folders are covered by an empty read-only
-# tmpfs; a program elsewhere on PATH by /dev/null, which has no execute bit,
-# so neither `command -v` nor CMake's find_program finds it.
+# What the demo must not need. Each program found on PATH is whited out by
+# an overlay on its folder (the name no longer exists there, so neither
+# `command -v` nor CMake's find_program finds it); the folders that hold
+# the rest of these tools are covered by an empty read-only tmpfs.
 readonly HIDDEN_DIRS=(/usr/lib/chromium /usr/lib/postgresql /usr/lib/llvm-14 /usr/lib/node_modules
                       /usr/share/nodejs /usr/lib/clang)
 readonly HIDDEN_PROGRAMS=(chromium chromium-browser node nodejs npm npx clang clang++ clang-14 clang++-14
@@ -39,17 +41,28 @@ log "fresh clone of $(git -C "$clone" rev-parse --short HEAD) in $clone"
 # Runs inside the namespace: hide, check that it is hidden, run the demo.
 inner() {
   set -euo pipefail
-  local p real files=()
+  local p found dir i=0
+  local -A names=()  # folder -> the names to white out in it
   for p in "${HIDDEN_PROGRAMS[@]}"; do
-    while IFS= read -r real; do
-      [[ -n $real ]] && files+=("$(readlink -f "$real")")
+    while IFS= read -r found; do
+      [[ -n $found ]] || continue
+      dir="$(readlink -f "$(dirname "$found")")"
+      names[$dir]+=" $(basename "$found")"
     done < <(type -ap "$p" 2>/dev/null || true)
   done
-  for p in "${files[@]}"; do
-    [[ -e $p ]] && mount --bind /dev/null "$p"
+  mkdir -p "$work/hide"
+  mount -t tmpfs runloom-hidden "$work/hide"
+  for dir in "${!names[@]}"; do
+    mkdir -p "$work/hide/$i/upper" "$work/hide/$i/work"
+    for p in ${names[$dir]}; do
+      [[ -e $work/hide/$i/upper/$p ]] || mknod "$work/hide/$i/upper/$p" c 0 0  # an overlay whiteout
+    done
+    mount -t overlay runloom-hidden \
+      -o "lowerdir=$dir,upperdir=$work/hide/$i/upper,workdir=$work/hide/$i/work" "$dir"
+    i=$(( i + 1 ))
   done
   for p in "${HIDDEN_DIRS[@]}"; do
-    [[ -d $p ]] && mount -t tmpfs -o ro,size=64k runloom-hidden "$p"
+    if [[ -d $p ]]; then mount -t tmpfs -o ro,size=64k runloom-hidden "$p"; fi
   done
   hash -r
   for p in "${HIDDEN_PROGRAMS[@]}"; do
@@ -57,7 +70,7 @@ inner() {
       die "$p is still reachable inside the namespace: $(command -v "$p")"
     fi
   done
-  log "hidden: ${HIDDEN_PROGRAMS[*]} and ${HIDDEN_DIRS[*]}"
+  log "hidden: ${HIDDEN_PROGRAMS[*]} (overlays on ${!names[*]}) and ${HIDDEN_DIRS[*]}"
   cd "$clone"
   local start=$SECONDS
   bash scripts/setup.sh demo </dev/null 2>&1 | tee "$work/demo.log"

@@ -6,8 +6,7 @@ import {follow, get, post} from './api.js';
 import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
 import {gatePanel} from './gate.js';
 import {drawGraph} from './graph.js';
-
-const TERMINAL = new Set(['completed', 'failed', 'rejected', 'cancelled']);
+import {TERMINAL} from './vocabulary.js';
 
 function eventLine(ev) {
   const d = ev.data || {};

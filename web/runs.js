@@ -3,8 +3,10 @@
 
 import {follow, get, post} from './api.js';
 import {h, replace, statusBadge, toast, when} from './dom.js';
+import {STATUSES as RUN_STATUSES} from './vocabulary.js';
 
-const STATUSES = ['', 'queued', 'running', 'paused', 'completed', 'failed', 'rejected', 'cancelled'];
+// '' is "any status"; the rest is the engine's list (vocabulary.js, generated).
+const STATUSES = ['', ...RUN_STATUSES];
 
 function inputField(name, spec) {
   const id = `in-${name}`;

@@ -124,26 +124,19 @@ int WorkerCommand(const WorkerFlags& f) {
   if (f.max_deliveries < 1) return BadInput("--max-deliveries must be at least 1");
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
-  auto kinds = StepKindsSetting(f.config);
-  if (!kinds.ok()) return BadInput(std::string(kinds.status().message()));
+  EngineOptions base;
+  base.executors = f.executors;
+  base.lease_ttl = *ttl;
+  base.queued_grace = *grace;
+  base.max_attempts = f.max_attempts;
+  auto opts = ExecutingEngineOptions(std::move(base), f.exec);
+  if (!opts.ok()) return BadInput(std::string(opts.status().message()));
   SignalWatcher signals;
   auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
-  auto stage_events = StageEventsSetting(f.stage_events);
-  if (!stage_events.ok()) return BadInput(std::string(stage_events.status().message()));
-  EngineOptions opts;
-  opts.stage_events = *stage_events;
-  opts.executors = f.executors;
-  opts.lease_ttl = *ttl;
-  opts.queued_grace = *grace;
-  opts.max_attempts = f.max_attempts;
-  opts.registry = *std::move(kinds);
-  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  auto engine = OpenExecutingEngine(*std::move(opts), *std::move(backend), f.exec);
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
-  if (absl::Status s = ApplyTenantBudgets(f.config, *e->store()); !s.ok()) {
-    return Failure(std::string(s.message()));
-  }
   std::cerr << "runloom worker: executing runs from " << RedactedUrl(f.common.db) << " with "
             << f.executors << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop")
             << "\n";

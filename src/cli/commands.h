@@ -24,7 +24,7 @@ inline constexpr int kExitConflict =
     4;  // decide/cancel/rerun refused: the run is not in a state that allows it
 inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was released to the queue
 
-// The stage-event settings of `run` and `worker` (docs/operations.md, "Stage
+// The stage-event settings of `run`, `worker` and `serve` (docs/operations.md, "Stage
 // events"): on when `flag` (--stage-events) or else $RUNLOOM_STAGE_EVENTS
 // is a redis://host:port[/db] URL, off when both are empty; the channel
 // prefix is $RUNLOOM_STAGE_EVENTS_PREFIX (default "pipeline").
@@ -74,6 +74,26 @@ CommonFlags WithEnvironment(CommonFlags c, bool db_given, bool queue_given);
 // and anything else.
 int DbOpenFailure(const CommonFlags& c, const absl::Status& s);
 
+// What every command that executes runs takes (`run`, `worker`, `serve`):
+// one struct, one set of options (main.cc's AddExecutingFlags) and one
+// function that turns it into engine options, so every process that
+// executes runs has the same step kinds, stage events and tenant budgets.
+struct ExecutingFlags {
+  std::string config;        // --config FILE ("" = $RUNLOOM_CONFIG); see StepKindsSetting
+  std::string stage_events;  // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
+};
+
+// `base` with the step kinds (StepKindsSetting) and the stage events
+// (StageEventsSetting) of `f`. Reads the configuration file and opens
+// nothing, so a command calls it before the backend: an error (kInvalidArgument
+// or kNotFound naming the flag, file or variable) leaves nothing written.
+absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f);
+
+// Engine::Open of `opts` on `backend`, then the configured tenants' budgets
+// written to the ledger (ApplyTenantBudgets). Errors as those two say.
+absl::StatusOr<std::unique_ptr<Engine>> OpenExecutingEngine(EngineOptions opts, Backend backend,
+                                                           const ExecutingFlags& f);
+
 struct RunFlags {
   CommonFlags common;
   std::string file;
@@ -85,9 +105,8 @@ struct RunFlags {
   bool auto_approve = false;  // approve every gate (demos, CI)
   // Admit the run (queued), print its id and exit 0; a worker executes it.
   bool detach = false;
-  std::string stage_events;  // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
-  std::string config;        // --config FILE ("" = $RUNLOOM_CONFIG); see StepKindsSetting
-  std::string budget;        // --budget AMOUNT in price units ("" = none)
+  ExecutingFlags exec;
+  std::string budget;  // --budget AMOUNT in price units ("" = none)
 };
 int RunCommand(const RunFlags& flags);
 
@@ -100,8 +119,7 @@ struct WorkerFlags {
   int max_attempts = 5;
   // Deliveries of a queue message without an ack before it is dead-lettered.
   int max_deliveries = TransportOptions{}.max_deliveries;
-  std::string stage_events;  // as RunFlags::stage_events
-  std::string config;        // as RunFlags::config
+  ExecutingFlags exec;
 };
 int WorkerCommand(const WorkerFlags& flags);
 
@@ -112,7 +130,7 @@ struct ServeFlags {
   bool no_executors = false;  // serve only; `runloom worker` processes execute
   int threads = 4;            // HTTP io threads
   bool insecure_no_auth = false;
-  std::string config;  // as RunFlags::config
+  ExecutingFlags exec;
 };
 int ServeCommand(const ServeFlags& flags);
 

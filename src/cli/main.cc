@@ -57,6 +57,12 @@ constexpr const char* kStageEventsHelp =
     "publish stage events to this Redis (redis://host:port[/db]); default "
     "$RUNLOOM_STAGE_EVENTS, off when empty";
 
+// The options of every command that executes runs (run, worker, serve).
+void AddExecutingFlags(CLI::App* cmd, ExecutingFlags& f) {
+  cmd->add_option("--stage-events", f.stage_events, kStageEventsHelp);
+  cmd->add_option("--config", f.config, kConfigHelp);
+}
+
 Command AddRun(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -69,8 +75,7 @@ Command AddRun(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the final run as JSON");
-  cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
-  cmd->add_option("--config", f->config, kConfigHelp);
+  AddExecutingFlags(cmd, f->exec);
   cmd->add_option("--budget", f->budget,
                   "the run's own budget in price units (e.g. 2.50): its model calls together "
                   "may cost at most this; refused at once when its tenant has less left");
@@ -101,8 +106,7 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--max-deliveries", f->max_deliveries,
                   "deliveries of a queue message without an ack before it is dead-lettered")
       ->capture_default_str();
-  cmd->add_option("--stage-events", f->stage_events, kStageEventsHelp);
-  cmd->add_option("--config", f->config, kConfigHelp);
+  AddExecutingFlags(cmd, f->exec);
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   backend.Add(cmd, f->common);
@@ -123,7 +127,7 @@ Command AddServe(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--http-threads", f->threads, "threads serving HTTP")->capture_default_str();
   cmd->add_flag("--insecure-no-auth", f->insecure_no_auth,
                 "check no token: every caller is admin \"local\" (local demos only)");
-  cmd->add_option("--config", f->config, kConfigHelp);
+  AddExecutingFlags(cmd, f->exec);
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   backend.Add(cmd, f->common);

@@ -217,9 +217,8 @@ void PrintPausedHint(const RunRecord& run, const CommonFlags& c) {
 // input writes nothing.
 struct Prepared {
   Workflow workflow;
-  std::shared_ptr<StepRegistry> registry;
+  EngineOptions options;  // ExecutingEngineOptions, with this run's lease TTL
   nlohmann::json inputs;
-  absl::Duration lease_ttl;
   std::optional<int64_t> budget_micros;
 };
 
@@ -228,8 +227,10 @@ struct Prepared {
 absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
   Prepared p;
   RUNLOOM_ASSIGN_OR_RETURN(p.workflow, LoadWorkflowFile(f.file));
-  RUNLOOM_ASSIGN_OR_RETURN(p.registry, StepKindsSetting(f.config));
-  RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(p.workflow, *p.registry));
+  EngineOptions base;
+  base.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
+  RUNLOOM_ASSIGN_OR_RETURN(p.options, ExecutingEngineOptions(std::move(base), f.exec));
+  RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(p.workflow, *p.options.registry));
   RUNLOOM_ASSIGN_OR_RETURN(p.inputs, ParseInputs(f));
   if (!f.budget.empty()) {
     RUNLOOM_ASSIGN_OR_RETURN(p.budget_micros, BudgetFlag("--budget", f.budget));
@@ -252,7 +253,7 @@ absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
               << "process can use it. If the run pauses or this process stops, a worker cannot "
               << "resolve it; " << fix << " instead\n";
   }
-  RUNLOOM_ASSIGN_OR_RETURN(p.lease_ttl, PositiveDurationFlag("--lease-ttl", f.lease_ttl));
+  RUNLOOM_ASSIGN_OR_RETURN(p.options.lease_ttl, PositiveDurationFlag("--lease-ttl", f.lease_ttl));
   RUNLOOM_RETURN_IF_ERROR(CheckSyncFlag(f.common));
   RUNLOOM_RETURN_IF_ERROR(CheckQueueUrl(f.common));
   return p;
@@ -349,18 +350,8 @@ int RunCommand(const RunFlags& f) {
   if (!f.detach) signals = std::make_unique<SignalWatcher>();
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
-  auto stage_events = StageEventsSetting(f.stage_events);
-  if (!stage_events.ok()) return BadInput(std::string(stage_events.status().message()));
-  EngineOptions opts;
-  opts.stage_events = *stage_events;
-  opts.lease_ttl = p->lease_ttl;
-  opts.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
-  opts.registry = std::move(p->registry);
-  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  auto engine = OpenExecutingEngine(std::move(p->options), *std::move(backend), f.exec);
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
-  if (absl::Status s = ApplyTenantBudgets(f.config, *(*engine)->store()); !s.ok()) {
-    return Failure(std::string(s.message()));
-  }
   StartRunRequest req;
   req.budget_micros = p->budget_micros;
   req.workflow = std::move(p->workflow);

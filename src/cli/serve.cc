@@ -62,23 +62,19 @@ int ServeCommand(const ServeFlags& f) {
   so.threads = f.threads;
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
-  auto kinds = StepKindsSetting(f.config);
-  if (!kinds.ok()) return BadInput(std::string(kinds.status().message()));
+  auto registry = std::make_shared<prometheus::Registry>();
+  EngineOptions base;
+  base.executors = f.executors;
+  base.env.metrics = registry.get();
+  auto opts = ExecutingEngineOptions(std::move(base), f.exec);
+  if (!opts.ok()) return BadInput(std::string(opts.status().message()));
   RaiseDescriptorLimit();
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
-  auto registry = std::make_shared<prometheus::Registry>();
-  EngineOptions opts;
-  opts.executors = f.executors;
-  opts.env.metrics = registry.get();
-  opts.registry = *std::move(kinds);
-  auto engine = Engine::Open(std::move(opts), *std::move(backend));
+  auto engine = OpenExecutingEngine(*std::move(opts), *std::move(backend), f.exec);
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
-  if (absl::Status s = ApplyTenantBudgets(f.config, *e->store()); !s.ok()) {
-    return Failure(std::string(s.message()));
-  }
   // Bearer tokens are checked against the store's token table (`runloom
   // token create`); --insecure-no-auth (a local demo) checks none.
   std::unique_ptr<StoreAuthenticator> auth;

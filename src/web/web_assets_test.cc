@@ -28,7 +28,32 @@ TEST(WebAssets, EveryFileInWebIsEmbeddedByteForByte) {
     ASSERT_NE(a, nullptr) << e.path() << " is not embedded: add it to src/web/CMakeLists.txt";
     EXPECT_EQ(a->body, ReadFile(e.path())) << e.path();
   }
-  EXPECT_EQ(on_disk.size(), kAssetCount) << "an embedded file no longer exists in web/";
+  // And the one generated at build time (vocabulary.js).
+  EXPECT_EQ(on_disk.size() + 1, kAssetCount) << "an embedded file no longer exists in web/";
+}
+
+// The UI's vocabulary is generated from the engine's tables: every status,
+// the terminal ones (budget_stopped and unresolved among them), every
+// decision and event type.
+TEST(WebAssets, TheVocabularyIsTheEnginesAndIsEmbedded) {
+  const Asset* a = FindAsset("/ui/vocabulary.js");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->content_type, "text/javascript; charset=utf-8");
+  EXPECT_EQ(a->body, ReadFile(RUNLOOM_WEB_VOCABULARY));
+  const std::string body(a->body);
+  EXPECT_NE(body.find(R"(export const STATUSES = ["queued","running","paused","completed","rejected",)"
+                      R"("unresolved","budget_stopped","failed","cancelled"];)"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find(R"(export const TERMINAL = new Set(["completed","rejected","unresolved",)"
+                      R"("budget_stopped","failed","cancelled"]);)"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find(R"(export const DECISIONS = ["approve","edit","reject","request_revision"];)"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find(R"("run.created")"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"("llm.call")"), std::string::npos) << body;
 }
 
 TEST(WebAssets, RootIsTheIndexAndTypesAreSet) {

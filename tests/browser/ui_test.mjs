@@ -10,11 +10,15 @@
 //      review, requests a revision from `research`, approves, sees completed;
 //   2. two browser contexts decide the same gate: the second sees the
 //      conflict message and nothing of its decision is recorded;
-//   3. a viewer sees no decision buttons and the API refuses its decision.
+//   3. a viewer sees no decision buttons and the API refuses its decision;
+//   4. runs that ended unresolved and budget_stopped (made with the CLI
+//      before the server starts) show no Cancel button, and the status
+//      filter offers and finds both (the UI's statuses come from the engine's
+//      tables, vocabulary.js); a paused run does show Cancel.
 // Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
 // first failed check, after stopping the server (SIGTERM: it must exit 0).
 
-import {execFileSync, spawn} from 'node:child_process';
+import {execFileSync, spawn, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -59,6 +63,28 @@ const approver = token('alice', 'approver');
 const approver2 = token('bob', 'approver');
 const viewer = token('vera', 'viewer');
 const admin = token('root', 'admin');
+
+// Two runs that end in the terminal statuses the UI once missed. `runloom
+// run` exits 1 for a run that ended other than completed; --json prints it.
+const terminalDir = path.join(outDir, 'terminal');
+fs.mkdirSync(terminalDir, {recursive: true});
+fs.writeFileSync(path.join(terminalDir, 'unresolved.yaml'),
+  'name: ui_unresolved\nsteps:\n  - {id: look, kind: noop}\noutcome: unresolved\n');
+// A priced model on the offline fake provider; the run's budget (one
+// micro-unit) cannot pay for the call's worst case, so it is never sent.
+fs.writeFileSync(path.join(terminalDir, 'config.yaml'),
+  'providers:\n  sim: {kind: fake}\nmodels:\n  priced: {provider: sim, input_price_per_1k: 1, output_price_per_1k: 1}\n');
+fs.writeFileSync(path.join(terminalDir, 'billed.yaml'),
+  'name: ui_billed\nsteps:\n  - {id: ask, kind: llm, model: priced, prompt: "a prompt that costs more than the budget"}\n');
+function cliRun(args, want) {
+  const r = spawnSync(binary, ['run', ...args, '--db', db, '--json'], {encoding: 'utf8'});
+  const run = JSON.parse(r.stdout);
+  check(r.status === 1 && run.status === want, `the CLI ran ${args[0]} to ${want} (exit 1)`);
+  return run.id;
+}
+const unresolvedId = cliRun([path.join(terminalDir, 'unresolved.yaml')], 'unresolved');
+const budgetId = cliRun([path.join(terminalDir, 'billed.yaml'), '--config', path.join(terminalDir, 'config.yaml'),
+  '--budget', '0.000001'], 'budget_stopped');
 
 const server = spawn(binary, ['serve', '--db', db, '--listen', `127.0.0.1:${port}`],
   {stdio: ['ignore', 'inherit', 'inherit']});
@@ -195,6 +221,28 @@ try {
   check(refused.status === 403, 'the API refuses a viewer\'s decision (403)');
   check((await api('GET', `/runs/${id3}`, viewer)).body.status === 'paused', 'nothing was recorded');
   await pageV.screenshot({path: path.join(shots, 'run-viewer.png'), fullPage: true});
+
+  // 4. Every terminal status is terminal in the UI, and in the filter.
+  await page.goto(`${base}/#/runs/${id3}`);
+  await page.locator('.runhead .badge', {hasText: 'paused'}).waitFor();
+  check(await page.getByRole('button', {name: 'Cancel run'}).count() === 1, 'a paused run shows Cancel');
+  for (const [id, status] of [[unresolvedId, 'unresolved'], [budgetId, 'budget_stopped']]) {
+    await page.goto(`${base}/#/runs/${id}`);
+    await page.locator('.runhead .badge', {hasText: status}).waitFor();
+    await page.locator('.timeline li', {hasText: 'run.finished'}).waitFor();
+    check(await page.getByRole('button', {name: 'Cancel run'}).count() === 0, `a ${status} run shows no Cancel`);
+    await page.screenshot({path: path.join(shots, `run-${status}.png`), fullPage: true});
+    await page.goto(`${base}/#/runs`);
+    await page.locator('table.runs tbody tr').first().waitFor();
+    check(await page.locator(`#status-filter option[value="${status}"]`).count() === 1,
+      `the status filter offers ${status}`);
+    await page.selectOption('#status-filter', status);
+    await page.waitForURL(new RegExp(`status=${status}$`));
+    await waitFor(`the ${status} filter to list one run`, async () =>
+      await page.locator('table.runs tbody tr').count() === 1 &&
+      await page.locator('table.runs tbody tr', {hasText: id}).count() === 1);
+    check(true, `the ${status} filter finds that run alone`);
+  }
 
   // The other pages render.
   await page.goto(`${base}/#/workflows/blog`);

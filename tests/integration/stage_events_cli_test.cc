@@ -1,6 +1,8 @@
-// `runloom run --stage-events` and RUNLOOM_STAGE_EVENTS, end to end: the real
-// binary publishes to the test Redis, refuses a malformed URL with exit 2, and
-// finishes its run with a warning per event when Redis is down.
+// `--stage-events` and RUNLOOM_STAGE_EVENTS, end to end: the real binary
+// publishes to the test Redis from each command that executes runs (`run`,
+// `worker`, `serve`), refuses a malformed URL with exit 2, and finishes its
+// run with a warning per event when Redis is down.
+#include "core/status_macros.h"
 #include "testing/status_matchers.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
@@ -11,7 +13,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,32 +46,105 @@ std::vector<std::string> RunArgs(const std::string& dir) {
           "doc=d9", "--input",        "tenant=t9", "--input",     "node=n9"};
 }
 
+// A subscriber to the run's channel on the test Redis.
+class StageSubscriber {
+ public:
+  static absl::StatusOr<std::unique_ptr<StageSubscriber>> Open(const std::string& redis_url) {
+    RUNLOOM_ASSIGN_OR_RETURN(redis::RedisUrl url, redis::ParseRedisUrl(redis_url));
+    auto s = std::unique_ptr<StageSubscriber>(new StageSubscriber(url));
+    RUNLOOM_RETURN_IF_ERROR(s->client_.Command({"SUBSCRIBE", "pipeline:t9:n9"}).status());
+    return s;
+  }
+
+  // The three stage events of one run of kWorkflow, as stage/status, each
+  // checked to carry `run_id` and the document id.
+  std::vector<std::string> ReadRun(const std::string& run_id) {
+    std::vector<std::string> got;
+    for (int i = 0; i < 3; ++i) {
+      auto m = client_.ReadReply();
+      EXPECT_OK(m);
+      if (!m.ok() || m->elements.size() != 3u) break;
+      const nlohmann::json p = nlohmann::json::parse(m->elements[2].str);
+      EXPECT_EQ(p["correlation_id"], run_id);
+      EXPECT_EQ(p["document_id"], "d9");
+      got.push_back(absl::StrCat(p["stage"].get<std::string>(), "/", p["status"].get<std::string>()));
+    }
+    return got;
+  }
+
+ private:
+  explicit StageSubscriber(const redis::RedisUrl& url)
+      : client_(url, {.command_timeout = absl::Seconds(20)}) {}
+  redis::RedisClient client_;
+};
+
+// Admits a run of kWorkflow in `dir` without executing it; its id, or "".
+std::string DetachedRun(const std::string& dir) {
+  std::vector<std::string> args = RunArgs(dir);
+  args.push_back("--detach");
+  Result admitted = RunCli(args);
+  EXPECT_EQ(admitted.code, 0) << admitted.out;
+  return RunIdFrom(admitted.out);
+}
+
+const auto kEveryStage =
+    ::testing::ElementsAre("parsing/started", "indexing/started", "completed/succeeded");
+
 TEST(StageEventsCli, FlagPublishesEveryStageToTheChannel) {
   auto servers = GetTestServers();
   ASSERT_OK(servers);
-  auto url = redis::ParseRedisUrl(servers->redis_url);
-  ASSERT_OK(url);
-  redis::RedisClient sub(*url, {.command_timeout = absl::Seconds(20)});
-  ASSERT_OK(sub.Command({"SUBSCRIBE", "pipeline:t9:n9"}));
+  auto sub = StageSubscriber::Open(servers->redis_url);
+  ASSERT_OK(sub);
   const std::string dir = WorkflowFile();
   std::vector<std::string> args = RunArgs(dir);
   args.push_back("--stage-events");
   args.push_back(servers->redis_url);
   Result r = RunCli(args);
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::string run_id = RunIdFrom(r.out);
-  std::vector<std::string> got;
-  for (int i = 0; i < 3; ++i) {
-    auto m = sub.ReadReply();
-    ASSERT_OK(m);
-    ASSERT_EQ(m->elements.size(), 3u);
-    const nlohmann::json p = nlohmann::json::parse(m->elements[2].str);
-    EXPECT_EQ(p["correlation_id"], run_id);
-    EXPECT_EQ(p["document_id"], "d9");
-    got.push_back(absl::StrCat(p["stage"].get<std::string>(), "/", p["status"].get<std::string>()));
+  EXPECT_THAT((*sub)->ReadRun(RunIdFrom(r.out)), kEveryStage);
+}
+
+// A run admitted with --detach, a subscriber to its channel, and the test
+// Redis's URL, for the commands whose executors run it.
+class DetachedStageRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto servers = GetTestServers();
+    ASSERT_OK(servers);
+    redis_url_ = servers->redis_url;
+    auto sub = StageSubscriber::Open(redis_url_);
+    ASSERT_OK(sub);
+    sub_ = *std::move(sub);
+    dir_ = WorkflowFile();
+    run_id_ = DetachedRun(dir_);
+    ASSERT_FALSE(run_id_.empty());
   }
-  EXPECT_THAT(got,
-              ::testing::ElementsAre("parsing/started", "indexing/started", "completed/succeeded"));
+
+  std::string redis_url_;
+  std::unique_ptr<StageSubscriber> sub_;
+  std::string dir_;
+  std::string run_id_;
+};
+
+// Executed by `runloom worker --stage-events`.
+TEST_F(DetachedStageRun, WorkerExecutorsPublishEveryStage) {
+  Result worker =
+      RunCli({"worker", "--db", dir_ + "/r.db", "--until-idle", "--stage-events", redis_url_});
+  ASSERT_EQ(worker.code, 0) << worker.out;
+  EXPECT_THAT(sub_->ReadRun(run_id_), kEveryStage);
+}
+
+// Executed by the executors of `runloom serve --stage-events` (before, serve
+// had no such flag and its executors published nothing).
+TEST_F(DetachedStageRun, ServeExecutorsPublishEveryStage) {
+  const std::string log = dir_ + "/serve.log";
+  Child server({"serve", "--db", dir_ + "/r.db", "--listen", "127.0.0.1:0", "--insecure-no-auth",
+                "--stage-events", redis_url_},
+               log);
+  ASSERT_NE(WaitForServePort(log), 0) << ReadFile(log);
+  EXPECT_THAT(sub_->ReadRun(run_id_), kEveryStage);
+  server.Kill(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0) << ReadFile(log);
 }
 
 TEST(StageEventsCli, MalformedUrlIsExitTwoNamingTheSetting) {
