@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
 #include "wire/wire.h"
 
 #include <iostream>
@@ -124,14 +126,29 @@ int WorkerCommand(const WorkerFlags& f) {
   if (f.max_deliveries < 1) return BadInput("--max-deliveries must be at least 1");
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
+  // The registry outlives the engine that records into it and the endpoint
+  // that serves it (declared first, destroyed last).
+  auto registry = std::make_shared<prometheus::Registry>();
   EngineOptions base;
   base.executors = f.executors;
   base.lease_ttl = *ttl;
   base.queued_grace = *grace;
   base.max_attempts = f.max_attempts;
+  base.env.metrics = registry.get();
   auto opts = ExecutingEngineOptions(std::move(base), f.exec);
   if (!opts.ok()) return BadInput(std::string(opts.status().message()));
   SignalWatcher signals;
+  // Listening before the backend opens: an address it cannot take writes nothing.
+  std::unique_ptr<prometheus::Exposer> metrics;
+  if (!f.metrics_listen.empty()) {
+    auto served = ServeMetrics(f.metrics_listen, registry);
+    if (!served.ok()) return BadInput(std::string(served.status().message()));
+    metrics = *std::move(served);
+    const std::vector<int> ports = metrics->GetListeningPorts();
+    std::cerr << "runloom worker: metrics on http://"
+              << f.metrics_listen.substr(0, f.metrics_listen.rfind(':')) << ":"
+              << (ports.empty() ? 0 : ports.front()) << "/metrics\n";
+  }
   auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
   auto engine = OpenExecutingEngine(*std::move(opts), *std::move(backend), f.exec);

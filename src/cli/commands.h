@@ -13,6 +13,11 @@
 #include <string>
 #include <vector>
 
+namespace prometheus {
+class Exposer;
+class Registry;
+}  // namespace prometheus
+
 namespace runloom::cli {
 
 // Exit codes (docs/operations.md lists them).
@@ -94,6 +99,13 @@ absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const E
 absl::StatusOr<std::unique_ptr<Engine>> OpenExecutingEngine(EngineOptions opts, Backend backend,
                                                            const ExecutingFlags& f);
 
+// `/metrics` (Prometheus text format) of `registry`, served on `address`
+// (IPv4 HOST:PORT; port 0 picks a free one, see Exposer::GetListeningPorts)
+// until the result is destroyed. kInvalidArgument naming --metrics-listen for
+// a malformed address or one it cannot listen on.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
+    const std::string& address, const std::shared_ptr<prometheus::Registry>& registry);
+
 struct RunFlags {
   CommonFlags common;
   std::string file;
@@ -120,6 +132,7 @@ struct WorkerFlags {
   // Deliveries of a queue message without an ack before it is dead-lettered.
   int max_deliveries = TransportOptions{}.max_deliveries;
   ExecutingFlags exec;
+  std::string metrics_listen;  // --metrics-listen HOST:PORT: serve /metrics there ("" = off)
 };
 int WorkerCommand(const WorkerFlags& flags);
 

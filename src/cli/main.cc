@@ -107,6 +107,8 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
                   "deliveries of a queue message without an ack before it is dead-lettered")
       ->capture_default_str();
   AddExecutingFlags(cmd, f->exec);
+  cmd->add_option("--metrics-listen", f->metrics_listen,
+                  "serve Prometheus metrics at http://HOST:PORT/metrics (IPv4; off by default)");
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();
   backend.Add(cmd, f->common);

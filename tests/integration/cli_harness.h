@@ -190,10 +190,9 @@ inline std::string RunIdFrom(const std::string& out) {
   return out.substr(p + 4, end - p - 4);
 }
 
-// The port `runloom serve` printed in its log file `log` ("listening on
-// http://127.0.0.1:PORT"), or 0 when it has not after ~20 s.
-inline uint16_t WaitForServePort(const std::string& log) {
-  const std::string marker = "listening on http://127.0.0.1:";
+// The port a process printed after `marker` in its log file `log`, or 0
+// when it has not after ~20 s.
+inline uint16_t WaitForPortIn(const std::string& log, const std::string& marker) {
   for (int i = 0; i < 400; ++i) {
     const std::string text = ReadFile(log);
     const size_t at = text.find(marker);
@@ -208,6 +207,12 @@ inline uint16_t WaitForServePort(const std::string& log) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return 0;
+}
+
+// The port `runloom serve` printed in its log file `log` ("listening on
+// http://127.0.0.1:PORT"), or 0 when it has not after ~20 s.
+inline uint16_t WaitForServePort(const std::string& log) {
+  return WaitForPortIn(log, "listening on http://127.0.0.1:");
 }
 
 }  // namespace runloom::testing

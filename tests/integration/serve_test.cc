@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <string>
 #include <thread>
 
 namespace runloom::testing {
@@ -89,6 +91,42 @@ TEST(Serve, ServesRunsAndStopsGracefullyOnSigterm) {
   EXPECT_EQ(server.Wait(), 0) << ReadFile(log);
   EXPECT_THAT(ReadFile(log), HasSubstr("runloom serve: stopped"));
   EXPECT_EQ(StatusJson(dir + "/r.db", id)["status"], "paused");
+}
+
+// A worker has no HTTP API, yet serves the engine's metrics where
+// --metrics-listen says; a malformed address or one taken is exit 2 with
+// nothing written.
+TEST(WorkerMetrics, ServedOnMetricsListenAndRefusedOnABadAddress) {
+  const std::string dir = MakeTempDir("worker-metrics");
+  const std::string db = dir + "/r.db";
+  Result bad = RunCli({"worker", "--db", db, "--metrics-listen", "localhost:99999"});
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("--metrics-listen: 'localhost:99999' is not an address"));
+  EXPECT_FALSE(std::filesystem::exists(db)) << "a refused address wrote the database";
+  WriteFile(dir + "/wf.yaml", "name: counted\nsteps:\n  - {id: a, kind: noop}\n");
+  Result admitted = RunCli({"run", dir + "/wf.yaml", "--db", db, "--detach"});
+  ASSERT_EQ(admitted.code, 0) << admitted.out;
+  const std::string log = dir + "/worker.log";
+  Child worker({"worker", "--db", db, "--metrics-listen", "127.0.0.1:0"}, log);
+  const uint16_t port = WaitForPortIn(log, "metrics on http://127.0.0.1:");
+  ASSERT_NE(port, 0) << ReadFile(log);
+  ClientResponse metrics;
+  for (int i = 0; i < 100; ++i) {  // until the admitted run has finished here
+    metrics = Request(port, "GET", "/metrics");
+    if (metrics.body.find("runloom_runs_finished_total{status=\"completed\"} 1") !=
+        std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.body, HasSubstr("runloom_runs_finished_total{status=\"completed\"} 1"));
+  Result taken = RunCli({"worker", "--db", db, "--metrics-listen",
+                         "127.0.0.1:" + std::to_string(port), "--until-idle"});
+  EXPECT_EQ(taken.code, 2) << taken.out;
+  EXPECT_THAT(taken.out, HasSubstr("--metrics-listen: cannot listen on 127.0.0.1:"));
+  worker.Kill(SIGTERM);
+  EXPECT_EQ(worker.Wait(), 0) << ReadFile(log);
 }
 
 }  // namespace
