@@ -33,6 +33,7 @@ if [[ -z $work ]]; then
   work="$(mktemp -d /tmp/runloom-setup.XXXXXX)"
 fi
 mkdir -p "$work"
+work="$(cd "$work" && pwd)"  # absolute: the namespace's shell changes folder
 clone="$work/runloom"
 rm -rf "$clone"
 git clone -q "$repo" "$clone"
