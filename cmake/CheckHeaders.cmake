@@ -14,6 +14,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   event_bus.h
   gate.h
   limits.h
+  message_publisher.h
   mutex.h
   postgres.h
   run.h

@@ -1,14 +1,20 @@
-// Backend: the store, the transport and the event bus an Engine runs on,
-// and a factory that opens one from a URL.
+// Backend: the store, the transport and the event bus an Engine runs on;
+// BackendRegistry, which opens one from a URL by its scheme; OpenBackend,
+// the registry of every backend built in.
 //
 // A backend names where state lives (Store), how "run R needs an executor"
 // travels (Transport) and who is told of changes (EventBus). Each backend has
-// its own header with its options and factory (runloom/sqlite.h);
-// OpenBackend picks one from a URL, so the CLI's `--db` and embedders share
-// one syntax.
+// its own header with its options and factory (runloom/sqlite.h,
+// runloom/postgres.h) and its own library (runloom::backend_sqlite,
+// runloom::backend_postgres), which registers it (RegisterSqliteBackend,
+// RegisterPostgresBackend); src/backend/ is where they are composed. An
+// embedder that links only runloom::backend_sqlite links no PostgreSQL,
+// Redis or libcurl; OpenBackend (runloom::backends) links them all, so the
+// CLI's `--db` and embedders share one syntax.
 //
-// Thread-safety: OpenBackend may be called from any thread; the parts it
-// returns are thread-safe (see their headers).
+// Thread-safety: a BackendRegistry is filled before use and then only read:
+// Open may be called from any thread. The parts a backend returns are
+// thread-safe (see their headers).
 #pragma once
 
 #include "runloom/clock.h"
@@ -16,11 +22,16 @@
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace runloom {
 
@@ -65,7 +76,51 @@ struct BackendOptions {
   std::string queue_url;
 };
 
-// Opens the backend `url` names. Accepted forms:
+// How a backend is opened from a URL of its scheme (the shape of DuckDB's
+// StorageExtension: a name and an attach function).
+struct BackendFactory {
+  // The URL schemes it opens ("postgres", "postgresql"); never empty.
+  std::vector<std::string> schemes;
+  // Whether a plain path ("/var/lib/runloom.db", ":memory:") is its URL; at
+  // most one factory of a registry says so.
+  bool plain_paths = false;
+  // The accepted forms, for messages ("postgres://user@host:port/dbname").
+  std::string forms;
+  // What `url` (its scheme one of `schemes`, or a plain path) names, in the
+  // form `open` takes (a file path; the URL itself); for a malformed URL,
+  // kInvalidArgument saying only what was wrong (the registry adds the URL
+  // and the accepted forms). nullptr = the URL as it is. Thread-safe.
+  std::function<absl::StatusOr<std::string>(const std::string& url)> parse;
+  // Opens what `parse` returned: the backend's own errors. Thread-safe.
+  std::function<absl::StatusOr<Backend>(const std::string& target, const BackendOptions& options)>
+      open;
+};
+
+class BackendRegistry {
+ public:
+  // kAlreadyExists when a scheme (or the plain paths) has a factory already;
+  // kInvalidArgument for a factory with no scheme or no open function.
+  // Nothing is registered then.
+  absl::Status Register(BackendFactory factory);
+  // Opens the backend `url` names (see OpenBackend for the errors).
+  absl::StatusOr<Backend> Open(const std::string& url, const BackendOptions& options) const;
+  // The accepted forms of every factory, in registration order.
+  std::string AcceptedForms() const;
+
+ private:
+  std::vector<BackendFactory> factories_;
+  absl::flat_hash_map<std::string, size_t> by_scheme_;  // index into factories_
+  std::optional<size_t> plain_paths_;
+};
+
+// The backend registries every backend library fills (each adds only itself).
+absl::Status RegisterSqliteBackend(BackendRegistry& registry);    // runloom::backend_sqlite
+absl::Status RegisterPostgresBackend(BackendRegistry& registry);  // runloom::backend_postgres
+
+// Every backend built in (runloom::backends): SQLite and PostgreSQL.
+const BackendRegistry& BuiltinBackends();
+
+// Opens the backend `url` names, from BuiltinBackends(). Accepted forms:
 //   sqlite:///abs/path.db     SQLite file at /abs/path.db
 //   sqlite://rel/path.db      SQLite file at rel/path.db (relative to the cwd)
 //   sqlite::memory:           a private in-memory SQLite database

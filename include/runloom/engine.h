@@ -25,6 +25,7 @@
 #include "runloom/env.h"
 #include "runloom/event_bus.h"
 #include "runloom/gate.h"
+#include "runloom/message_publisher.h"
 #include "runloom/run.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
@@ -49,19 +50,16 @@ namespace runloom {
 // nothing for a subscriber that is not listening). A publish that fails is
 // a logged warning and never fails or retries a step.
 struct StageEventOptions {
-  // Off by default: then no Redis connection is made, not even a connect.
-  bool enabled = false;
-  // redis://host:port[/db]; required when enabled (kInvalidArgument from
-  // Engine::Open when malformed). Connected on the first event.
-  std::string redis_url;
+  // Where events are published; nullptr (the default) = stage events off,
+  // and no connection is made, not even a connect.
+  std::shared_ptr<MessagePublisher> publisher;
   // Channel: {channel_prefix}:{tenant_id}:{node_id}.
   std::string channel_prefix = "pipeline";
-  // Bounds one connect and one PUBLISH, so a step start waits at most about
-  // twice this for its event. After a failure the publisher does not try to
-  // reconnect for 1 s, doubling to 30 s while Redis stays down (events in
-  // between are dropped with a warning each), so a down Redis costs steps
-  // nothing. Shorter: less waiting on a slow Redis; longer: fewer drops.
-  absl::Duration timeout = absl::Milliseconds(250);
+  // After a failure the engine does not let the publisher reconnect for 1 s,
+  // doubling to 30 s while it stays down (events in between are dropped
+  // with a warning each), so a down server costs steps nothing. The
+  // publisher bounds one connect and one send (redis::NewRedisPublisher's
+  // timeout, 250 ms by default).
 };
 
 struct EngineOptions {
@@ -106,7 +104,8 @@ struct EngineOptions {
   // On Stop(), how long in-flight steps may run before they are stopped and
   // their runs released to the queue.
   absl::Duration drain_timeout = absl::Seconds(10);
-  // Step kinds; nullptr = StepRegistry::WithBuiltins().
+  // Step kinds; nullptr = StepRegistry::WithLocalBuiltins() (no http kind:
+  // pass StepRegistry::WithBuiltins(), from runloom::steps_http, for it).
   std::shared_ptr<StepRegistry> registry;
   // Run the sweeper in this engine (a `runloom run` process does not).
   bool enable_sweeper = true;

@@ -146,8 +146,12 @@ class StepRegistry {
   // The registered kinds' names, sorted (the engine pre-creates a metric
   // series per kind at Open).
   std::vector<std::string> Names() const;
-  // A registry holding the built-in kinds (exec, noop, sleep, fail, llm, http).
+  // A registry holding the built-in kinds (exec, noop, sleep, fail, llm, http);
+  // defined in runloom::steps_http, which links libcurl.
   static std::unique_ptr<StepRegistry> WithBuiltins();
+  // The built-in kinds that need no network library: exec, noop, sleep,
+  // fail, and llm on the fake provider (runloom::steps). The engine's default.
+  static std::unique_ptr<StepRegistry> WithLocalBuiltins();
 
  private:
   mutable runloom::Mutex mu_;

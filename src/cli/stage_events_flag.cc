@@ -1,6 +1,6 @@
 // StageEventsSetting (commands.h): --stage-events and its environment.
 #include "cli/commands.h"
-#include "transport/redis/redis_client.h"
+#include "redis/redis_publisher.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -18,12 +18,11 @@ absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag) {
     source = "RUNLOOM_STAGE_EVENTS";
   }
   if (url.empty()) return out;  // off: no Redis at all
-  absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": ", parsed.status().message()));
+  absl::StatusOr<std::shared_ptr<MessagePublisher>> publisher = redis::NewRedisPublisher(url);
+  if (!publisher.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", publisher.status().message()));
   }
-  out.enabled = true;
-  out.redis_url = url;
+  out.publisher = *std::move(publisher);
   if (const char* prefix = std::getenv("RUNLOOM_STAGE_EVENTS_PREFIX");
       prefix != nullptr && *prefix != '\0') {
     out.channel_prefix = prefix;

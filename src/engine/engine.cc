@@ -67,7 +67,7 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
   if (options.env.clock == nullptr) options.env.clock = store->clock();
   if (options.env.logger == nullptr) options.env.logger = DefaultLogger();
   if (options.owner.empty()) options.owner = DefaultOwner();
-  if (options.registry == nullptr) options.registry = StepRegistry::WithBuiltins();
+  if (options.registry == nullptr) options.registry = StepRegistry::WithLocalBuiltins();
   if (options.heartbeat <= absl::ZeroDuration()) options.heartbeat = options.lease_ttl / 3;
   if (options.cancel_check <= absl::ZeroDuration()) options.cancel_check = absl::Milliseconds(250);
   if (options.executors < 1) options.executors = 1;
@@ -208,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
                            EngineMetrics::Create(options.env.metrics, options.registry->Names()));
   // Off: no publisher at all, so nothing can reach for Redis.
   std::unique_ptr<StageEventPublisher> stage_events;
-  if (options.stage_events.enabled) {
+  if (options.stage_events.publisher != nullptr) {
     RUNLOOM_ASSIGN_OR_RETURN(
         stage_events,
         StageEventPublisher::Create(options.stage_events, options.env.clock, options.env.logger));

@@ -52,26 +52,24 @@ nlohmann::json StageEventPayload(const StageEvent& e) {
 
 absl::StatusOr<std::unique_ptr<StageEventPublisher>> StageEventPublisher::Create(
     const StageEventOptions& options, Clock* clock, Logger* logger) {
-  absl::StatusOr<redis::RedisUrl> url = redis::ParseRedisUrl(options.redis_url);
-  if (!url.ok()) return Annotate(url.status(), "stage events (StageEventOptions::redis_url)");
+  if (options.publisher == nullptr) {
+    return absl::InvalidArgumentError(
+        "stage events: StageEventOptions::publisher is null (leave stage events off, or pass "
+        "one: redis::NewRedisPublisher in runloom::redis)");
+  }
   if (options.channel_prefix.empty()) {
     return absl::InvalidArgumentError(
         "stage events: channel_prefix is empty; leave it at \"pipeline\" or name one");
   }
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("stage events: timeout must be positive (default 250ms)");
-  }
-  return std::unique_ptr<StageEventPublisher>(
-      new StageEventPublisher(*std::move(url), options, clock, logger));
+  return std::unique_ptr<StageEventPublisher>(new StageEventPublisher(options, clock, logger));
 }
 
-StageEventPublisher::StageEventPublisher(redis::RedisUrl url, const StageEventOptions& options,
-                                         Clock* clock, Logger* logger)
+StageEventPublisher::StageEventPublisher(const StageEventOptions& options, Clock* clock,
+                                         Logger* logger)
     : prefix_(options.channel_prefix),
       clock_(clock),
       logger_(logger),
-      client_(std::move(url),
-              {.connect_timeout = options.timeout, .command_timeout = options.timeout}),
+      publisher_(options.publisher),
       backoff_(kFirstBackoff) {}
 
 void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
@@ -103,25 +101,22 @@ void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
 absl::Status StageEventPublisher::Send(const std::string& channel, const std::string& payload) {
   runloom::MutexLock l(&mu_);
   const absl::Time now = clock_->Now();
-  if (!client_.connected() && now < retry_at_) {
+  if (!publisher_->connected() && now < retry_at_) {
     return absl::UnavailableError(
-        absl::StrCat("Redis down; next connect attempt in ",
+        absl::StrCat("publisher down; next connect attempt in ",
                      absl::FormatDuration(absl::Ceil(retry_at_ - now, absl::Milliseconds(1))),
                      "; last error: ", last_error_.message()));
   }
-  absl::StatusOr<redis::RedisReply> r = client_.Command({"PUBLISH", channel, payload});
-  if (!r.ok()) {
+  absl::Status s = publisher_->Publish(channel, payload);
+  if (!s.ok() && !publisher_->connected()) {
     // Broken or unreachable: no connect attempt until the backoff passes.
     retry_at_ = now + backoff_;
     backoff_ = std::min(backoff_ * 2, kMaxBackoff);
-    last_error_ = r.status();
-    return r.status();
+    last_error_ = s;
+    return s;
   }
   backoff_ = kFirstBackoff;
-  if (r->type == redis::RedisReply::Type::kError) {
-    return absl::UnavailableError(absl::StrCat("PUBLISH refused: ", r->str));
-  }
-  return absl::OkStatus();
+  return s;
 }
 
 }  // namespace runloom::engine_internal

@@ -1,4 +1,5 @@
-// StageEventPublisher: stage events (reference 004) on Redis pub/sub.
+// StageEventPublisher: stage events (reference 004) through a
+// MessagePublisher (runloom/engine.h; Redis pub/sub in `runloom`).
 //
 // For a workflow with a `stage_events:` block, the engine publishes
 //   {prefix}:{tenant_id}:{node_id}  <-  {"correlation_id": run id,
@@ -11,12 +12,13 @@
 //
 // Publishing never fails the caller: a run without its tenant or node input
 // is skipped with a warning, a Redis failure is a warning, and after a
-// failure the publisher waits (1 s doubling to 30 s, by the engine's clock)
-// before it connects again, dropping events meanwhile with a warning each.
+// failure that left the publisher disconnected, it waits (1 s doubling to
+// 30 s, by the engine's clock) before it lets it connect again, dropping
+// events meanwhile with a warning each.
 //
-// Thread-safety: thread-safe; one Redis connection, used under mu_ (callers
-// publishing at once wait for each other, each for at most about two
-// StageEventOptions::timeout).
+// Thread-safety: thread-safe; sends under mu_ (callers publishing at once
+// wait for each other, each for at most about the publisher's connect and
+// send timeouts).
 #pragma once
 
 #include "runloom/clock.h"
@@ -25,8 +27,6 @@
 #include "runloom/mutex.h"
 #include "runloom/run.h"
 #include "runloom/workflow.h"
-
-#include "transport/redis/redis_client.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -70,7 +70,7 @@ std::string StageTimestamp(absl::Time t);
 
 class StageEventPublisher {
  public:
-  // Parses the options (kInvalidArgument for a bad URL or an empty
+  // Checks the options (kInvalidArgument for no publisher or an empty
   // prefix); connects to nothing. `clock` and `logger` must outlive it.
   static absl::StatusOr<std::unique_ptr<StageEventPublisher>> Create(
       const StageEventOptions& options, Clock* clock, Logger* logger);
@@ -83,9 +83,8 @@ class StageEventPublisher {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  StageEventPublisher(redis::RedisUrl url, const StageEventOptions& options, Clock* clock,
-                      Logger* logger);
-  // PUBLISH, or why not (connecting again only once the backoff passed).
+  StageEventPublisher(const StageEventOptions& options, Clock* clock, Logger* logger);
+  // Publishes, or says why not (connecting again only once the backoff passed).
   absl::Status Send(const std::string& channel, const std::string& payload)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -94,8 +93,9 @@ class StageEventPublisher {
   Clock* const clock_;
   Logger* const logger_;
 
+  const std::shared_ptr<MessagePublisher> publisher_;
+
   runloom::Mutex mu_;
-  redis::RedisClient client_ ABSL_GUARDED_BY(mu_);
   absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);

@@ -11,7 +11,8 @@
 #include "testing/status_matchers.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
+#include "redis/redis_publisher.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -112,9 +113,13 @@ class Subscriber {
   std::string raw_;  // every payload received, for "never appears" checks
 };
 
-EngineOptions WithStageEvents(const std::string& url, const std::string& prefix, Logger* logger) {
+EngineOptions WithStageEvents(const std::string& url, const std::string& prefix, Logger* logger,
+                              absl::Duration timeout = absl::Milliseconds(250)) {
   EngineOptions opts;
-  opts.stage_events = {.enabled = true, .redis_url = url, .channel_prefix = prefix};
+  absl::StatusOr<std::shared_ptr<MessagePublisher>> publisher =
+      redis::NewRedisPublisher(url, timeout);
+  EXPECT_OK(publisher);
+  opts.stage_events = {.publisher = publisher.value_or(nullptr), .channel_prefix = prefix};
   opts.env.logger = logger;
   return opts;
 }
@@ -205,14 +210,13 @@ TEST(StageEvents, FlagOffMakesNoConnectionAtAll) {
   const std::string url = absl::StrCat("redis://127.0.0.1:", (*listener)->port());
   testing::CapturingLogger logger;
   EngineOptions off = WithStageEvents(url, "off", &logger);
-  off.stage_events.enabled = false;
+  off.stage_events.publisher = nullptr;
   Harness h(std::move(off));
   ASSERT_EQ(h.RunYaml(kPipeline, Inputs()).status, RunStatus::kCompleted);
   EXPECT_EQ((*listener)->Accepted(), 0);
   EXPECT_EQ(logger.Count(LogLevel::kWarning, "stage events"), 0);
   // The control: switched on, the same engine setup does connect there.
-  EngineOptions on = WithStageEvents(url, "on", &logger);
-  on.stage_events.timeout = absl::Milliseconds(50);
+  EngineOptions on = WithStageEvents(url, "on", &logger, absl::Milliseconds(50));
   Harness h_on(std::move(on));
   ASSERT_EQ(h_on.RunYaml(kPipeline, Inputs()).status, RunStatus::kCompleted);
   EXPECT_GE((*listener)->Accepted(), 1);
@@ -318,11 +322,17 @@ TEST(StageEvents, SweeperFailingARunAtTheAttemptCapPublishesFailed) {
   EXPECT_EQ(ms[0].payload["timestamp"], engine_internal::StageTimestamp(clock.Now()));
 }
 
-TEST(StageEvents, BadSettingsAreRefusedAtOpen) {
+TEST(StageEvents, BadSettingsAreRefused) {
+  for (const char* url : {"localhost:6379", "", "http://h:1"}) {
+    EXPECT_THAT(redis::NewRedisPublisher(url), testing::StatusIs(absl::StatusCode::kInvalidArgument))
+        << url;
+  }
+  EXPECT_THAT(redis::NewRedisPublisher("redis://h:1", absl::ZeroDuration()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  auto publisher = redis::NewRedisPublisher("redis://h:1");
+  ASSERT_OK(publisher);
   for (const StageEventOptions& o :
-       {StageEventOptions{.enabled = true, .redis_url = "localhost:6379"},
-        StageEventOptions{.enabled = true, .redis_url = ""},
-        StageEventOptions{.enabled = true, .redis_url = "redis://h:1", .channel_prefix = ""}}) {
+       {StageEventOptions{.publisher = *publisher, .channel_prefix = ""}}) {
     auto backend = OpenSqlite(":memory:", {});
     ASSERT_OK(backend);
     EngineOptions opts;

@@ -34,7 +34,6 @@
 // Thread-safety: every function here is thread-safe; nothing holds state.
 #pragma once
 
-#include "runloom/gate.h"
 #include "runloom/run.h"
 #include "runloom/status.h"
 #include "runloom/workflow.h"

@@ -1,5 +1,7 @@
 #include "events/events.h"
 
+#include "runloom/gate.h"
+
 #include "core/ids.h"
 #include "events/samples.h"
 #include "events/specs.h"

@@ -46,7 +46,7 @@ std::vector<std::string> StepRegistry::Names() const {
   return names;
 }
 
-std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
+std::unique_ptr<StepRegistry> StepRegistry::WithLocalBuiltins() {
   auto registry = std::make_unique<StepRegistry>();
   registry->Register("exec", NewExecStep());
   registry->Register("noop", NewNoopStep());
@@ -58,7 +58,6 @@ std::unique_ptr<StepRegistry> StepRegistry::WithBuiltins() {
     caps->Add("fake", fake->get(), ConcurrencyOptions{.static_cap = kFakeStaticCap});
   }
   registry->Register("llm", NewLlmStep(std::move(providers), std::move(caps)));
-  registry->Register("http", NewHttpStep());
   return registry;
 }
 

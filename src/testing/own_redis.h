@@ -9,7 +9,7 @@
 #include "runloom/clock.h"
 
 #include "testing/tcp_probe.h"
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

@@ -17,6 +17,7 @@
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_handle.h"
 #include "store/write_checks.h"
+#include "transport/stream_database.h"
 
 #include <memory>
 #include <optional>
@@ -115,6 +116,13 @@ absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::strin
                                         const std::string& reason);
 
 std::unique_ptr<Transport> NewPgTransport(std::shared_ptr<PgHandle> handle);
+
+// The database side of a stream transport (pg_stream_db.cc): the queue
+// table as its outbox.
+std::shared_ptr<transport_internal::StreamDatabase> NewPgStreamDatabase(
+    std::shared_ptr<PgHandle> handle);
+// meta.instance_id: names this database's keys on a shared Redis.
+absl::StatusOr<std::string> PgInstanceId(PgHandle& h);
 
 // The fence of a write the lease holder makes outside Commit (a write
 // intent, a budget reservation): the run `run_id` is running under `token`

@@ -1,7 +1,7 @@
-// The PostgreSQL side of the Redis Streams transport
-// (transport/redis/redis_transport.h): the queue table as the outbox, the
-// dead-letter table, the server clock, and OpenPostgres, which picks the
-// transport.
+// The PostgreSQL side of a stream transport (transport/stream_database.h,
+// served by the Redis Streams one): the queue table as the outbox, the
+// dead-letter table, the server clock. src/backend/postgres_backend.cc picks
+// the transport.
 //
 // The outbox: with a Redis queue nothing claims the queue table's rows for
 // execution; the relay does, for publishing. Pending claims rows like a
@@ -12,8 +12,7 @@
 // empty), so a state change during a publish still gets a message after it.
 #include "core/status_macros.h"
 #include "store/postgres/pg_store.h"
-#include "transport/redis/redis_cap_board.h"
-#include "transport/redis/redis_transport.h"
+#include "transport/stream_database.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -125,7 +124,9 @@ class PgStreamDatabase final : public transport_internal::StreamDatabase {
   const std::unique_ptr<Transport> table_;
 };
 
-absl::StatusOr<std::string> InstanceId(PgHandle& h) {
+}  // namespace
+
+absl::StatusOr<std::string> PgInstanceId(PgHandle& h) {
   std::string id;
   RUNLOOM_RETURN_IF_ERROR(h.Read([&](PgConn& c) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kInstanceId));
@@ -136,42 +137,8 @@ absl::StatusOr<std::string> InstanceId(PgHandle& h) {
   return id;
 }
 
-}  // namespace
-}  // namespace runloom::store_internal
-
-namespace runloom {
-
-absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptions& options) {
-  std::optional<redis::RedisUrl> queue;
-  if (!options.queue_url.empty()) {
-    absl::StatusOr<redis::RedisUrl> q = redis::ParseRedisUrl(options.queue_url);
-    if (!q.ok())
-      return absl::InvalidArgumentError(absl::StrCat("queue URL: ", q.status().message()));
-    // Before the database is opened (and migrated): nothing is written
-    // when the queue cannot be used.
-    RUNLOOM_RETURN_IF_ERROR(transport_internal::CheckRedisReachable(*q, {}));
-    queue = *std::move(q);
-  }
-  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::PgHandle> h,
-                           store_internal::PgHandle::Open(url, options));
-  Backend b;
-  b.events = std::shared_ptr<EventBus>(h, h->bus());
-  if (queue.has_value()) {
-    RUNLOOM_ASSIGN_OR_RETURN(std::string instance, store_internal::InstanceId(*h));
-    transport_internal::RedisTransportOptions o;
-    o.transport = options.transport;
-    o.key_prefix = absl::StrCat("runloom:{", instance, "}");
-    b.llm_caps = redis::NewRedisCapBoard(*queue, o.key_prefix);
-    RUNLOOM_ASSIGN_OR_RETURN(
-        b.transport,
-        transport_internal::NewRedisTransport(
-            *queue, std::move(o), std::make_shared<store_internal::PgStreamDatabase>(h)));
-  } else {
-    b.transport = store_internal::NewPgTransport(h);
-  }
-  b.pool_connections = options.pool_size;
-  b.store = std::make_unique<store_internal::PgStore>(std::move(h));
-  return b;
+std::shared_ptr<transport_internal::StreamDatabase> NewPgStreamDatabase(std::shared_ptr<PgHandle> h) {
+  return std::make_shared<PgStreamDatabase>(std::move(h));
 }
 
-}  // namespace runloom
+}  // namespace runloom::store_internal

@@ -419,24 +419,3 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::FindCancelRequested(
 }
 
 }  // namespace runloom::store_internal
-
-namespace runloom {
-
-absl::StatusOr<Backend> OpenSqlite(const std::string& path, const SqliteOptions& options) {
-  if (options.transport.max_deliveries < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SqliteOptions::transport.max_deliveries must be at least 1, got ",
-                     options.transport.max_deliveries));
-  }
-  Backend backend;
-  SqliteOptions opened = options;
-  if (opened.event_bus == nullptr) opened.event_bus = NewInProcessEventBus();
-  backend.events = opened.event_bus;
-  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<store_internal::SqliteHandle> handle,
-                           store_internal::SqliteHandle::Open(path, opened));
-  backend.store = store_internal::NewSqliteStore(handle);
-  backend.transport = store_internal::NewSqliteTransport(std::move(handle), options.transport);
-  return backend;
-}
-
-}  // namespace runloom

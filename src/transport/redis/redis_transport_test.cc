@@ -14,7 +14,7 @@
 #include "testing/status_matchers.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"

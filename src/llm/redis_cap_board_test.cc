@@ -5,14 +5,14 @@
 // stand for two worker processes): the cap bounds their sum, a dead
 // holder's slot expires, a live one's is renewed, a Redis that is down
 // leaves each process counting its own, and a wait ends on stop/deadline.
-#include "transport/redis/redis_cap_board.h"
+#include "llm/redis_cap_board.h"
 
 #include "llm/concurrency_controller.h"
 #include "llm/llm_slots.h"
 #include "testing/capturing_logger.h"
 #include "testing/status_matchers.h"
 #include "testing/test_servers.h"
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"

@@ -21,7 +21,7 @@
 #pragma once
 
 #include "llm/cap_board.h"
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
 
 #include "absl/time/time.h"
 

@@ -1,6 +1,6 @@
 // RedisClient against the test Redis (src/testing/test_servers.h), and its
 // URL parsing and error mapping.
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
 
 #include "runloom/clock.h"
 

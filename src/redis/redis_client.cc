@@ -1,4 +1,4 @@
-#include "transport/redis/redis_client.h"
+#include "redis/redis_client.h"
 
 #include "core/status_macros.h"
 

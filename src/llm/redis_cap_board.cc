@@ -1,4 +1,4 @@
-#include "transport/redis/redis_cap_board.h"
+#include "llm/redis_cap_board.h"
 
 #include "runloom/clock.h"
 #include "runloom/mutex.h"

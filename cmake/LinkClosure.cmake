@@ -1,0 +1,73 @@
+# runloom_link_closure(TARGET OUT): every library TARGET links, directly or
+# through the link interfaces of what it links (ALIAS names resolved,
+# $<LINK_ONLY:x> unwrapped; other generator expressions, which depend on the
+# configuration, are kept as they are written).
+function(runloom_link_closure target out)
+  set(_seen "")
+  set(_todo ${target})
+  while(_todo)
+    list(POP_FRONT _todo _t)
+    if(_t MATCHES "^\\$<LINK_ONLY:(.*)>$")
+      set(_t "${CMAKE_MATCH_1}")
+    endif()
+    if(TARGET ${_t})
+      get_target_property(_aliased ${_t} ALIASED_TARGET)
+      if(_aliased)
+        set(_t ${_aliased})
+      endif()
+    endif()
+    if(_t IN_LIST _seen)
+      continue()
+    endif()
+    list(APPEND _seen ${_t})
+    if(NOT TARGET ${_t})
+      continue()  # a file or a flag: a leaf
+    endif()
+    get_target_property(_type ${_t} TYPE)
+    set(_props INTERFACE_LINK_LIBRARIES)
+    if(NOT _type STREQUAL "INTERFACE_LIBRARY" AND NOT _type STREQUAL "UNKNOWN_LIBRARY"
+       AND NOT _type STREQUAL "SHARED_LIBRARY")
+      get_target_property(_imported ${_t} IMPORTED)
+      if(NOT _imported)
+        list(APPEND _props LINK_LIBRARIES)
+      endif()
+    endif()
+    foreach(_p IN LISTS _props)
+      get_target_property(_deps ${_t} ${_p})
+      if(_deps)
+        list(APPEND _todo ${_deps})
+      endif()
+    endforeach()
+    # An imported library's file names the system library behind it.
+    get_target_property(_imported ${_t} IMPORTED)
+    if(_imported AND NOT _type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(_loc ${_t} IMPORTED_LOCATION)
+      if(_loc)
+        list(APPEND _seen ${_loc})
+      endif()
+    endif()
+  endwhile()
+  list(REMOVE_ITEM _seen ${target})
+  set(${out} ${_seen} PARENT_SCOPE)
+endfunction()
+
+# runloom_forbid_links(TARGET FORBIDDEN regex... WHY text): a configure error
+# when anything in TARGET's link closure matches one of the regexes
+# (case-insensitive for file names), naming the chain's member that did.
+function(runloom_forbid_links target)
+  cmake_parse_arguments(RL "" "WHY" "FORBIDDEN" ${ARGN})
+  runloom_link_closure(${target} _closure)
+  foreach(_lib IN LISTS _closure)
+    string(TOLOWER "${_lib}" _lower)
+    foreach(_re IN LISTS RL_FORBIDDEN)
+      string(TOLOWER "${_re}" _lre)
+      if(_lib MATCHES "^${_re}$" OR (NOT TARGET ${_lib} AND _lower MATCHES "${_lre}"))
+        message(FATAL_ERROR "${target} (${RL_WHY}) links ${_lib}, which it must not: "
+                            "a dependency reached it (cmake/LinkClosure.cmake lists the closure; "
+                            "move the code that needs it to a library of its own)")
+      endif()
+    endforeach()
+  endforeach()
+  list(LENGTH _closure _n)
+  message(STATUS "${target}: link closure of ${_n} libraries checked (${RL_WHY})")
+endfunction()
