@@ -14,11 +14,11 @@ set(RUNLOOM_PUBLIC_HEADERS
   event_bus.h
   gate.h
   limits.h
-  message_publisher.h
   mutex.h
   postgres.h
   run.h
   sqlite.h
+  stage_events.h
   status.h
   step.h
   store.h

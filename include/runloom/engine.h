@@ -25,8 +25,8 @@
 #include "runloom/env.h"
 #include "runloom/event_bus.h"
 #include "runloom/gate.h"
-#include "runloom/message_publisher.h"
 #include "runloom/run.h"
+#include "runloom/stage_events.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
 #include "runloom/workflow.h"
@@ -49,19 +49,6 @@ namespace runloom {
 // after the write it reports has committed; at most once (pub/sub keeps
 // nothing for a subscriber that is not listening). A publish that fails is
 // a logged warning and never fails or retries a step.
-struct StageEventOptions {
-  // Where events are published; nullptr (the default) = stage events off,
-  // and no connection is made, not even a connect.
-  std::shared_ptr<MessagePublisher> publisher;
-  // Channel: {channel_prefix}:{tenant_id}:{node_id}.
-  std::string channel_prefix = "pipeline";
-  // After a failure the engine does not let the publisher reconnect for 1 s,
-  // doubling to 30 s while it stays down (events in between are dropped
-  // with a warning each), so a down server costs steps nothing. The
-  // publisher bounds one connect and one send (redis::NewRedisPublisher's
-  // timeout, 250 ms by default).
-};
-
 struct EngineOptions {
   // The engine's side effects (runloom/env.h): env.clock is the time source
   // for leases, retries and sweeps (nullptr = the store's clock); env.logger

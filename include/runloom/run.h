@@ -39,7 +39,7 @@ struct RunRecord {
   std::string idempotency_key;  // "" when none was given
   std::string phase;            // the phase of the step running or last run
   int64_t revision = 1;         // a rerun from a phase starts the next revision
-  std::string entry = "fresh";  // fresh | resume | rerun | revision
+  RunEntry entry = RunEntry::kFresh;  // how its current revision began
   nlohmann::json context = nlohmann::json::object();  // rerun_from, feedback, ...
   std::string lease_owner;                            // "" when no lease
   std::string lease_token;

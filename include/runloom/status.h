@@ -49,6 +49,11 @@ std::string_view ToString(RunStatus s);
 std::string_view ToString(Party p);
 std::optional<RunStatus> ParseRunStatus(std::string_view s);
 
+// How a run (or a new lease of it) began.
+enum class RunEntry { kFresh, kResume, kRerun, kRevision };
+std::string_view ToString(RunEntry e);  // "fresh", "resume", "rerun", "revision"
+std::optional<RunEntry> ParseRunEntry(std::string_view s);
+
 // completed, rejected, unresolved, budget_stopped, failed, cancelled.
 bool IsTerminal(RunStatus s);
 

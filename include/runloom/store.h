@@ -90,7 +90,7 @@ struct RunWrite {
   std::optional<std::string> error;
   std::optional<std::string> phase;
   std::optional<int64_t> revision;
-  std::optional<std::string> entry;
+  std::optional<RunEntry> entry;
   std::optional<nlohmann::json> context;
   std::optional<bool> cancel_requested;
   bool reset_attempts = false;  // a decision or rerun starts a fresh attempt budget
@@ -174,8 +174,11 @@ class Store {
   // `events` appended (their data may be amended with the attempt number).
   // kAborted: another lease is live. kFailedPrecondition: paused or terminal.
   //
-  // The lease does not touch the run's queue message: the consumer that
-  // claimed it acks it after taking the lease (Transport::Ack).
+  // The lease does not depend on the run's queue message: the consumer that
+  // claimed it acks it after taking the lease (Transport::Ack). A backend
+  // whose queue is a table of the same database may delete the run's message
+  // in the lease's commit and remember it, so that the ack does no I/O
+  // (SQLite and PostgreSQL do); a stream transport cannot, and acks apart.
   //
   // `first` (may be null; not owned, read during the call only): a fenced
   // executor write applied with the new token on the run's first lease only
@@ -291,6 +294,9 @@ class Store {
                                                        std::optional<int64_t> limit_micros) = 0;
   // Every tenant row, by name.
   virtual absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() = 0;
+  // The row of `tenant`; nullopt when it has none (nothing spent or reserved,
+  // no limit stored). kInvalidArgument: empty tenant.
+  virtual absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) = 0;
   // The run's budget row. kNotFound: the run never reserved.
   virtual absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) = 0;
   // The reservations of a run, oldest first (created_at, path, attempt).
@@ -320,8 +326,10 @@ class Store {
   // The backend's time authority: lease deadlines, visibility timeouts and
   // the queued grace are computed from it, never from another machine's
   // clock. SQLite: its Clock (SqliteOptions::clock); a server backend: the
-  // server's clock (e.g. PostgreSQL now()).
-  virtual absl::Time Now() = 0;
+  // server's clock (e.g. PostgreSQL now()). kUnavailable when the authority
+  // cannot be asked (a server backend whose server is unreachable): never a
+  // silent fallback to another clock.
+  virtual absl::StatusOr<absl::Time> Now() = 0;
   // The local clock this process waits on (heartbeats, sweep intervals,
   // WaitForMessages deadlines). It is not the time authority; on SQLite it is
   // the same clock as Now().
@@ -419,6 +427,9 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override {
     return inner_->ListTenantBudgets();
   }
+  absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) override {
+    return inner_->GetTenantBudget(tenant);
+  }
   absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override {
     return inner_->GetRunBudget(run_id);
   }
@@ -435,7 +446,7 @@ class StoreWrapper : public Store {
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override {
     return inner_->ReleaseReservations(run_id);
   }
-  absl::Time Now() override { return inner_->Now(); }
+  absl::StatusOr<absl::Time> Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }
 
  protected:

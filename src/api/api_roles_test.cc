@@ -1,7 +1,7 @@
 // Every route of the table, with no token (401) and with the token of the
 // role just below the one it names (403); nothing is written either way.
 #include "api/api.h"
-#include "api/api_test_util.h"
+#include "testing/api_test_util.h"
 
 #include "absl/strings/str_replace.h"
 

@@ -4,7 +4,7 @@
 // not in an error message. The step that uses it prints it to stdout and
 // stderr, so the test also proves the value reached the step and was
 // scrubbed ("[secret]") everywhere the run wrote.
-#include "api/api_test_util.h"
+#include "testing/api_test_util.h"
 
 #include "gmock/gmock.h"
 

@@ -2,8 +2,8 @@
 // resumed with Last-Event-ID after the test cuts the connection mid-run (no
 // gap, no duplicate), the end after run.finished, keep-alive comments, the
 // all-runs stream, and streams ended by a graceful shutdown.
-#include "api/api_test_util.h"
 #include "events/events.h"
+#include "testing/api_test_util.h"
 
 #include "gmock/gmock.h"
 

@@ -188,6 +188,20 @@ std::string DefaultReviewer() {
   return u != nullptr && *u != '\0' ? u : "cli";
 }
 
+std::optional<HostPort> ParseHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535) {
+    return std::nullopt;
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return HostPort{.host = std::move(host), .port = static_cast<uint16_t>(port)};
+}
+
 absl::StatusOr<absl::Duration> PositiveDurationFlag(const char* flag, const std::string& value) {
   auto d = ParseDuration(value);
   if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", d.status().message()));

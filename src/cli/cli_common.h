@@ -13,9 +13,11 @@
 #include "absl/time/time.h"
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <signal.h>
 #include <string>
 #include <thread>
@@ -45,6 +47,15 @@ std::string BackendArgs(const CommonFlags& c);
 std::string DefaultReviewer();
 
 // A flag that must be a positive duration ("30s", "2m").
+// HOST:PORT as a listen address: the host (brackets of "[::1]" removed) and
+// a port 0-65535. nullopt when it is not of that form; each flag says what
+// it wants in its own message.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+std::optional<HostPort> ParseHostPort(const std::string& address);
+
 absl::StatusOr<absl::Duration> PositiveDurationFlag(const char* flag, const std::string& value);
 // --sync is normal or full.
 absl::Status CheckSyncFlag(const CommonFlags& c);

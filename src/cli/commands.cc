@@ -205,7 +205,7 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
             << run->workflow_digest.substr(0, 19) << ")\n"
             << "status    " << std::string(ToString(run->status))
             << (run->outcome.empty() ? "" : absl::StrCat(" (outcome ", run->outcome, ")")) << "\n"
-            << "revision  " << run->revision << " (" << run->entry << "), attempts "
+            << "revision  " << run->revision << " (" << ToString(run->entry) << "), attempts "
             << run->attempts << "/" << run->max_attempts << "\n";
   if (!run->phase.empty()) std::cout << "phase     " << run->phase << "\n";
   if (!run->lease_owner.empty()) std::cout << "lease     " << run->lease_owner << "\n";

@@ -2,7 +2,7 @@
 // $RUNLOOM_CONFIG.
 #include "cli/commands.h"
 #include "core/status_macros.h"
-#include "engine/secrets.h"
+#include "engine/run/secrets.h"
 #include "llm/config.h"
 #include "llm/configured_registry.h"
 #include "llm/llm_concurrency.h"

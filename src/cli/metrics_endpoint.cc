@@ -1,7 +1,7 @@
 // ServeMetrics (commands.h): `runloom worker --metrics-listen ADDR`.
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 #include "prometheus/exposer.h"
@@ -16,12 +16,10 @@ namespace runloom::cli {
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
     const std::string& address, const std::shared_ptr<prometheus::Registry>& registry) {
   const std::string form = "; use HOST:PORT with an IPv4 address, e.g. 127.0.0.1:9464";
-  const size_t colon = address.rfind(':');
-  uint32_t port = 0;
+  // civetweb listens on IPv4 HOST:PORT only: the host must be an address.
+  std::optional<HostPort> hp = ParseHostPort(address);
   in_addr ip{};
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535 ||
-      inet_pton(AF_INET, address.substr(0, colon).c_str(), &ip) != 1) {
+  if (!hp.has_value() || inet_pton(AF_INET, hp->host.c_str(), &ip) != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics-listen: '", address, "' is not an address", form));
   }

@@ -6,11 +6,10 @@
 #include "runloom/mutex.h"
 
 #include "api/server.h"
+#include "auth/tokens.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "engine/tokens.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/registry.h"
 
@@ -23,19 +22,13 @@ namespace {
 
 // "host:port" (or "[v6]:port") -> address and port.
 absl::Status ParseListen(const std::string& listen, api::ServerOptions& out) {
-  const size_t colon = listen.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port > 65535) {
+  std::optional<HostPort> hp = ParseHostPort(listen);
+  if (!hp.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen '", listen, "': use host:port, e.g. 127.0.0.1:8080 (port 0 = any free port)"));
   }
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  out.address = host;
-  out.port = static_cast<uint16_t>(port);
+  out.address = hp->host;
+  out.port = hp->port;
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 // `runloom token create|list|revoke`: API tokens with roles (docs/operations.md,
 // "Tokens"). The token itself is printed once, by create; the store keeps
 // only its hash, and no other output ever shows either.
-#include "engine/tokens.h"
+#include "auth/tokens.h"
 
 #include "runloom/auth.h"
 

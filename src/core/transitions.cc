@@ -144,4 +144,27 @@ std::optional<StepState> ParseStepState(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view ToString(RunEntry e) {
+  switch (e) {
+    case RunEntry::kFresh:
+      return "fresh";
+    case RunEntry::kResume:
+      return "resume";
+    case RunEntry::kRerun:
+      return "rerun";
+    case RunEntry::kRevision:
+      return "revision";
+  }
+  return "unknown";
+}
+
+std::optional<RunEntry> ParseRunEntry(std::string_view s) {
+  for (RunEntry e : {RunEntry::kFresh, RunEntry::kResume, RunEntry::kRerun, RunEntry::kRevision}) {
+    if (ToString(e) == s) {
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace runloom

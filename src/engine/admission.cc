@@ -3,7 +3,8 @@
 #include "core/digest.h"
 #include "core/ids.h"
 #include "core/status_macros.h"
-#include "engine/budgets.h"
+#include "engine/rules/run_context.h"
+#include "engine/run/run_budget.h"
 #include "events/events.h"
 #include "workflow/inputs.h"
 
@@ -31,22 +32,6 @@ std::string WorkingDir(const StartRunRequest& req) {
 }
 
 }  // namespace
-
-void RunSecrets::Put(const std::string& run_id, nlohmann::json secrets) {
-  runloom::MutexLock l(&mu_);
-  secrets_[run_id] = std::move(secrets);
-}
-
-nlohmann::json RunSecrets::Get(const std::string& run_id) const {
-  runloom::MutexLock l(&mu_);
-  auto it = secrets_.find(run_id);
-  return it != secrets_.end() ? it->second : nlohmann::json::object();
-}
-
-void RunSecrets::Erase(const std::string& run_id) {
-  runloom::MutexLock l(&mu_);
-  secrets_.erase(run_id);
-}
 
 absl::StatusOr<WorkflowVersion> Admission::RegisterWorkflow(const Workflow& wf) {
   RUNLOOM_RETURN_IF_ERROR(ValidateWorkflow(wf));
@@ -107,15 +92,16 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
   run.inputs = std::move(frozen);
   run.idempotency_key = req.idempotency_key;
   run.max_attempts = max_attempts_;
-  std::string working_dir = WorkingDir(req);
-  if (!working_dir.empty()) run.context["working_dir"] = std::move(working_dir);
+  RunContext context;
+  context.working_dir = WorkingDir(req);
   // Preflight: a run its tenant cannot pay for is refused, nothing written.
   const RunBudgetSpec budget = NewRunBudget(wf, run.inputs, req.budget_micros);
   if (budget.limit_micros.has_value() && *budget.limit_micros < 0) {
     return absl::InvalidArgumentError("a run's budget must be 0 or more");
   }
   RUNLOOM_RETURN_IF_ERROR(Preflight(*store_, budget));
-  PutBudgetSpec(budget, run.context);
+  PutBudgetSpec(budget, context);
+  run.context = EncodeRunContext(context);
   std::vector<Event> ev = {RunCreatedEvent(run.id, {.workflow = version.name,
                                                     .workflow_version = version.version,
                                                     .workflow_digest = version.digest,

@@ -14,8 +14,10 @@
 #include "runloom/store.h"
 #include "runloom/workflow.h"
 
-#include "engine/engine_metrics.h"
-#include "engine/random_source.h"
+#include "engine/observe/engine_metrics.h"
+#include "engine/service/random_source.h"
+
+#include "engine/run/secrets.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -28,23 +30,6 @@
 #include <utility>
 
 namespace runloom::engine_internal {
-
-// Secret inputs by run id, for the executions of runs admitted here.
-class RunSecrets {
- public:
-  RunSecrets() = default;
-  RunSecrets(const RunSecrets&) = delete;
-  RunSecrets& operator=(const RunSecrets&) = delete;
-
-  void Put(const std::string& run_id, nlohmann::json secrets) ABSL_LOCKS_EXCLUDED(mu_);
-  // The run's secrets; an empty object when there are none.
-  nlohmann::json Get(const std::string& run_id) const ABSL_LOCKS_EXCLUDED(mu_);
-  void Erase(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  mutable runloom::Mutex mu_;
-  std::map<std::string, nlohmann::json> secrets_ ABSL_GUARDED_BY(mu_);
-};
 
 class Admission {
  public:

@@ -2,8 +2,8 @@
 // any write, unknown step kinds at load.
 #include "runloom/engine.h"
 
-#include "engine/engine_test_util.h"
-#include "engine/run_execution.h"
+#include "engine/run/run_execution.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"

@@ -4,10 +4,10 @@
 #include "runloom/engine.h"
 #include "runloom/sqlite.h"
 
-#include "engine/engine_test_util.h"
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
 #include "steps/builtin_steps.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"

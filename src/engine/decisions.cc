@@ -6,8 +6,9 @@
 #include "runloom/gate.h"
 
 #include "core/status_macros.h"
-#include "engine/event_helpers.h"
-#include "engine/step_paths.h"
+#include "engine/rules/run_context.h"
+#include "engine/rules/step_paths.h"
+#include "engine/run/event_helpers.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -132,8 +133,9 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
   w.expected_last_event_seq = run.last_event_seq;
   w.new_status = RunStatus::kQueued;
   w.reset_attempts = true;
-  w.entry = "resume";  // the same revision goes on after the gate
-  nlohmann::json context = ContextWithoutPendingGate(run.context);
+  w.entry = RunEntry::kResume;  // the same revision goes on after the gate
+  RunContext context = ContextOf(run);
+  context.pending_gate = nullptr;
   int64_t revision = run.revision;
   std::string rerun_from;
   const StepRecord gate_record = GateRecord(run, gate, std::move(output), ctx.clock->Now());
@@ -161,13 +163,13 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
                              CarriedRecords(ctx, run, *wf, phase_index, revision));
     for (StepRecord& r : carried) w.steps.push_back(std::move(r));
     w.revision = revision;
-    w.entry = "revision";
-    context["feedback"] = req.feedback;
-    context["rerun_from"] = rerun_from;
+    w.entry = RunEntry::kRevision;
+    context.feedback = req.feedback;
+    context.rerun_from = rerun_from;
     w.outcome = "";
     w.error = "";
   }
-  w.context = std::move(context);
+  w.context = EncodeRunContext(context);
   w.events.push_back(RunDecidedEvent(run_id, {.step_path = gate_record.path,
                                               .decision = req.decision,
                                               .reviewer = reviewer,
@@ -219,11 +221,12 @@ absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string
   w.reset_attempts = true;
   RUNLOOM_ASSIGN_OR_RETURN(w.steps, CarriedRecords(ctx, run, *wf, phase_index, revision));
   w.revision = revision;
-  w.entry = "rerun";
-  nlohmann::json context = ContextWithoutPendingGate(run.context);
-  context["feedback"] = feedback;
-  context["rerun_from"] = phase;
-  w.context = std::move(context);
+  w.entry = RunEntry::kRerun;
+  RunContext context = ContextOf(run);
+  context.pending_gate = nullptr;
+  context.feedback = feedback;
+  context.rerun_from = phase;
+  w.context = EncodeRunContext(context);
   w.outcome = "";
   w.error = "";
   w.events.push_back(RunRerunRequestedEvent(

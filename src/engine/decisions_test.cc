@@ -2,7 +2,7 @@
 // revisions, cancel, admin reset, and failing closed on a changed version.
 #include "runloom/gate.h"
 
-#include "engine/engine_test_util.h"
+#include "testing/engine_test_util.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -224,7 +224,7 @@ steps:
   auto run = h.engine->store()->GetRun(s.id);
   ASSERT_OK(run);
   EXPECT_EQ(run->revision, 2);
-  EXPECT_EQ(run->entry, "revision");
+  EXPECT_EQ(run->entry, RunEntry::kRevision);
   EXPECT_EQ(run->context["rerun_from"], "body");
   auto paused_again = h.engine->ExecuteRun(s.id);
   ASSERT_OK(paused_again);
@@ -263,7 +263,7 @@ steps:
   auto q = h.engine->Rerun(r.id, "two", "again", "ops");
   ASSERT_OK(q);
   EXPECT_EQ(q->status, RunStatus::kQueued);
-  EXPECT_EQ(q->entry, "rerun");
+  EXPECT_EQ(q->entry, RunEntry::kRerun);
   auto done = h.engine->ExecuteRun(r.id);
   ASSERT_OK(done);
   EXPECT_EQ(done->status, RunStatus::kCompleted);

@@ -5,8 +5,8 @@
 
 #include "runloom/engine.h"
 
-#include "engine/engine_test_util.h"
 #include "testing/capturing_logger.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 #include "testing/transport_wrapper.h"
 

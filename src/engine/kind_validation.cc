@@ -4,7 +4,7 @@
 #include "runloom/engine.h"
 
 #include "core/status_macros.h"
-#include "engine/approval_gate.h"
+#include "engine/run/approval_gate.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -2,7 +2,7 @@
 // cursors, input checks, and the reads of one run.
 #include "runloom/engine.h"
 
-#include "engine/engine_test_util.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 
 #include "absl/strings/escaping.h"

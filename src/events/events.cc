@@ -148,29 +148,6 @@ absl::Status ValidateData(const EventSpec& spec, const nlohmann::json& data) {
 
 }  // namespace
 
-std::string_view ToString(RunEntry e) {
-  switch (e) {
-    case RunEntry::kFresh:
-      return "fresh";
-    case RunEntry::kResume:
-      return "resume";
-    case RunEntry::kRerun:
-      return "rerun";
-    case RunEntry::kRevision:
-      return "revision";
-  }
-  return "unknown";
-}
-
-std::optional<RunEntry> ParseRunEntry(std::string_view s) {
-  for (RunEntry e : {RunEntry::kFresh, RunEntry::kResume, RunEntry::kRerun, RunEntry::kRevision}) {
-    if (ToString(e) == s) {
-      return e;
-    }
-  }
-  return std::nullopt;
-}
-
 Event RunCreatedEvent(const std::string& run_id, const RunCreatedData& d) {
   Event e = NewEvent(run_id, event_types::kRunCreated);
   e.data["workflow"] = d.workflow;

@@ -72,11 +72,6 @@ inline constexpr std::string_view kStepReused = "step.reused";
 inline constexpr std::string_view kLlmCall = "llm.call";
 }  // namespace event_types
 
-// How a run (or a new lease of it) began.
-enum class RunEntry { kFresh, kResume, kRerun, kRevision };
-std::string_view ToString(RunEntry e);  // "fresh", "resume", "rerun", "revision"
-std::optional<RunEntry> ParseRunEntry(std::string_view s);
-
 // ---------------------------------------------------------------------------
 // Data of each event type. Every member has a default ("" / 0 / nullopt), so
 // designated initializers may leave any out under -Wextra; required ones

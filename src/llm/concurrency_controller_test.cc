@@ -7,9 +7,9 @@
 #include "llm/fake_provider.h"
 #include "llm/llm_slots.h"
 #include "llm/rate_limit.h"
-#include "steps/step_test_util.h"
 #include "testing/capturing_logger.h"
 #include "testing/status_matchers.h"
+#include "testing/step_test_util.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"

@@ -1,10 +1,10 @@
-// NewRedisPublisher: a MessagePublisher (runloom/message_publisher.h) on Redis pub/sub,
+// NewRedisPublisher: a MessagePublisher (runloom/stage_events.h) on Redis pub/sub,
 // for stage events: each message one PUBLISH on one connection.
 //
 // Thread-safety: thread-safe (one connection under a mutex).
 #pragma once
 
-#include "runloom/message_publisher.h"
+#include "runloom/stage_events.h"
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"

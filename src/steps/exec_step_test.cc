@@ -2,8 +2,8 @@
 #include "runloom/step.h"
 
 #include "steps/builtin_steps.h"
-#include "steps/step_test_util.h"
 #include "testing/status_matchers.h"
+#include "testing/step_test_util.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -6,9 +6,9 @@
 #include "runloom/store.h"
 
 #include "steps/builtin_steps.h"
-#include "steps/step_test_util.h"
 #include "testing/scripted_http_server.h"
 #include "testing/status_matchers.h"
+#include "testing/step_test_util.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

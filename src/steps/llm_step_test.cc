@@ -4,8 +4,8 @@
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
 #include "steps/builtin_steps.h"
-#include "steps/step_test_util.h"
 #include "testing/status_matchers.h"
+#include "testing/step_test_util.h"
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"

@@ -78,7 +78,13 @@ absl::StatusOr<RunRecord> RunFromRow(const Row& st) {
   r.idempotency_key = st.ColumnText(7);
   r.phase = st.ColumnText(8);
   r.revision = st.ColumnInt(9);
-  r.entry = st.ColumnText(10);
+  const std::string entry = st.ColumnText(10);
+  std::optional<RunEntry> parsed_entry = ParseRunEntry(entry);
+  if (!parsed_entry.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat("run ", r.id, " has unknown entry '", entry, "' in the database"));
+  }
+  r.entry = *parsed_entry;
   RUNLOOM_ASSIGN_OR_RETURN(r.context, ParseJson(st.ColumnText(11), "runs.context of run " + r.id));
   r.lease_owner = st.ColumnText(12);
   r.lease_token = st.ColumnText(13);

@@ -8,8 +8,8 @@
 
 #include "runloom/clock.h"
 
-#include "testing/tcp_probe.h"
 #include "redis/redis_client.h"
+#include "testing/tcp_probe.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

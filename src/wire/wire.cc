@@ -1,5 +1,6 @@
 #include "wire/wire.h"
 
+#include "engine/rules/run_context.h"
 #include "events/events.h"
 
 namespace runloom::wire {
@@ -10,6 +11,17 @@ nlohmann::json TimeOrNull(const std::optional<absl::Time>& t) {
 }  // namespace
 
 nlohmann::json RunToJson(const RunRecord& r) {
+  // The run context by its named fields (engine/rules/run_context.h), never
+  // the stored JSON: where exec steps run stays on the server.
+  const engine_internal::RunContext context = engine_internal::ContextOf(r);
+  const absl::StatusOr<PendingGate> gate = PendingGateOf(r);  // null on the wire when none
+  nlohmann::json budget = nullptr;
+  if (context.budget.has_value()) {
+    budget = {{"tenant", context.budget->tenant},
+              {"limit_micros", context.budget->limit_micros.has_value()
+                                   ? nlohmann::json(*context.budget->limit_micros)
+                                   : nlohmann::json(nullptr)}};
+  }
   return {{"id", r.id},
           {"workflow", r.workflow_name},
           {"workflow_version", r.workflow_version},
@@ -20,8 +32,11 @@ nlohmann::json RunToJson(const RunRecord& r) {
           {"idempotency_key", r.idempotency_key},
           {"phase", r.phase},
           {"revision", r.revision},
-          {"entry", r.entry},
-          {"context", r.context},
+          {"entry", ToString(r.entry)},
+          {"pending_gate", gate.ok() ? PendingGateToJson(*gate) : nlohmann::json(nullptr)},
+          {"rerun_from", context.rerun_from},
+          {"feedback", context.feedback},
+          {"budget", std::move(budget)},
           {"lease_owner", r.lease_owner},
           {"lease_expires_at", TimeOrNull(r.lease_expires_at)},
           {"attempts", r.attempts},

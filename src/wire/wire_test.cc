@@ -35,7 +35,10 @@ TEST(Wire, RunHasEveryDocumentedField) {
                                       "phase",
                                       "revision",
                                       "entry",
-                                      "context",
+                                      "pending_gate",
+                                      "rerun_from",
+                                      "feedback",
+                                      "budget",
                                       "lease_owner",
                                       "lease_expires_at",
                                       "attempts",
@@ -141,6 +144,29 @@ TEST(Wire, TokenHasEveryDocumentedFieldAndNoSecret) {
   EXPECT_TRUE(j["revoked_at"].is_null());
   t.revoked_at = absl::FromUnixSeconds(60);
   EXPECT_EQ(TokenToJson(t)["revoked_at"], FormatEventTime(absl::FromUnixSeconds(60)));
+}
+
+TEST(Wire, RunContextGoesOutByItsNamedFieldsOnly) {
+  RunRecord r;
+  r.id = "r1";
+  r.context = {{"working_dir", "/srv/pipelines/private"},
+               {"feedback", "shorter"},
+               {"rerun_from", "research"},
+               {"budget", {{"tenant", "acme"}, {"limit_micros", 5000}}},
+               {"pending_gate",
+                {{"path", "review"}, {"step_id", "review"}, {"proposal_digest", "sha256:x"}}}};
+  nlohmann::json j = RunToJson(r);
+  EXPECT_FALSE(j.contains("context"));
+  EXPECT_EQ(j["feedback"], "shorter");
+  EXPECT_EQ(j["rerun_from"], "research");
+  EXPECT_EQ(j["budget"], (nlohmann::json{{"tenant", "acme"}, {"limit_micros", 5000}}));
+  EXPECT_EQ(j["pending_gate"]["path"], "review");
+  EXPECT_EQ(j.dump().find("/srv/pipelines/private"), std::string::npos);
+  r.context = nlohmann::json::object();
+  j = RunToJson(r);
+  EXPECT_TRUE(j["pending_gate"].is_null());
+  EXPECT_TRUE(j["budget"].is_null());
+  EXPECT_EQ(j["feedback"], "");
 }
 
 }  // namespace

@@ -5,10 +5,10 @@
 #include "runloom/engine.h"
 #include "runloom/postgres.h"
 
-#include "engine/engine_test_util.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_sweep.h"
 #include "testing/capturing_logger.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 #include "testing/test_servers.h"
 

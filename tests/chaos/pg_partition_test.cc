@@ -265,7 +265,9 @@ TEST_F(PgPartition, CutOffWorkerStopsOtherFinishesLateWritesAreFenced) {
   s2.step_id = "s2";
   s2.kind = "ledger";
   s2.output = {{"worker", "worker-a"}};
-  s2.started_at = s2.finished_at = a_store->Now();
+  absl::StatusOr<absl::Time> a_now = a_store->Now();
+  ASSERT_OK(a_now);
+  s2.started_at = s2.finished_at = *a_now;
   late.steps = {s2};
   const auto held_by_b =
       testing::StatusIs(absl::StatusCode::kAborted, ::testing::HasSubstr("held by 'worker-b'"));

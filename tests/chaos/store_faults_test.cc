@@ -13,7 +13,7 @@
 #include "runloom/engine.h"
 #include "runloom/store.h"
 
-#include "engine/engine_test_util.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"

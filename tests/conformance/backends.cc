@@ -97,9 +97,9 @@ std::string NewPostgresDatabase(const std::string& location) {
 
 }  // namespace
 
-std::vector<BackendFactory> AllBackendFactories() {
-  std::vector<BackendFactory> out;
-  BackendFactory file;
+std::vector<BackendUnderTest> AllBackendsUnderTest() {
+  std::vector<BackendUnderTest> out;
+  BackendUnderTest file;
   file.name = "SqliteFile";
   file.shared_location = true;
   file.url = [](const std::string& location) {
@@ -107,19 +107,19 @@ std::vector<BackendFactory> AllBackendFactories() {
   };
   out.push_back(file);
 
-  BackendFactory memory;
+  BackendUnderTest memory;
   memory.name = "SqliteMemory";
   memory.url = [](const std::string&) { return std::string("sqlite::memory:"); };
   out.push_back(memory);
 
-  BackendFactory two_commit = memory;
+  BackendUnderTest two_commit = memory;
   two_commit.name = "SqliteMemoryTwoCommitFirstWrite";
   two_commit.wrap_store = [](std::unique_ptr<Store> s) -> std::unique_ptr<Store> {
     return std::make_unique<TwoCommitFirstWrite>(std::move(s));
   };
   out.push_back(two_commit);
 
-  BackendFactory postgres;
+  BackendUnderTest postgres;
   postgres.name = "Postgres";
   postgres.shared_location = true;
   postgres.url = NewPostgresDatabase;
@@ -132,7 +132,7 @@ std::vector<BackendFactory> AllBackendFactories() {
   // test Redis (keys named by the database's instance id, so tests share no
   // keys). The transport's visibility deadlines follow runloom_now(), so the
   // same TimeControl moves them.
-  BackendFactory postgres_redis = postgres;
+  BackendUnderTest postgres_redis = postgres;
   postgres_redis.name = "PostgresRedis";
   postgres_redis.time = [](const std::string& url) -> std::unique_ptr<TimeControl> {
     return std::make_unique<WithRedisQueue>(std::make_unique<PostgresTimeControl>(url));

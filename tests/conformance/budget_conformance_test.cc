@@ -2,7 +2,7 @@
 // reservations are a compare-and-set on what the tenant and the run have
 // left, fenced by the lease; settles book the real cost once; recovery
 // releases what a dead executor reserved. For every backend of
-// AllBackendFactories().
+// AllBackendsUnderTest().
 #include "conformance_fixture.h"
 
 #include <atomic>
@@ -28,12 +28,24 @@ class BudgetTest : public ConformanceTest {
                          .run_limit_micros = run_limit,
                          .amount_micros = amount};
   }
+  // The tenant's row, read both ways (one row by name, and from the list),
+  // which must agree.
   BudgetFigures Tenant(const std::string& name) {
+    absl::StatusOr<std::optional<TenantBudget>> one = store_->GetTenantBudget(name);
+    EXPECT_OK(one);
     absl::StatusOr<std::vector<TenantBudget>> all = store_->ListTenantBudgets();
     EXPECT_OK(all);
-    if (!all.ok()) return {};
+    if (!all.ok() || !one.ok()) return {};
     for (const TenantBudget& t : *all) {
-      if (t.tenant == name) return t.figures;
+      if (t.tenant != name) continue;
+      EXPECT_TRUE(one->has_value()) << name;
+      if (one->has_value()) {
+        EXPECT_EQ((*one)->tenant, t.tenant);
+        EXPECT_EQ((*one)->figures.limit_micros, t.figures.limit_micros);
+        EXPECT_EQ((*one)->figures.spent_micros, t.figures.spent_micros);
+        EXPECT_EQ((*one)->figures.reserved_micros, t.figures.reserved_micros);
+      }
+      return t.figures;
     }
     ADD_FAILURE() << "no tenant " << name;
     return {};
@@ -139,6 +151,10 @@ TEST_P(BudgetTest, RunWithoutTenantHasOnlyItsOwnBudget) {
   ASSERT_OK(tenants);
   EXPECT_TRUE(tenants->empty());
   EXPECT_EQ(Run(id).limit_micros, 5);
+  absl::StatusOr<std::optional<TenantBudget>> none = store_->GetTenantBudget("acme");
+  ASSERT_OK(none);
+  EXPECT_FALSE(none->has_value());
+  EXPECT_THAT(store_->GetTenantBudget(""), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_P(BudgetTest, ReserveIsFencedByTheLease) {
@@ -302,7 +318,7 @@ TEST_P(BudgetTest, ConcurrentReservationsNeverOverspend) {
   EXPECT_EQ(listed, kLimit);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BudgetTest, ::testing::ValuesIn(AllBackendFactories()),
+INSTANTIATE_TEST_SUITE_P(Backends, BudgetTest, ::testing::ValuesIn(AllBackendsUnderTest()),
                          FactoryName);
 
 }  // namespace

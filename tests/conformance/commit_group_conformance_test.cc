@@ -153,6 +153,6 @@ TEST_P(CommitGroupConformanceTest, ConcurrentAdmissionsEachGetTheirOwnOutcome) {
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Backends, CommitGroupConformanceTest,
-                         ::testing::ValuesIn(AllBackendFactories()), FactoryName);
+                         ::testing::ValuesIn(AllBackendsUnderTest()), FactoryName);
 
 }  // namespace runloom::conformance

@@ -1,10 +1,10 @@
 // The backend-independent fixture of the Store/Transport conformance suite.
 //
-// Every backend provides a BackendFactory: a backend URL that OpenBackend
-// opens, and a time control. The suites in this folder are instantiated
-// once per factory (SQLite file, SQLite :memory:; PostgreSQL and Redis
-// later), so they test the backend exactly as the engine and the CLI open
-// it. Time moves only when a test says so (TimeControl), so lease expiry and
+// Every backend provides a BackendUnderTest: a backend URL that the backend
+// registry (BuiltinBackends(), runloom/backend.h) opens, and a time control.
+// The suites in this folder are instantiated once per backend under test
+// (SQLite file, SQLite :memory:, PostgreSQL, PostgreSQL + Redis Streams), so
+// they test the backend exactly as the engine and the CLI open it. Time moves only when a test says so (TimeControl), so lease expiry and
 // visibility timeouts are tested without sleeping.
 #pragma once
 
@@ -56,7 +56,7 @@ class SimulatedTimeControl final : public TimeControl {
   SimulatedClock clock_;
 };
 
-struct BackendFactory {
+struct BackendUnderTest {
   std::string name;
   // Two Open() calls with the same location reach the same data (a file or
   // a server), as two processes would.
@@ -73,13 +73,13 @@ struct BackendFactory {
 };
 
 // gtest prints the factory by name.
-inline void PrintTo(const BackendFactory& f, std::ostream* os) { *os << f.name; }
+inline void PrintTo(const BackendUnderTest& f, std::ostream* os) { *os << f.name; }
 
 // Every backend this build has (backends.cc): SQLite file and :memory:,
 // PostgreSQL (on the test server, src/testing/test_servers.h).
-std::vector<BackendFactory> AllBackendFactories();
+std::vector<BackendUnderTest> AllBackendsUnderTest();
 
-class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
+class ConformanceTest : public ::testing::TestWithParam<BackendUnderTest> {
  protected:
   void SetUp() override {
     // Synthetic events: this suite tests the store, not the event format.
@@ -107,14 +107,14 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
     std::filesystem::remove_all(dir_);
   }
 
-  // Opens the backend of this test through the factory (OpenBackend), with
+  // Opens the backend of this test from the registry by its URL, with
   // `transport_options_`. Call again to get a second handle on the same data
   // (when shared_location).
   absl::StatusOr<Backend> Open() {
     BackendOptions o;
     o.transport = transport_options_;
     time_->Configure(o);
-    absl::StatusOr<Backend> b = OpenBackend(url_, o);
+    absl::StatusOr<Backend> b = BuiltinBackends().Open(url_, o);
     if (b.ok() && GetParam().wrap_store) b->store = GetParam().wrap_store(std::move(b->store));
     return b;
   }
@@ -130,7 +130,11 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
   }
 
   // The backend's time, and moving it.
-  absl::Time Now() { return store_->Now(); }
+  absl::Time Now() {
+    absl::StatusOr<absl::Time> now = store_->Now();
+    EXPECT_OK(now);
+    return now.value_or(absl::InfinitePast());
+  }
   void Advance(absl::Duration d) { time_->Advance(d); }
 
   NewRun MakeRun(const std::string& workflow = "wf", const std::string& key = "") {
@@ -211,7 +215,7 @@ class ConformanceTest : public ::testing::TestWithParam<BackendFactory> {
   std::unique_ptr<Transport> transport_;
 };
 
-inline std::string FactoryName(const ::testing::TestParamInfo<BackendFactory>& info) {
+inline std::string FactoryName(const ::testing::TestParamInfo<BackendUnderTest>& info) {
   return info.param.name;
 }
 

@@ -415,7 +415,7 @@ TEST_P(QueueConformanceTest, WaitPollsForMessagesOfOtherProcesses) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, QueueConformanceTest, ::testing::ValuesIn(AllBackendFactories()),
+INSTANTIATE_TEST_SUITE_P(Backends, QueueConformanceTest, ::testing::ValuesIn(AllBackendsUnderTest()),
                          FactoryName);
 
 }  // namespace runloom::conformance

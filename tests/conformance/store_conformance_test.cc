@@ -1,5 +1,5 @@
 // Store conformance: catalog, run creation, leases, fenced writes, reads and
-// recovery, for every backend of AllBackendFactories().
+// recovery, for every backend of AllBackendsUnderTest().
 #include "conformance_fixture.h"
 
 #include <algorithm>
@@ -100,7 +100,7 @@ TEST_P(StoreConformanceTest, CreateRunWritesRowEventsAndMessage) {
     EXPECT_EQ(rec->inputs_digest, "sha256:def");
     EXPECT_EQ(rec->phase, "fresh_generation");
     EXPECT_EQ(rec->revision, 1);
-    EXPECT_EQ(rec->entry, "fresh");
+    EXPECT_EQ(rec->entry, RunEntry::kFresh);
     EXPECT_EQ(rec->context, nlohmann::json::object());
     EXPECT_EQ(rec->lease_owner, "");
     EXPECT_FALSE(rec->lease_expires_at.has_value());
@@ -689,7 +689,7 @@ TEST_P(StoreConformanceTest, TerminalReleasesLeaseAndRerunRequeues) {
   rerun.expected = {RunStatus::kCompleted};
   rerun.new_status = RunStatus::kQueued;
   rerun.revision = 2;
-  rerun.entry = "rerun";
+  rerun.entry = RunEntry::kRerun;
   rerun.context = nlohmann::json{{"rerun_from", "research"}};
   rerun.outcome = "";
   rerun.reset_attempts = true;
@@ -699,7 +699,7 @@ TEST_P(StoreConformanceTest, TerminalReleasesLeaseAndRerunRequeues) {
   EXPECT_EQ(r->status, RunStatus::kQueued);
   EXPECT_FALSE(r->finished_at.has_value());
   EXPECT_EQ(r->revision, 2);
-  EXPECT_EQ(r->entry, "rerun");
+  EXPECT_EQ(r->entry, RunEntry::kRerun);
   EXPECT_EQ(r->context["rerun_from"], "research");
   EXPECT_EQ(r->outcome, "");
   EXPECT_EQ(r->attempts, 0);
@@ -940,7 +940,7 @@ TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest, ::testing::ValuesIn(AllBackendFactories()),
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest, ::testing::ValuesIn(AllBackendsUnderTest()),
                          FactoryName);
 
 }  // namespace runloom::conformance

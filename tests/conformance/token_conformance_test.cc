@@ -1,5 +1,5 @@
 // Store conformance for API tokens: create, list, revoke (by id or name),
-// find by hash, for every backend of AllBackendFactories().
+// find by hash, for every backend of AllBackendsUnderTest().
 #include "conformance_fixture.h"
 
 #include <atomic>
@@ -194,7 +194,7 @@ TEST_P(TokenConformanceTest, RacingCreatesAndRevokesHaveOneWinner) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, TokenConformanceTest, ::testing::ValuesIn(AllBackendFactories()),
+INSTANTIATE_TEST_SUITE_P(Backends, TokenConformanceTest, ::testing::ValuesIn(AllBackendsUnderTest()),
                          FactoryName);
 
 }  // namespace runloom::conformance

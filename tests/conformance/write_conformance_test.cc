@@ -1,6 +1,6 @@
 // Store conformance for the write-operations ledger (runloom/write_ledger.h):
 // intent before result, fenced by the lease, first result wins, a digest
-// per key; for every backend of AllBackendFactories().
+// per key; for every backend of AllBackendsUnderTest().
 #include "conformance_fixture.h"
 
 #include <atomic>
@@ -222,7 +222,7 @@ TEST_P(WriteConformanceTest, ResponseRoundTrips) {
   EXPECT_EQ((*all)[0].result->source, "resent");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WriteConformanceTest, ::testing::ValuesIn(AllBackendFactories()),
+INSTANTIATE_TEST_SUITE_P(Backends, WriteConformanceTest, ::testing::ValuesIn(AllBackendsUnderTest()),
                          FactoryName);
 
 }  // namespace

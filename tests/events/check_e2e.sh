@@ -28,7 +28,7 @@ run "$src/examples/ingest.yaml" --input document_id=e2e-2 --input fail_chunk=tru
 run "$src/examples/blog.yaml" --auto-approve >/dev/null
 read -r blog rc < <(run "$src/examples/blog.yaml")
 [[ "$rc" == 3 ]] || { echo "blog run did not pause (exit $rc)" >&2; exit 1; }
-digest() { "$bin" status "$1" --db "$db" --json | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).context.pending_gate.proposal_digest))'; }
+digest() { "$bin" status "$1" --db "$db" --json | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).pending_gate.proposal_digest))'; }
 "$bin" decide "$blog" --db "$db" --digest "$(digest "$blog")" --approve >/dev/null
 "$bin" worker --db "$db" --until-idle 2>/dev/null
 "$bin" decide "$blog" --db "$db" --digest "$(digest "$blog")" --revise "tighter intro" >/dev/null

@@ -554,13 +554,13 @@ TEST(Cli, RunsListsPagesAndRefusesBadInput) {
   EXPECT_EQ(no_db.code, 2) << no_db.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/missing.db"));
 
-  // `status --json` of a paused run carries its gate; of a finished run, none.
+  // `status --json` of a paused run carries its gate; of a finished run, null.
   nlohmann::json st = StatusJson(db, paused_id);
   ASSERT_TRUE(st.contains("pending_gate")) << st.dump(2);
   EXPECT_EQ(st["pending_gate"]["path"], "review");
   EXPECT_EQ(st["pending_gate"]["proposal"]["text"], "hello");
   EXPECT_EQ(st["pending_gate"]["proposal_digest"].get<std::string>().rfind("sha256:", 0), 0u);
-  EXPECT_FALSE(StatusJson(db, runs.back()["id"]).contains("pending_gate"));
+  EXPECT_TRUE(StatusJson(db, runs.back()["id"])["pending_gate"].is_null());
 }
 
 }  // namespace

@@ -10,10 +10,10 @@
 #include "runloom/engine.h"
 #include "runloom/workflow.h"
 
-#include "engine/engine_test_util.h"
 #include "llm/fake_provider.h"
 #include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
+#include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 #include "testing/test_servers.h"
 

@@ -6,7 +6,7 @@
 // nothing recorded), approve, resume the stream with Last-Event-ID to the
 // end with no gap and no duplicate, 404 for an unknown run, and stop on
 // SIGTERM. The SQLite path is serve_test.cc and src/api's tests.
-#include "api/test_client.h"
+#include "testing/test_client.h"
 #include "testing/test_servers.h"
 
 #include "absl/strings/str_cat.h"

@@ -1,7 +1,7 @@
 // `runloom serve` end to end: it checks bearer tokens against the token
 // store (`runloom token`), serves the API on the port it prints, executes runs, and on
 // SIGTERM ends its event streams and exits 0 with a paused run still paused.
-#include "api/test_client.h"
+#include "testing/test_client.h"
 
 #include "cli_harness.h"
 #include "gmock/gmock.h"

@@ -3,10 +3,10 @@
 // `worker`, `serve`), refuses a malformed URL with exit 2, and finishes its
 // run with a warning per event when Redis is down.
 #include "core/status_macros.h"
+#include "redis/redis_client.h"
 #include "testing/status_matchers.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
-#include "redis/redis_client.h"
 
 #include "absl/strings/str_cat.h"
 #include "cli_harness.h"

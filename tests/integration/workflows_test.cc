@@ -25,7 +25,7 @@ nlohmann::json AwaitStatus(const std::string& db, const std::string& id, const s
 }
 
 std::string PendingDigest(const nlohmann::json& st) {
-  return st["context"]["pending_gate"]["proposal_digest"].get<std::string>();
+  return st["pending_gate"]["proposal_digest"].get<std::string>();
 }
 
 std::map<std::string, int> StepStarts(const std::vector<nlohmann::json>& events, int revision) {
@@ -57,7 +57,7 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   EXPECT_NE(run.out.find("runloom decide " + id), std::string::npos) << run.out;
   nlohmann::json st = StatusJson(db_, id);
   ASSERT_EQ(st["status"], "paused");
-  EXPECT_EQ(st["context"]["pending_gate"]["path"], "outline_review");
+  EXPECT_EQ(st["pending_gate"]["path"], "outline_review");
 
   // A worker that dies while the run waits: the pause lives in the database,
   // not in any process.
@@ -82,7 +82,7 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
 
   // The worker runs research and the writer/editor loop, then pauses again.
   st = AwaitStatus(db_, id, "paused");
-  EXPECT_EQ(st["context"]["pending_gate"]["path"], "final_review");
+  EXPECT_EQ(st["pending_gate"]["path"], "final_review");
 
   // Request a revision at the final review: reruns from research.
   Result revise = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--revise",
@@ -91,8 +91,8 @@ TEST_F(Blog, OutlinePauseSurvivesRestartWrongDigestRefusedRevisionReruns) {
   st = AwaitStatus(db_, id, "paused");
   EXPECT_EQ(st["revision"], 2);
   EXPECT_EQ(st["entry"], "revision");
-  EXPECT_EQ(st["context"]["rerun_from"], "research");
-  EXPECT_EQ(st["context"]["pending_gate"]["path"], "final_review");
+  EXPECT_EQ(st["rerun_from"], "research");
+  EXPECT_EQ(st["pending_gate"]["path"], "final_review");
 
   Result approve = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(st), "--approve"});
   EXPECT_EQ(approve.code, 0) << approve.out;

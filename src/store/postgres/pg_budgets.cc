@@ -29,6 +29,9 @@ constexpr char kEnsureTenant[] =
 constexpr char kLockTenant[] =
     "SELECT tenant, limit_micros, spent_micros, reserved_micros FROM budget_tenants"
     " WHERE tenant = $1 FOR UPDATE";
+constexpr char kSelectTenant[] =
+    "SELECT tenant, limit_micros, spent_micros, reserved_micros FROM budget_tenants"
+    " WHERE tenant = $1";
 constexpr char kListTenants[] =
     "SELECT tenant, limit_micros, spent_micros, reserved_micros FROM budget_tenants"
     " ORDER BY tenant";
@@ -124,6 +127,20 @@ absl::StatusOr<std::vector<TenantBudget>> PgStore::ListTenantBudgets() {
     RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kListTenants));
     for (int i = 0; i < r.rows(); ++i) {
       out.push_back({.tenant = r.row(i).ColumnText(0), .figures = FiguresFromRow(r.row(i), 1)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::optional<TenantBudget>> PgStore::GetTenantBudget(const std::string& tenant) {
+  if (tenant.empty()) return absl::InvalidArgumentError("a tenant budget needs a tenant name");
+  std::optional<TenantBudget> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    out.reset();  // Read may run the body again after a lost connection
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kSelectTenant, PgParams().Text(tenant)));
+    if (r.rows() > 0) {
+      out = TenantBudget{.tenant = r.row(0).ColumnText(0), .figures = FiguresFromRow(r.row(0), 1)};
     }
     return absl::OkStatus();
   }));

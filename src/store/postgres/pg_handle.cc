@@ -254,13 +254,11 @@ absl::StatusOr<absl::Time> PgHandle::ServerNow() {
   return now;
 }
 
-absl::Time PgHandle::Now() {
-  absl::StatusOr<absl::Time> now = ServerNow();
-  if (now.ok()) return *now;
-  Log(logger_, LogLevel::kWarning,
-      "PostgreSQL clock unavailable, using the local one: ", now.status().ToString());
-  return absl::Now();
+absl::StatusOr<absl::Time> PgServerNow(PgConn& c) {
+  RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kNow));
+  return r.row(0).ColumnTime(0);
 }
+
 
 std::string PgHandle::NewLeaseToken() {
   runloom::MutexLock l(&gen_mu_);

@@ -65,8 +65,6 @@ class PgHandle {
 
   // The server's clock (runloom_now(): now() plus the test offset).
   absl::StatusOr<absl::Time> ServerNow();
-  // ServerNow, or the local clock when the server cannot be asked.
-  absl::Time Now();
   Clock* clock() { return RealClock(); }
 
   std::string NewLeaseToken() ABSL_LOCKS_EXCLUDED(gen_mu_);
@@ -117,5 +115,8 @@ class PgHandle {
   std::thread listener_;
   std::unique_ptr<LongTransactionSweeper> sweeper_;  // null when the sweep is off
 };
+
+// The server clock (runloom_now()) on the connection of a transaction.
+absl::StatusOr<absl::Time> PgServerNow(PgConn& c);
 
 }  // namespace runloom::store_internal

@@ -104,7 +104,7 @@ absl::Status PgTransport::DeadLetterInTxn(PgConn& c, int64_t id, const std::stri
   const std::string reason = absl::StrCat(
       "delivered ", deliveries, " times without an ack (the cap is ", max_deliveries_, ")");
   RUNLOOM_RETURN_IF_ERROR(
-      PgRecordDeadLetter(c, *h_, absl::StrCat(id), run_id, deliveries, reason).status());
+      PgRecordDeadLetter(c, absl::StrCat(id), run_id, deliveries, reason).status());
   return c.Exec(kDeleteById, PgParams().Int(id)).status();
 }
 
@@ -206,7 +206,12 @@ absl::Status PgTransport::Redrive(const std::string& dead_letter_id) {
     if (!locked.ok() && locked.status().code() != absl::StatusCode::kNotFound) {
       return locked.status();
     }
-    const absl::Time now = locked.ok() ? locked->second : h_->Now();
+    absl::Time now;
+    if (locked.ok()) {
+      now = locked->second;
+    } else {
+      RUNLOOM_ASSIGN_OR_RETURN(now, PgServerNow(c));
+    }
     RUNLOOM_RETURN_IF_ERROR(c.Exec(kMarkRedriven, PgParams().Int(id).Time(now)).status());
     // A run that moved on (cancelled, finished) or is gone needs no message.
     if (!locked.ok() || (locked->first.status != RunStatus::kQueued &&
@@ -247,12 +252,17 @@ void PgTransport::WaitForMessages(absl::Time deadline) {
 
 }  // namespace
 
-absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::string& message_id,
+absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, const std::string& message_id,
                                         const std::string& run_id, int deliveries,
                                         const std::string& reason) {
   absl::StatusOr<std::pair<Fence, absl::Time>> locked = PgLockFence(c, run_id);
   if (!locked.ok() && locked.status().code() != absl::StatusCode::kNotFound) return locked.status();
-  const absl::Time now = locked.ok() ? locked->second : h.Now();
+  absl::Time now;
+  if (locked.ok()) {
+    now = locked->second;
+  } else {
+    RUNLOOM_ASSIGN_OR_RETURN(now, PgServerNow(c));
+  }
   PgParams p;
   p.Text(message_id).Text(run_id).Int(deliveries).Text(reason).Time(now);
   RUNLOOM_ASSIGN_OR_RETURN(PgResult inserted, c.Exec(kDeadLetter, p));

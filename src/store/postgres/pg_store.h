@@ -74,12 +74,13 @@ class PgStore final : public Store {
   absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
                                                std::optional<int64_t> limit_micros) override;
   absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override;
+  absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) override;
   absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override;
   absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) override;
   absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
   absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
-  absl::Time Now() override { return h_->Now(); }
+  absl::StatusOr<absl::Time> Now() override { return h_->ServerNow(); }
   Clock* clock() override { return h_->clock(); }
 
  private:
@@ -111,7 +112,7 @@ absl::Status PgCommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
 // `deliveries` deliveries, for `reason`: a dead_letters row and the run's
 // "run.dead_lettered" event, in the current transaction. Once per message
 // id: false (nothing written) when it was recorded before.
-absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, PgHandle& h, const std::string& message_id,
+absl::StatusOr<bool> PgRecordDeadLetter(PgConn& c, const std::string& message_id,
                                         const std::string& run_id, int deliveries,
                                         const std::string& reason);
 

@@ -97,7 +97,7 @@ class PgStreamDatabase final : public transport_internal::StreamDatabase {
   absl::Status RecordDeadLetter(const std::string& message_id, const std::string& run_id,
                                 int deliveries, const std::string& reason) override {
     return h_->Txn([&](PgConn& c) {
-      return PgRecordDeadLetter(c, *h_, message_id, run_id, deliveries, reason).status();
+      return PgRecordDeadLetter(c, message_id, run_id, deliveries, reason).status();
     });
   }
   // The queue-table transport's answers are the right ones here: its rows

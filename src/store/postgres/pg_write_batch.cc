@@ -181,7 +181,9 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
   r.revision.push_back(write.revision.has_value()
                            ? std::optional<std::string>(absl::StrCat(*write.revision))
                            : std::nullopt);
-  r.entry.push_back(write.entry);
+  r.entry.push_back(write.entry.has_value()
+                        ? std::optional<std::string>(ToString(*write.entry))
+                        : std::nullopt);
   r.context.push_back(encoded.context);
   r.cancel_requested.push_back(write.cancel_requested.has_value()
                                    ? std::optional<std::string>(*write.cancel_requested ? "1" : "0")

@@ -155,6 +155,12 @@ absl::StatusOr<std::vector<TenantBudget>> SqliteStore::ListTenantBudgets() {
   });
 }
 
+absl::StatusOr<std::optional<TenantBudget>> SqliteStore::GetTenantBudget(
+    const std::string& tenant) {
+  if (tenant.empty()) return absl::InvalidArgumentError("a tenant budget needs a tenant name");
+  return h_->Read([&](Db& db) { return LoadTenant(db, tenant); });
+}
+
 absl::StatusOr<RunBudget> SqliteStore::GetRunBudget(const std::string& run_id) {
   RUNLOOM_ASSIGN_OR_RETURN(std::optional<RunBudget> found,
                            h_->Read([&](Db& db) { return LoadRunBudget(db, run_id); }));

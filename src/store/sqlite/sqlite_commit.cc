@@ -137,7 +137,9 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
     } else {
       st.BindNull(6);
     }
-    st.BindOptionalText(7, write.entry);
+    st.BindOptionalText(7, write.entry.has_value()
+                               ? std::optional<std::string>(ToString(*write.entry))
+                               : std::nullopt);
     st.BindOptionalText(8, encoded.context);
     if (write.cancel_requested.has_value()) {
       st.BindInt(9, *write.cancel_requested ? 1 : 0);

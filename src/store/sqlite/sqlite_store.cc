@@ -160,9 +160,20 @@ absl::StatusOr<WorkflowVersion> SqliteStore::RegisterWorkflow(const std::string&
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(name, "workflow name"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(digest, "workflow digest"));
   RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(canonical, absl::StrCat("workflow ", name)));
+  // Registered already (the common case: every `runloom run` of a file
+  // registers it): a read, without taking the write lock.
+  RUNLOOM_ASSIGN_OR_RETURN(std::optional<WorkflowVersion> known,
+                           h_->Read([&](Db& db) -> absl::StatusOr<std::optional<WorkflowVersion>> {
+                             RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kWorkflowByDigest));
+                             st.BindText(1, name);
+                             st.BindText(2, digest);
+                             return SelectWorkflow(st);
+                           }));
+  if (known.has_value()) return *std::move(known);
   WorkflowVersion out;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     {
+      // Again under the lock: another writer may have registered it since.
       RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kWorkflowByDigest));
       st.BindText(1, name);
       st.BindText(2, digest);

@@ -67,13 +67,14 @@ class SqliteStore final : public Store {
   absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
                                                std::optional<int64_t> limit_micros) override;
   absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override;
+  absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) override;
   absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override;
   absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) override;
   absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
   absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
 
-  absl::Time Now() override { return h_->Now(); }
+  absl::StatusOr<absl::Time> Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }
 
  private:

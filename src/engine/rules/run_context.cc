@@ -1,0 +1,60 @@
+#include "engine/rules/run_context.h"
+
+#include <string_view>
+
+namespace runloom::engine_internal {
+namespace {
+
+constexpr std::string_view kWorkingDir = "working_dir";
+constexpr std::string_view kFeedback = "feedback";
+constexpr std::string_view kRerunFrom = "rerun_from";
+constexpr std::string_view kBudget = "budget";
+constexpr std::string_view kPendingGate = "pending_gate";
+
+std::string StringAt(const nlohmann::json& j, std::string_view key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+RunContext DecodeRunContext(const nlohmann::json& stored) {
+  RunContext c;
+  if (!stored.is_object()) return c;
+  c.working_dir = StringAt(stored, kWorkingDir);
+  c.feedback = StringAt(stored, kFeedback);
+  c.rerun_from = StringAt(stored, kRerunFrom);
+  if (auto b = stored.find(kBudget); b != stored.end() && b->is_object()) {
+    StoredBudget budget{.tenant = StringAt(*b, "tenant")};
+    if (auto l = b->find("limit_micros"); l != b->end() && l->is_number_integer()) {
+      budget.limit_micros = l->get<int64_t>();
+    }
+    c.budget = std::move(budget);
+  }
+  if (auto g = stored.find(kPendingGate); g != stored.end()) c.pending_gate = *g;
+  for (const auto& [key, value] : stored.items()) {
+    if (key != kWorkingDir && key != kFeedback && key != kRerunFrom && key != kBudget &&
+        key != kPendingGate) {
+      c.unknown[key] = value;
+    }
+  }
+  return c;
+}
+
+nlohmann::json EncodeRunContext(const RunContext& c) {
+  nlohmann::json out = c.unknown.is_object() ? c.unknown : nlohmann::json::object();
+  if (!c.working_dir.empty()) out[std::string(kWorkingDir)] = c.working_dir;
+  if (!c.feedback.empty()) out[std::string(kFeedback)] = c.feedback;
+  if (!c.rerun_from.empty()) out[std::string(kRerunFrom)] = c.rerun_from;
+  if (c.budget.has_value()) {
+    nlohmann::json b = {{"tenant", c.budget->tenant}};
+    if (c.budget->limit_micros.has_value()) b["limit_micros"] = *c.budget->limit_micros;
+    out[std::string(kBudget)] = std::move(b);
+  }
+  if (!c.pending_gate.is_null()) out[std::string(kPendingGate)] = c.pending_gate;
+  return out;
+}
+
+RunContext ContextOf(const RunRecord& run) { return DecodeRunContext(run.context); }
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,290 @@
+// Leaf steps: one step of a registered kind (exec, llm, ...), attempted under
+// its timeout and retry policy (retry_policy.h). Each attempt starts with a
+// fenced step.started write (refused once a cancel is requested); the step's
+// final result is recorded with a deferred write (run_writer.h). A stop
+// (cancel, lease lost, shutdown) leaves the step unrecorded, so a later
+// execution runs it again; a parallel branch's deadline fails it as timeout.
+#include "core/status_macros.h"
+#include "engine/rules/retry_policy.h"
+#include "engine/run/event_helpers.h"
+#include "engine/run/run_budget.h"
+#include "engine/run/run_execution.h"
+#include "engine/run/secrets.h"
+#include "steps/builtin_steps.h"
+#include "workflow/template.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace runloom::engine_internal {
+namespace {
+
+// The context a step kind sees while it executes.
+class LeafContext final : public StepContext {
+ public:
+  // What a step may reach of its execution beyond its own config: the
+  // store (the write ledger), the lease, the secrets and the logger.
+  struct Reach {
+    Store* store;
+    std::function<std::string()> lease_token;  // the current token
+    SecretScrubber* scrubber;
+    Logger* logger;
+    RunBudgetSpec budget;  // the run's tenant and own limit
+    // Called with the figures when a reservation is refused: stops the run.
+    std::function<void(const BudgetStopData&)> on_budget_refused;
+  };
+  LeafContext(const std::string& run_id, const std::string& path, int attempt,
+              const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
+              Reach reach)
+      : run_id_(run_id),
+        path_(path),
+        attempt_(attempt),
+        working_dir_(working_dir),
+        clock_(clock),
+        deadline_(deadline),
+        stop_(stop),
+        reach_(std::move(reach)) {}
+  ~LeafContext() override { OnStop(nullptr); }
+
+  const std::string& run_id() const override { return run_id_; }
+  const std::string& step_path() const override { return path_; }
+  int attempt() const override { return attempt_; }
+  const std::string& working_dir() const override { return working_dir_; }
+  Clock* clock() override { return clock_; }
+  absl::Time deadline() const override { return deadline_; }
+  bool Stopping() override { return stop_.stopped() || clock_->Now() >= deadline_; }
+  bool SleepUntil(absl::Time until) override {
+    absl::Time end = std::min(until, deadline_);
+    bool stopped = stop_.WaitUntil(clock_, end);
+    return !stopped && end == until;
+  }
+  void OnStop(std::function<void()> fn) override {
+    if (callback_id_ >= 0) stop_.RemoveCallback(callback_id_);
+    callback_id_ = -1;
+    if (fn) callback_id_ = stop_.AddCallback(std::move(fn));
+  }
+  void RecordEvent(Event event) override {
+    event.run_id = run_id_;
+    runloom::MutexLock l(&events_mu_);
+    events_.push_back(std::move(event));
+  }
+  std::vector<Event> TakeEvents() {
+    runloom::MutexLock l(&events_mu_);
+    return std::move(events_);
+  }
+  absl::StatusOr<BeginWriteResult> BeginWrite(const std::string& action,
+                                              const std::string& idempotency_key,
+                                              const std::string& request_digest) override {
+    return reach_.store->BeginWrite({.key = Key(action),
+                                     .lease_token = reach_.lease_token(),
+                                     .idempotency_key = idempotency_key,
+                                     .request_digest = request_digest});
+  }
+  absl::StatusOr<WriteOperation> FinishWrite(const std::string& action,
+                                             const WriteResult& result) override {
+    WriteResult scrubbed = result;
+    reach_.scrubber->Scrub(scrubbed.response);
+    return reach_.store->FinishWrite(Key(action), scrubbed);
+  }
+  absl::StatusOr<std::string> ResolveSecret(const std::string& name) override {
+    RUNLOOM_ASSIGN_OR_RETURN(std::string value, engine_internal::ResolveSecret(name));
+    reach_.scrubber->Add(value);
+    return value;
+  }
+  Logger* logger() override { return reach_.logger; }
+  absl::StatusOr<ReserveResult> ReserveBudget(int64_t amount_micros) override {
+    BudgetRequest request{.key = {.run_id = run_id_,
+                                  .step_path = path_,
+                                  .attempt = attempt_,
+                                  .lease_token = reach_.lease_token()},
+                          .tenant = reach_.budget.tenant,
+                          .run_limit_micros = reach_.budget.limit_micros,
+                          .amount_micros = amount_micros};
+    RUNLOOM_ASSIGN_OR_RETURN(ReserveResult r, reach_.store->Reserve(request));
+    if (r.granted) {
+      reserved_ = request.key;
+      return r;
+    }
+    const BudgetFigures& by = r.refused_by == "tenant" ? r.tenant : r.run;
+    reach_.on_budget_refused(BudgetStopData{.refused_by = r.refused_by,
+                                            .amount_micros = amount_micros,
+                                            .limit_micros = by.limit_micros,
+                                            .spent_micros = by.spent_micros,
+                                            .reserved_micros = by.reserved_micros});
+    return r;
+  }
+  absl::Status SettleBudget(int64_t cost_micros) override {
+    if (!reserved_.has_value()) {
+      return absl::FailedPreconditionError("settling a model call's cost that was never reserved");
+    }
+    return reach_.store->SettleReservation(*reserved_, cost_micros).status();
+  }
+
+ private:
+  const std::string run_id_;
+  const std::string path_;
+  const int attempt_;
+  const std::string working_dir_;
+  Clock* const clock_;
+  const absl::Time deadline_;
+  StopSource& stop_;
+  const Reach reach_;
+  int callback_id_ = -1;
+  std::optional<BudgetKey> reserved_;  // what ReserveBudget reserved
+  // A kind may record from a thread of its own.
+  runloom::Mutex events_mu_;
+  std::vector<Event> events_ ABSL_GUARDED_BY(events_mu_);
+
+  WriteKey Key(const std::string& action) const {
+    return {.run_id = run_id_, .step_path = path_, .action = action};
+  }
+};
+
+constexpr char kBranchDeadline[] = "the parallel branch passed its deadline";
+
+}  // namespace
+
+absl::Status RunExecution::WriteStepStarted(const StepDef& step, const std::string& path,
+                                            int attempt) {
+  RunWrite w;
+  w.events.push_back(StepStartedEvent(run_.id, {.path = path,
+                                                .step_id = step.id,
+                                                .kind = step.kind,
+                                                .attempt = attempt,
+                                                .phase = step.phase,
+                                                .revision = run_.revision,
+                                                .entry = config_.entry}));
+  w.phase = EnterPhase(step.phase);
+  w.refuse_if_cancel_requested = true;
+  RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
+  // After the commit, once per step (not per retry): the stage it entered.
+  if (config_.stage_events != nullptr && !step.stage.empty() && attempt == 1) {
+    config_.stage_events->Publish(run_, *workflow_, {.stage = step.stage, .status = "started"});
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> RunExecution::EnterPhase(const std::string& phase) {
+  runloom::MutexLock l(&phase_mu_);
+  if (phase.empty() || phase == phase_) return std::nullopt;
+  phase_ = phase;
+  return phase;
+}
+
+RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef& step,
+                                                   const std::string& path, int attempt,
+                                                   absl::Time deadline, Scope& scope,
+                                                   StopSource& stop) {
+  Attempt a;
+  auto config =
+      ResolveTemplates(step.config, [&](const std::string& ref) { return Resolve(ref, scope); });
+  if (!config.ok()) {
+    a.out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
+  } else {
+    LeafContext ctx(
+        run_.id, path, attempt, config_.working_dir, config_.clock, deadline, stop,
+        {.store = config_.store,
+         .lease_token = [this] { return writer_.lease().token; },
+         .scrubber = &scrubber_,
+         .logger = config_.logger,
+         .budget = BudgetSpecOf(run_),
+         .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); }});
+    a.out = kind.Execute(ctx, *config);
+    a.events = ctx.TakeEvents();
+  }
+  return a;
+}
+
+namespace {
+
+// The attempt's own events, then `last` (its step.succeeded or step.failed).
+std::vector<Event> WithLast(std::vector<Event> events, Event last) {
+  events.push_back(std::move(last));
+  return events;
+}
+
+}  // namespace
+
+// The attempt loop: start, execute, then record success, or retry after the
+// backoff, or record the failure. Kept whole (~75 lines): the loop's exits share the
+// attempt's state.
+absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std::string& path,
+                                                 Scope& scope, StopSource& stop) {
+  std::shared_ptr<StepKind> kind = config_.registry->Find(step.kind);
+  const absl::Time first_start = config_.clock->Now();
+  StepResult result;
+  if (kind == nullptr) {
+    result.state = StepState::kFailed;
+    result.error = absl::StrCat("unknown step kind '", step.kind, "'");
+    result.error_class = ErrorClass::kInvalid;
+    RUNLOOM_RETURN_IF_ERROR(
+        Record(step, path, result, 1, first_start, "",
+               {events::StepFailed(run_.id, path, step.id, 1, result.error, ErrorClass::kInvalid,
+                                   false, std::nullopt)}));
+    return result;
+  }
+  for (int attempt = 1;; ++attempt) {
+    RUNLOOM_RETURN_IF_ERROR(WriteStepStarted(step, path, attempt));
+    const absl::Time started = config_.clock->Now();
+    const absl::Time deadline = step.timeout ? started + *step.timeout : absl::InfiniteFuture();
+    Attempt executed = ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop);
+    absl::StatusOr<StepOutput>& out = executed.out;
+    if (stop.stopped()) {
+      if (stop.reason() != StopReason::kDeadline) {
+        // The run is stopping (cancel, lease lost, shutdown): the step's
+        // result is not recorded, so a later execution runs it again.
+        return absl::CancelledError("stop requested");
+      }
+      if (out.ok() || out.status().code() == absl::StatusCode::kCancelled) {
+        out = absl::DeadlineExceededError(kBranchDeadline);
+      }
+    }
+    const absl::Time now = config_.clock->Now();
+    config_.metrics->StepDuration(step.kind, now - started);
+    if (out.ok()) {
+      result.state = StepState::kSucceeded;
+      result.output = std::move(out->output);
+      const int64_t ms = absl::ToInt64Milliseconds(now - started);
+      RUNLOOM_RETURN_IF_ERROR(
+          Record(step, path, result, attempt, started, std::move(out->stderr_tail),
+                 WithLast(std::move(executed.events),
+                          events::StepSucceeded(run_.id, path, step.id, attempt, ms))));
+      return result;
+    }
+    absl::Status err = out.status();
+    if (err.code() == absl::StatusCode::kCancelled && now >= deadline) {
+      err = absl::DeadlineExceededError(
+          absl::StrCat("timed out after ", absl::FormatDuration(*step.timeout)));
+    }
+    ErrorClass cls = AttemptErrorClass(err);
+    if (ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline)) {
+      absl::Duration delay = Backoff(step.retry, attempt);
+      RunWrite w;
+      w.events =
+          WithLast(std::move(executed.events),
+                   events::StepFailed(run_.id, path, step.id, attempt, std::string(err.message()),
+                                      cls, true, absl::ToInt64Milliseconds(delay)));
+      RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
+      if (stop.WaitUntil(config_.clock, config_.clock->Now() + delay)) {
+        if (stop.reason() != StopReason::kDeadline) return absl::CancelledError("stop requested");
+      }
+      if (!stop.stopped()) continue;
+      // Branch deadline passed during the backoff.
+      err = absl::DeadlineExceededError(kBranchDeadline);
+      cls = ErrorClass::kTimeout;
+    }
+    result.state = StepState::kFailed;
+    result.error = std::string(err.message());
+    result.error_class = cls;
+    result.output = nullptr;
+    std::string stderr_tail;
+    if (auto tail = err.GetPayload(kStderrTailPayload)) stderr_tail = std::string(*tail);
+    RUNLOOM_RETURN_IF_ERROR(
+        Record(step, path, result, attempt, first_start, std::move(stderr_tail),
+               WithLast(std::move(executed.events),
+                        events::StepFailed(run_.id, path, step.id, attempt, result.error, cls,
+                                           false, std::nullopt))));
+    return result;
+  }
+}
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,212 @@
+// RunExecution: one lease on one run, carrying its graph forward.
+//
+// Created by the run launcher (run_launcher.h) once it has the lease, or
+// with a FirstLeaseRequest for a run never leased before. Run() walks the
+// graph: steps with a recorded result in this revision are not executed
+// again; each other step is started with a fenced write (step.started),
+// executed, and its result recorded before any step that depends on it
+// starts. When the graph ends, the outcome rule picks the terminal status,
+// written with the lease token. Any refused write (stale token) stops the
+// execution at once without writing anything else.
+//
+// The class is defined across the files of its concepts:
+//   run_execution.cc  construction, Run(), the terminal write, stop and drain
+//   graph_walk.cc     dependencies, trigger rules and `when:`, loops, parallel branches
+//   leaf_step.cc      one leaf step's attempts under its retry policy and timeout
+//   approval_gate.cc  reaching an approval gate, and pausing there
+// Writes go through RunWriter (run_writer.h); references through the template
+// scope (template_scope.h).
+//
+// Thread-safety: Run() is called by one thread; Stop()/root()/lease() from any
+// (the lease keeper). Parallel branches run on threads Run() owns and joins.
+#pragma once
+
+#include "runloom/env.h"
+#include "runloom/gate.h"
+#include "runloom/mutex.h"
+#include "runloom/run.h"
+#include "runloom/step.h"
+#include "runloom/store.h"
+#include "runloom/workflow.h"
+
+#include "engine/observe/engine_metrics.h"
+#include "engine/observe/stage_events.h"
+#include "engine/rules/template_scope.h"
+#include "engine/run/run_writer.h"
+#include "engine/run/secrets.h"
+#include "engine/run/stop.h"
+#include "events/events.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runloom::engine_internal {
+
+struct ExecutionConfig {
+  Store* store = nullptr;
+  Clock* clock = nullptr;
+  StepRegistry* registry = nullptr;
+  // Where a failure that ends the execution without a returned status is
+  // logged, and the step duration histogram. Never null.
+  Logger* logger = DefaultLogger();
+  EngineMetrics* metrics = EngineMetrics::Disabled();
+  std::string working_dir;
+  // Stage events (stage_events.h); nullptr = off.
+  StageEventPublisher* stage_events = nullptr;
+  // Secret inputs given to StartRun in this process (never stored).
+  nlohmann::json secrets = nlohmann::json::object();
+  // How this pass over the graph began (fresh, resume, rerun, revision):
+  // stamped on step.started so the events say which path ran a step.
+  RunEntry entry = RunEntry::kFresh;
+  // Set for a run's first execution, created before its lease: the run's
+  // first write takes the lease in the same transaction (see RunWriter). No
+  // step runs before that write succeeds.
+  using LeaseRequest = FirstLeaseRequest;
+  std::optional<LeaseRequest> lease_request;
+};
+
+// How the execution ended.
+enum class Disposition {
+  kFinished,    // a terminal status was written
+  kPaused,      // paused at an approval gate
+  kReleased,    // given back to the queue (shutdown)
+  kLeaseLost,   // a write was refused or renewal failed: nothing more written
+  kStoreError,  // the store failed; lease expiry will recover the run
+};
+
+class RunExecution {
+ public:
+  RunExecution(ExecutionConfig config, RunRecord run, Lease lease,
+               std::shared_ptr<const Workflow> workflow, std::vector<StepRecord> records);
+  RunExecution(const RunExecution&) = delete;
+  RunExecution& operator=(const RunExecution&) = delete;
+
+  Disposition Run();
+
+  // The lease (token empty while a first execution has not taken it yet).
+  Lease lease() const { return writer_.lease(); }
+  // For a first execution (config.lease_request): why the lease could not be
+  // taken (the run's first write was refused as a whole), else OK.
+  absl::Status lease_error() const { return writer_.lease_error(); }
+  // For a first execution: true when the lease was taken but it was not the
+  // run's first (another executor leased it in between), so nothing was
+  // written with it and the caller must go on with lease() as for a resumed
+  // run (read the recorded steps, new RunExecution).
+  bool lease_needs_records() const { return writer_.lease_needs_records(); }
+  const std::string& run_id() const { return run_.id; }
+  StopSource& root() { return root_; }
+  // The status written when Run() returned kFinished.
+  RunStatus final_status() const { return final_status_; }
+  const std::string& final_error() const { return final_error_; }
+
+  // Fenced terminal write used when the run cannot even start (attempt cap,
+  // version mismatch). Returns the disposition.
+  Disposition FailBeforeStart(const std::string& error);
+
+  // Asks the execution to stop at the next step boundary and release the run
+  // (worker shutdown). In-flight steps run on until root() is stopped.
+  void Drain();
+
+ private:
+  // A non-OK status from these means "stop executing the run" (kAborted:
+  // lease lost; kCancelled: stop requested; others: store failure).
+  // graph_walk.cc:
+  absl::StatusOr<StepResult> RunSequence(const std::vector<StepDef>& steps,
+                                         const std::string& prefix, Scope& scope, StopSource& stop);
+  absl::StatusOr<StepResult> RunStep(const StepDef& step, const std::string& path, Scope& scope,
+                                     StopSource& stop);
+  absl::StatusOr<StepResult> RunLoop(const StepDef& step, const std::string& path, Scope& scope,
+                                     StopSource& stop);
+  absl::StatusOr<StepResult> RunParallel(const StepDef& step, const std::string& path, Scope& scope,
+                                         StopSource& stop);
+  // Whether a step not recorded yet runs: its trigger decision, then `when:`
+  // and the stop state. Sets `skip_reason` when it does not. kCancelled when
+  // the run is stopping.
+  absl::StatusOr<bool> ShouldRun(const StepDef& step, bool triggered, std::string& skip_reason,
+                                 const Scope& scope, StopSource& stop);
+  // leaf_step.cc:
+  absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path, Scope& scope,
+                                     StopSource& stop);
+  absl::Status WriteStepStarted(const StepDef& step, const std::string& path, int attempt);
+  // `phase` if the run's phase must change to it (then remembered as
+  // written), else nullopt: an empty phase or the current one.
+  std::optional<std::string> EnterPhase(const std::string& phase) ABSL_LOCKS_EXCLUDED(phase_mu_);
+  // One execution of a leaf step's kind: its result and the events the kind
+  // recorded through StepContext::RecordEvent (written with the result).
+  struct Attempt {
+    absl::StatusOr<StepOutput> out;
+    std::vector<Event> events;
+  };
+  Attempt ExecuteAttempt(StepKind& kind, const StepDef& step, const std::string& path, int attempt,
+                         absl::Time deadline, Scope& scope, StopSource& stop);
+  // approval_gate.cc:
+  absl::StatusOr<StepResult> RunApproval(const StepDef& step, const std::string& path,
+                                         Scope& scope);
+  Disposition Pause();
+
+  absl::StatusOr<nlohmann::json> Resolve(const std::string& ref, const Scope& scope) const;
+  absl::Status Record(const StepDef& step, const std::string& path, const StepResult& result,
+                      int attempt, absl::Time started, std::string stderr_tail,
+                      std::vector<Event> extra_events);
+  absl::Status Write(RunWrite write, bool defer = false) {
+    return writer_.Write(std::move(write), defer);
+  }
+  // Records a loop's or a parallel step's own result and its event.
+  absl::Status RecordContainer(const StepDef& step, const std::string& path,
+                               const StepResult& result, absl::Time started);
+  Disposition Finish(RunStatus status, const std::string& outcome, const std::string& error,
+                     std::optional<BudgetStopData> budget = std::nullopt);
+  // Ends the run budget_stopped with the figures of the refused reservation.
+  Disposition BudgetStopped() ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // Records the first refused reservation and stops the run (any thread).
+  void StopForBudget(const BudgetStopData& refused) ABSL_LOCKS_EXCLUDED(budget_mu_);
+  Disposition StopDisposition();
+  // Logs why the walk stopped early (a lost lease or a store error; a
+  // requested stop is not logged).
+  void LogStopped(const absl::Status& why);
+  // The disposition of a failed run-level write `what` (kLeaseLost or
+  // kStoreError), logged.
+  Disposition WriteFailed(const char* what, const absl::Status& s);
+
+  // Constant after construction.
+  const ExecutionConfig config_;
+  const RunRecord run_;
+  const std::shared_ptr<const Workflow> workflow_;
+  // Recorded results of this revision, by path (read-only after construction).
+  std::map<std::string, StepRecord> records_;
+
+  StopSource root_;
+  // The secret values this execution knows (given in memory, or resolved
+  // from references); every write is scrubbed of them.
+  mutable SecretScrubber scrubber_;  // thread-safe; Resolve() adds to it
+  RunWriter writer_;                 // after root_, which it stops, and scrubber_
+  runloom::Mutex phase_mu_;
+  std::string phase_ ABSL_GUARDED_BY(phase_mu_);  // the last phase written on the run
+
+  std::atomic<bool> draining_{false};
+
+  // Set by the Run() thread when the graph must stop walking: a gate with
+  // no decision yet (pause) or a rejecting decision.
+  enum class Halt { kNone, kPause, kReject };
+  Halt halt_ = Halt::kNone;
+  PendingGate pending_gate_;  // what Pause() records for the reviewer
+  std::string reject_error_;
+
+  // The first model call refused by the budget ledger (any thread of the run).
+  runloom::Mutex budget_mu_;
+  std::optional<BudgetStopData> budget_stop_ ABSL_GUARDED_BY(budget_mu_);
+
+  // Owned by the Run() thread.
+  RunStatus final_status_ = RunStatus::kRunning;  // until Run() writes another
+  std::string final_error_;
+};
+
+}  // namespace runloom::engine_internal

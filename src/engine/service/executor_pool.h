@@ -1,0 +1,84 @@
+// ExecutorPool: the dispatcher thread and the executor threads.
+//
+// One dispatcher claims queue messages for the idle executors in one
+// transport call (one write for many runs), never more than there are idle
+// executors, so nothing waits claimed behind a busy executor. Each executor
+// takes a claimed message and runs its run to an end through the
+// RunLauncher, acking the message once the lease is held (or at once when
+// the run is not runnable). On Stop the dispatcher gives back what no
+// executor started. A transport call that fails (claim, ack, release) is
+// logged with the run id; the message is delivered again later.
+//
+// Thread-safety: Start() and Stop() may be called from any thread; mu_
+// guards the claimed-message queue, the idle count and the threads.
+#pragma once
+
+#include "runloom/clock.h"
+#include "runloom/env.h"
+#include "runloom/transport.h"
+
+#include "engine/service/run_launcher.h"
+
+#include "absl/base/thread_annotations.h"
+#include "runloom/mutex.h"
+#include "absl/time/time.h"
+
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace runloom::engine_internal {
+
+struct ExecutorPoolOptions {
+  std::string owner;  // the claimer's name
+  int executors = 1;
+  bool batch_scheduling = true;  // see EngineOptions::batch_scheduling
+  absl::Duration visibility_timeout;
+  absl::Duration idle_poll;
+};
+
+class ExecutorPool {
+ public:
+  // Every pointer must outlive the pool.
+  ExecutorPool(ExecutorPoolOptions options, Transport* transport, Clock* clock,
+               RunLauncher* launcher, Logger* logger)
+      : options_(std::move(options)),
+        transport_(transport),
+        clock_(clock),
+        launcher_(launcher),
+        logger_(logger) {}
+  ~ExecutorPool() { Join(); }
+  ExecutorPool(const ExecutorPool&) = delete;
+  ExecutorPool& operator=(const ExecutorPool&) = delete;
+
+  // Starts the executors and the dispatcher. Idempotent while running.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // No new claims, no new runs started (runs in flight go on).
+  void StopDispatch() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for every thread to end. REQUIRES: StopDispatch() first.
+  void Join() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void DispatcherLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Acks `m`, logging a failure (the message is then delivered again after
+  // the visibility timeout, and acked then: the run is leased or done).
+  void Ack(const QueueMessage& m);
+
+  // Constant after construction.
+  const ExecutorPoolOptions options_;
+  Transport* const transport_;
+  Clock* const clock_;
+  RunLauncher* const launcher_;
+  Logger* const logger_;
+
+  runloom::Mutex mu_;
+  // Claimed messages waiting for an executor, and how many executors wait.
+  std::deque<QueueMessage> work_ ABSL_GUARDED_BY(mu_);
+  int idle_executors_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_dispatch_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,68 @@
+#include "engine/service/llm_caps.h"
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+
+#include <exception>
+
+namespace runloom::engine_internal {
+
+absl::StatusOr<std::unique_ptr<LlmCaps>> LlmCaps::Create(LlmConcurrency* caps,
+                                                         std::shared_ptr<CapBoard> board,
+                                                         int pool_connections, const Env& env) {
+  std::unique_ptr<LlmCaps> out(new LlmCaps());
+  out->caps_ = caps;
+  out->board_ = std::move(board);
+  out->pool_connections_ = pool_connections;
+  out->clock_ = env.clock;
+  out->logger_ = env.logger;
+  out->cpu_ = NewProcStatCpuLoad();
+  if (env.metrics != nullptr && caps != nullptr) {
+    try {
+      out->cap_gauge_ = &prometheus::BuildGauge()
+                             .Name("runloom_llm_concurrency_cap")
+                             .Help("The cap on LLM calls in flight last decided, by provider")
+                             .Register(*env.metrics);
+      out->in_flight_gauge_ = &prometheus::BuildGauge()
+                                   .Name("runloom_llm_calls_in_flight")
+                                   .Help("LLM calls in flight in this process, by provider")
+                                   .Register(*env.metrics);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat("llm concurrency metrics: ", e.what()));
+    }
+  }
+  return out;
+}
+
+void LlmCaps::Start() {
+  runloom::MutexLock l(&mu_);
+  if (caps_ == nullptr || running_ != nullptr) return;
+  ControllerDeps deps{.clock = clock_, .logger = logger_, .cpu = cpu_.get()};
+  if (pool_connections_ > 0) {
+    deps.pool_connections = [n = pool_connections_] { return n; };
+  }
+  auto* cap_gauge = cap_gauge_;
+  auto* in_flight_gauge = in_flight_gauge_;
+  std::function<void(const std::string&, const CapLimits&, int)> on_tick;
+  if (cap_gauge != nullptr) {
+    on_tick = [cap_gauge, in_flight_gauge](const std::string& provider, const CapLimits& limits,
+                                           int in_flight) {
+      cap_gauge->Add({{"provider", provider}}).Set(limits.cap);
+      in_flight_gauge->Add({{"provider", provider}}).Set(in_flight);
+    };
+  }
+  running_ = caps_->Start(board_, std::move(deps), std::move(on_tick));
+}
+
+void LlmCaps::Stop() {
+  std::unique_ptr<LlmConcurrency::Running> running;
+  {
+    runloom::MutexLock l(&mu_);
+    running = std::move(running_);
+  }
+  running.reset();  // stops the controllers outside mu_
+}
+
+}  // namespace runloom::engine_internal

@@ -1,0 +1,150 @@
+#include "engine/service/run_launcher.h"
+
+#include "engine/rules/run_context.h"
+
+#include "core/status_macros.h"
+#include "events/events.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace runloom::engine_internal {
+
+void DispositionCounters::Count(Disposition d) {
+  switch (d) {
+    case Disposition::kFinished:
+      ++runs_finished_;
+      break;
+    case Disposition::kPaused:
+      ++runs_paused_;
+      break;
+    case Disposition::kReleased:
+      ++runs_released_;
+      break;
+    case Disposition::kLeaseLost:
+      ++leases_lost_;
+      break;
+    case Disposition::kStoreError:
+      break;
+  }
+}
+
+EngineStats DispositionCounters::stats() const {
+  return EngineStats{runs_finished_.load(), runs_paused_.load(), runs_released_.load(),
+                     leases_lost_.load()};
+}
+
+absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
+    const std::string& run_id, const std::function<void(const Lease&)>& on_leased,
+    bool want_record) {
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, config_.store->GetRun(run_id));
+  // No lease before this one and no event but run.created.
+  const bool never_ran = run.attempts == 0 && run.last_event_seq <= 1 && run.revision == 1;
+  if (IsTerminal(run.status) || run.status == RunStatus::kPaused) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
+  }
+  const RunEntry entry =
+      run.attempts > 0 ? RunEntry::kResume : run.entry;
+  std::vector<Event> started = {RunStartedEvent(
+      run_id, {.lease_owner = config_.owner, .revision = run.revision, .entry = entry})};
+  ExecutionConfig config;
+  config.store = config_.store;
+  config.clock = config_.clock;
+  config.registry = config_.registry;
+  config.logger = config_.logger;
+  config.metrics = config_.metrics;
+  config.stage_events = config_.stage_events;
+  config.working_dir = ContextOf(run).working_dir;
+  config.entry = entry;
+  config.secrets = secrets_->Get(run_id);
+  // `run` was read before the lease. What may have changed since: a cancel
+  // request (the next step start is refused, so it is seen), nothing else
+  // that the executor reads (decisions and reruns need a paused or
+  // terminal run).
+  auto wf = catalog_->LoadPinned(run, /*first_execution=*/never_ran);
+  std::optional<Lease> lease;
+  if (never_ran && wf.ok()) {
+    FirstExecution first = ExecuteFirst(config, run, started, *wf, on_leased, want_record);
+    if (first.result.has_value()) return *std::move(first.result);
+    lease = first.leased_before;  // leased, but not first: go on as for a resumed run
+  }
+  if (!lease.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        lease, config_.store->AcquireLease(run_id, config_.owner, config_.lease_ttl, started));
+    if (on_leased) on_leased(*lease);
+  }
+  // The open budget reservations of an earlier lease belong to an executor
+  // that is gone (a takeover need not pass the sweeper): they are released
+  // before this execution reserves. On failure the lease is left to expire
+  // and the sweeper releases them.
+  if (lease->attempt > 1) {
+    RUNLOOM_RETURN_IF_ERROR(config_.store->ReleaseReservations(run_id).status());
+  }
+  run.status = RunStatus::kRunning;
+  run.attempts = lease->attempt;
+  run.lease_owner = lease->owner;
+  run.lease_token = lease->token;
+  std::vector<StepRecord> records;
+  if (wf.ok()) {
+    RUNLOOM_ASSIGN_OR_RETURN(records, config_.store->ListSteps(run_id, run.revision));
+  }
+  auto exec = std::make_shared<RunExecution>(std::move(config), run, *lease,
+                                             wf.ok() ? *wf : nullptr, std::move(records));
+  Track(exec, [&] {
+    if (!wf.ok()) return exec->FailBeforeStart(std::string(wf.status().message()));
+    if (lease->attempt > run.max_attempts) {
+      return exec->FailBeforeStart(absl::StrCat("attempt cap reached: lease ", lease->attempt,
+                                                " of at most ", run.max_attempts));
+    }
+    if (run.cancel_requested) exec->root().RequestStop(StopReason::kCancel);
+    return exec->Run();
+  });
+  return Finished(*exec, run, want_record);
+}
+
+RunLauncher::FirstExecution RunLauncher::ExecuteFirst(
+    const ExecutionConfig& config, RunRecord& run, std::vector<Event> started,
+    std::shared_ptr<const Workflow> wf, const std::function<void(const Lease&)>& on_leased,
+    bool want_record) {
+  // A first execution: no step can have been recorded, and the lease
+  // rides on the run's first write (RunExecution takes it).
+  ExecutionConfig first = config;
+  first.lease_request = ExecutionConfig::LeaseRequest{config_.owner, config_.lease_ttl,
+                                                      std::move(started), on_leased};
+  RunRecord pending = run;
+  pending.status = RunStatus::kRunning;
+  pending.attempts = 1;
+  pending.lease_owner = config_.owner;
+  auto exec = std::make_shared<RunExecution>(std::move(first), pending, Lease{}, std::move(wf),
+                                             std::vector<StepRecord>{});
+  Track(exec, [&] {
+    if (run.cancel_requested) exec->root().RequestStop(StopReason::kCancel);
+    return exec->Run();
+  });
+  absl::Status not_leased = exec->lease_error();
+  if (!not_leased.ok()) return {absl::StatusOr<RunRecord>(not_leased), Lease{}};
+  if (!exec->lease_needs_records()) return {Finished(*exec, run, want_record), Lease{}};
+  return {std::nullopt, exec->lease()};
+}
+
+void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
+                        const std::function<Disposition()>& body) {
+  active_->Add(exec);
+  const Disposition d = body();
+  counters_.Count(d);
+  if (d == Disposition::kFinished) config_.metrics->RunFinished(exec->final_status());
+  if (d == Disposition::kLeaseLost) config_.metrics->LeaseLost();
+  active_->Remove(exec->run_id());
+}
+
+absl::StatusOr<RunRecord> RunLauncher::Finished(const RunExecution& exec, RunRecord& run,
+                                                bool want_record) {
+  if (exec.final_status() != RunStatus::kPaused) secrets_->Erase(run.id);
+  if (!want_record) {
+    run.status = exec.final_status();
+    return std::move(run);  // the executor loop ignores it: skip the read
+  }
+  return config_.store->GetRun(run.id);
+}
+
+}  // namespace runloom::engine_internal

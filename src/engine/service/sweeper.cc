@@ -1,0 +1,119 @@
+#include "engine/service/sweeper.h"
+
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "engine/run/event_helpers.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <vector>
+
+namespace runloom::engine_internal {
+namespace {
+
+// Candidates looked at per sweep.
+constexpr int kSweepLimit = 1000;
+
+}  // namespace
+
+void Sweeper::Tick() {
+  absl::StatusOr<int> swept = SweepOnce();
+  if (!swept.ok()) {
+    Log(logger_, LogLevel::kWarning, "sweeper: sweep failed (next one in ",
+        absl::FormatDuration(interval_), "): ", swept.status().ToString());
+  }
+}
+
+absl::StatusOr<int> Sweeper::SweepOnce() {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> cands,
+                           store_->FindRecoverable(queued_grace_, kSweepLimit));
+  int acted = 0;
+  std::vector<RecoveryCandidate> queued;
+  for (const RecoveryCandidate& c : cands) {
+    if (Reconciler::Owns(c)) {
+      queued.push_back(c);
+      continue;
+    }
+    absl::StatusOr<bool> r = RecoverExpired(c);
+    if (r.ok()) {
+      if (*r) ++acted;
+    } else {
+      const absl::Status& s = r.status();
+      // kAborted: the run moved on (renewed, paused, finished) since the
+      // query; the store refuses to enqueue a paused or finished one.
+      Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
+          "run ", c.run_id, ": sweeper could not recover its expired lease: ", s.ToString());
+    }
+  }
+  absl::StatusOr<int> reconciled = reconciler_.Reconcile(queued);
+  if (reconciled.ok()) {
+    acted += *reconciled;
+  } else {
+    Log(logger_, LogLevel::kWarning, "sweeper: reconciling ", queued.size(),
+        " queued runs failed: ", reconciled.status().ToString());
+  }
+  return acted;
+}
+
+bool Sweeper::ExpiryAnnounced(const RunRecord& run, int attempt) {
+  if (run.last_event_seq < 1) return false;
+  absl::StatusOr<std::vector<Event>> last = store_->ListEvents(run.id, run.last_event_seq - 1, 1);
+  if (!last.ok() || last->empty()) return false;  // announce (again): at worst a repeat
+  const Event& e = last->front();
+  return e.type == event_types::kRunLeaseExpired && e.data.is_object() &&
+         e.data.value("attempt", -1) == attempt;
+}
+
+absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
+  std::string owner = "unknown";
+  auto run = store_->GetRun(c.run_id);
+  if (run.ok() && !run->lease_owner.empty()) owner = run->lease_owner;
+  if (!run.ok()) {
+    Log(logger_, LogLevel::kWarning, "run ", c.run_id,
+        ": sweeper could not read the expired lease's owner: ", run.status().ToString());
+  }
+  // The dead executor's budget reservations go back to the run and its
+  // tenant before anyone else executes the run (its lease expired, so it
+  // can reserve no more; a call of it that still finishes settles its cost).
+  RUNLOOM_ASSIGN_OR_RETURN(int64_t released, store_->ReleaseReservations(c.run_id));
+  if (released > 0) {
+    Log(logger_, LogLevel::kInfo, "run ", c.run_id, ": released ", released,
+        " budget reservation(s) of the expired lease of ", owner);
+  }
+  if (c.attempts >= c.max_attempts) {
+    RunWrite w;
+    w.run_id = c.run_id;
+    w.party = Party::kSweeper;
+    w.expected = {RunStatus::kRunning};
+    w.lease_token = c.lease_token;
+    w.new_status = RunStatus::kFailed;
+    w.outcome = "failed";
+    w.error = absl::StrCat("attempt cap reached: ", c.attempts, " leases expired");
+    w.events = {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner}),
+                events::RunFinished(c.run_id, RunStatus::kFailed, "failed", *w.error)};
+    RUNLOOM_RETURN_IF_ERROR(store_->Commit(w));
+    metrics_->LeaseExpired();
+    metrics_->Swept(SweepAction::kFailed);
+    metrics_->RunFinished(RunStatus::kFailed);
+    if (on_failed_ && run.ok()) {
+      run->status = RunStatus::kFailed;
+      run->error = *w.error;
+      on_failed_(*run);
+    }
+    return true;
+  }
+  // Once per expiry: while the run waits for an executor, later sweeps only
+  // make sure its message exists (one lost meanwhile, e.g. with a Redis
+  // restart, is written anew), with no second run.lease_expired.
+  if (run.ok() && ExpiryAnnounced(*run, c.attempts)) {
+    RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(c.run_id, {}));
+    return false;
+  }
+  RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(
+      c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})}));
+  metrics_->LeaseExpired();
+  metrics_->Swept(SweepAction::kRequeued);
+  return true;
+}
+
+}  // namespace runloom::engine_internal

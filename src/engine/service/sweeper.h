@@ -1,0 +1,79 @@
+// Sweeper: a thread that, every sweep_interval, finds runs to recover
+// (Store::FindRecoverable) and acts on them. A `running` run whose lease
+// expired is enqueued again with run.lease_expired, or failed once it has
+// used its attempt cap; a `queued` run with no live lease and no queue
+// message is the reconciler's (reconciler.h). It never runs a graph and
+// never touches paused or terminal runs.
+//
+// Thread-safety: Start(), Stop() and SweepOnce() may be called from any
+// thread (the thread is a PeriodicTask).
+#pragma once
+
+#include "runloom/clock.h"
+#include "runloom/env.h"
+#include "runloom/store.h"
+
+#include "core/periodic_task.h"
+#include "engine/observe/engine_metrics.h"
+#include "engine/service/reconciler.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include <functional>
+#include <utility>
+
+namespace runloom::engine_internal {
+
+class Sweeper {
+ public:
+  // Every pointer must outlive the sweeper. `on_failed` (may be empty) is
+  // called with the run, as written, after the sweeper failed it at the
+  // attempt cap (the engine publishes its stage event there).
+  Sweeper(Store* store, Transport* transport, Clock* clock, absl::Duration interval,
+          absl::Duration queued_grace, Logger* logger, EngineMetrics* metrics,
+          std::function<void(const RunRecord&)> on_failed = nullptr)
+      : store_(store),
+        on_failed_(std::move(on_failed)),
+        interval_(interval),
+        queued_grace_(queued_grace),
+        logger_(logger),
+        metrics_(metrics),
+        reconciler_(store, transport, logger, metrics),
+        task_(clock, interval, [this] { Tick(); }) {}
+  ~Sweeper() { Stop(); }
+  Sweeper(const Sweeper&) = delete;
+  Sweeper& operator=(const Sweeper&) = delete;
+
+  // Starts the thread (idempotent while running).
+  void Start() { task_.Start(); }
+  // Stops and joins it; Start() may follow.
+  void Stop() { task_.Stop(); }
+
+  // One sweep now. Returns how many runs it acted on; a run it could not act
+  // on is logged and left for the next sweep.
+  absl::StatusOr<int> SweepOnce();
+
+ private:
+  // One period: a sweep, its failure logged.
+  void Tick();
+  // The rule for a `running` run whose lease expired. Returns whether it
+  // acted (false: the expiry was announced by an earlier sweep, and the
+  // run's message was only made sure of).
+  absl::StatusOr<bool> RecoverExpired(const RecoveryCandidate& c);
+  // Whether `run`'s last event is already the run.lease_expired of
+  // attempt `attempt` (written by an earlier sweep of any process).
+  bool ExpiryAnnounced(const RunRecord& run, int attempt);
+
+  // Constant after construction.
+  Store* const store_;
+  const std::function<void(const RunRecord&)> on_failed_;
+  const absl::Duration interval_;
+  const absl::Duration queued_grace_;
+  Logger* const logger_;
+  EngineMetrics* const metrics_;
+  Reconciler reconciler_;
+  PeriodicTask task_;  // last: its thread uses the members above
+};
+
+}  // namespace runloom::engine_internal
