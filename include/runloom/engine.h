@@ -136,8 +136,8 @@ struct DecisionRequest {
   // Digest of the proposal the reviewer saw ("sha256:..."); must be the
   // current one, or the decision is refused.
   std::string proposal_digest;
-  // approve | edit | reject | request_revision
-  std::string decision;
+  // Required (kInvalidArgument when unset).
+  std::optional<Decision> decision;
   // decision == edit: the reviewer's version, which becomes the gate's output.
   nlohmann::json edited_proposal;
   // decision == request_revision: what to change, and the phase to rerun

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,12 @@ namespace runloom {
 // unless its `allow:` names fewer. Also the values of run.decided's
 // data.decision.
 inline constexpr std::string_view kDecisions[] = {"approve", "edit", "reject", "request_revision"};
+
+// A decision as a value; its names are kDecisions.
+enum class Decision { kApprove, kEdit, kReject, kRequestRevision };
+std::string_view ToString(Decision d);
+// nullopt for a name not in kDecisions.
+std::optional<Decision> ParseDecision(std::string_view name);
 
 struct PendingGate {
   std::string step_path;  // where the run paused, e.g. "outline_review" (JSON: "path")

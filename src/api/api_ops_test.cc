@@ -12,7 +12,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Decision(const std::string& digest, const std::string& decision) {
+std::string DecisionBody(const std::string& digest, const std::string& decision) {
   return nlohmann::json{{"digest", digest}, {"decision", decision}}.dump();
 }
 
@@ -23,10 +23,10 @@ TEST_F(ApiTest, DecisionIsBoundToTheDigestAndTheReviewerIsTheToken) {
   const std::string digest = Get("/api/v1/runs/" + run.id + "/gate").json()["proposal_digest"];
   const int64_t events_before = engine()->GetRun(run.id)->last_event_seq;
 
-  EXPECT_EQ(Post(url, Decision(digest, "approve"), "viewer-token").status, 403);
-  EXPECT_EQ(Post(url, Decision(digest, "approve"), "operator-token").status, 403);
-  EXPECT_EQ(Post(url, Decision(digest, "approve"), "").status, 401);
-  ClientResponse stale = Post(url, Decision("sha256:0000", "approve"), "approver-token");
+  EXPECT_EQ(Post(url, DecisionBody(digest, "approve"), "viewer-token").status, 403);
+  EXPECT_EQ(Post(url, DecisionBody(digest, "approve"), "operator-token").status, 403);
+  EXPECT_EQ(Post(url, DecisionBody(digest, "approve"), "").status, 401);
+  ClientResponse stale = Post(url, DecisionBody("sha256:0000", "approve"), "approver-token");
   EXPECT_EQ(stale.status, 409);
   EXPECT_EQ(stale.json().value("code", ""), "stale_digest");
   EXPECT_THAT(stale.body, Not(HasSubstr(digest)));
@@ -35,7 +35,7 @@ TEST_F(ApiTest, DecisionIsBoundToTheDigestAndTheReviewerIsTheToken) {
            "approver-token");
   EXPECT_EQ(forged.status, 400);
   EXPECT_EQ(forged.json().value("field", ""), "reviewer");
-  EXPECT_EQ(Post(url, Decision(digest, "shrug"), "approver-token").json().value("field", ""),
+  EXPECT_EQ(Post(url, DecisionBody(digest, "shrug"), "approver-token").json().value("field", ""),
             "decision");
   ClientResponse bad_phase =
       Post(url,
@@ -46,11 +46,11 @@ TEST_F(ApiTest, DecisionIsBoundToTheDigestAndTheReviewerIsTheToken) {
   EXPECT_EQ(bad_phase.status, 400) << bad_phase.body;
   EXPECT_EQ(bad_phase.json().value("field", ""), "from_phase");
   EXPECT_EQ(
-      Post("/api/v1/runs/nope/decisions", Decision(digest, "approve"), "approver-token").status,
+      Post("/api/v1/runs/nope/decisions", DecisionBody(digest, "approve"), "approver-token").status,
       404);
   EXPECT_EQ(engine()->GetRun(run.id)->last_event_seq, events_before);  // nothing recorded
 
-  ClientResponse ok = Post(url, Decision(digest, "approve"), "approver-token");
+  ClientResponse ok = Post(url, DecisionBody(digest, "approve"), "approver-token");
   ASSERT_EQ(ok.status, 200) << ok.body;
   absl::StatusOr<std::vector<Event>> events = engine()->ListEvents(run.id, 0, 1000);
   ASSERT_OK(events);
@@ -66,7 +66,7 @@ TEST_F(ApiTest, DecisionIsBoundToTheDigestAndTheReviewerIsTheToken) {
       engine()->AwaitRun(run.id, engine()->clock()->Now() + absl::Seconds(20));
   ASSERT_OK(done);
   EXPECT_EQ(done->status, RunStatus::kCompleted);
-  ClientResponse late = Post(url, Decision(digest, "approve"), "admin-token");
+  ClientResponse late = Post(url, DecisionBody(digest, "approve"), "admin-token");
   EXPECT_EQ(late.status, 409);
   EXPECT_EQ(late.json().value("code", ""), "not_paused");
 }
@@ -220,7 +220,7 @@ TEST_F(ApiTest, InsecureNoAuthActsAsAdminLocal) {
   const std::string digest =
       Get("/api/v1/runs/" + paused->id + "/gate", "").json()["proposal_digest"];
   ASSERT_EQ(
-      Post("/api/v1/runs/" + paused->id + "/decisions", Decision(digest, "approve"), "").status,
+      Post("/api/v1/runs/" + paused->id + "/decisions", DecisionBody(digest, "approve"), "").status,
       200);
   absl::StatusOr<std::vector<Event>> events = engine()->ListEvents(paused->id, 0, 1000);
   ASSERT_OK(events);

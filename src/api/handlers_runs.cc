@@ -146,7 +146,15 @@ HandlerResult Decide(Engine* engine, const Call& c) {
   if (b.error) return {*b.error};
   DecisionRequest d;
   d.proposal_digest = b.value["digest"].get<std::string>();
-  d.decision = b.value["decision"].get<std::string>();
+  const std::string decision = b.value["decision"].get<std::string>();
+  d.decision = ParseDecision(decision);
+  if (!d.decision.has_value()) {
+    return {ErrorResponse(400, "invalid_argument",
+                          absl::StrCat("decision '", decision.substr(0, 64),
+                                       "' is not a decision: use approve, edit, reject or "
+                                       "request_revision; nothing was recorded"),
+                          "decision")};
+  }
   if (b.value.contains("edited")) d.edited_proposal = b.value["edited"];
   d.feedback = b.value.value("feedback", std::string());
   d.from_phase = b.value.value("from_phase", std::string());
@@ -167,7 +175,8 @@ HandlerResult Decide(Engine* engine, const Call& c) {
     // A decision the gate does not allow, or (request_revision) a phase it
     // cannot rerun from.
     const bool phase =
-        d.decision == "request_revision" && absl::StrContains(run.status().message(), "phase");
+        d.decision == Decision::kRequestRevision &&
+        absl::StrContains(run.status().message(), "phase");
     return {ErrorResponse(400, "invalid_argument", std::string(run.status().message()),
                           phase ? "from_phase" : "decision")};
   }

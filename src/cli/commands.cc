@@ -34,10 +34,10 @@ int DecideCommand(const DecideFlags& f) {
   if (chosen != 1) {
     return BadInput("give exactly one of --approve, --reject, --edit FILE, --revise TEXT");
   }
-  if (f.approve) d.decision = "approve";
-  if (f.reject) d.decision = "reject";
+  if (f.approve) d.decision = Decision::kApprove;
+  if (f.reject) d.decision = Decision::kReject;
   if (!f.revise.empty()) {
-    d.decision = "request_revision";
+    d.decision = Decision::kRequestRevision;
     d.feedback = f.revise;
     d.from_phase = f.from_phase;
   }
@@ -45,13 +45,14 @@ int DecideCommand(const DecideFlags& f) {
     absl::StatusOr<nlohmann::json> edited = ReadJsonFileBounded(f.edit_file, "--edit: file");
     if (!edited.ok()) return BadInput(std::string(edited.status().message()));
     d.edited_proposal = *std::move(edited);
-    d.decision = "edit";
+    d.decision = Decision::kEdit;
   }
   auto engine = OpenEngine(f.common);
   if (!engine.ok()) return DbOpenFailure(f.common, engine.status());
   auto r = (*engine)->Decide(f.run_id, d, f.as.empty() ? DefaultReviewer() : f.as);
   if (!r.ok()) return ExitForError(r.status());
-  std::cout << "run " << r->id << ": decision '" << d.decision << "' recorded; the run is "
+  std::cout << "run " << r->id << ": decision '" << ToString(*d.decision)
+            << "' recorded; the run is "
             << std::string(ToString(r->status)) << " (revision " << r->revision << ")\n";
   return 0;
 }

@@ -136,16 +136,16 @@ std::optional<DecisionRequest> AskForDecision(const PendingGate& gate) {
     std::string line;
     if (!std::getline(std::cin, line)) return std::nullopt;
     if (line == "a" || line == "approve") {
-      d.decision = "approve";
+      d.decision = Decision::kApprove;
       return d;
     }
     if (line == "r" || line == "reject") {
-      d.decision = "reject";
+      d.decision = Decision::kReject;
       return d;
     }
     if (line == "l" || line == "leave") return std::nullopt;
     if (line == "v" || line == "revise") {
-      d.decision = "request_revision";
+      d.decision = Decision::kRequestRevision;
       std::cout << "feedback: " << std::flush;
       std::getline(std::cin, d.feedback);
       std::cout << "rerun from phase [" << gate.revision_phase << "]: " << std::flush;
@@ -159,7 +159,7 @@ std::optional<DecisionRequest> AskForDecision(const PendingGate& gate) {
       absl::StatusOr<nlohmann::json> edited = ReadJsonFileBounded(path, "edited proposal");
       if (edited.ok()) {
         d.edited_proposal = *std::move(edited);
-        d.decision = "edit";
+        d.decision = Decision::kEdit;
         return d;
       }
       std::cout << edited.status().message() << "\n";
@@ -299,7 +299,8 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
     std::optional<DecisionRequest> decision;
     std::string reviewer = DefaultReviewer();
     if (f.auto_approve) {
-      decision = DecisionRequest{.proposal_digest = gate.proposal_digest, .decision = "approve"};
+      decision = DecisionRequest{.proposal_digest = gate.proposal_digest,
+                                 .decision = Decision::kApprove};
       reviewer = "auto";
     } else if (interactive) {
       done = true;  // keep the prompt clean

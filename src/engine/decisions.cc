@@ -54,12 +54,12 @@ absl::string_view JsonShape(const nlohmann::json& v) {
 // step record (the edited proposal for `edit`).
 absl::StatusOr<nlohmann::json> DecisionOutput(const PendingGate& gate, const DecisionRequest& req,
                                               const std::string& reviewer) {
-  nlohmann::json output = {{"decision", req.decision},
+  nlohmann::json output = {{"decision", ToString(*req.decision)},
                            {"proposal", gate.proposal},
                            {"proposal_digest", gate.proposal_digest},
                            {"reviewer", reviewer},
                            {"feedback", req.feedback}};
-  if (req.decision == "edit") {
+  if (req.decision == Decision::kEdit) {
     if (req.edited_proposal.is_null()) {
       return absl::InvalidArgumentError("decision 'edit' needs the edited proposal");
     }
@@ -102,6 +102,11 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
   if (reviewer.empty()) {
     return absl::InvalidArgumentError("a decision needs an authenticated reviewer identity");
   }
+  if (!req.decision.has_value()) {
+    return absl::InvalidArgumentError(
+        "a decision request names no decision: approve, edit, reject or request_revision");
+  }
+  const std::string decision(ToString(*req.decision));
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
   absl::StatusOr<PendingGate> pending = PendingGateOf(run);
   if (run.status != RunStatus::kPaused || absl::IsNotFound(pending.status())) {
@@ -120,9 +125,9 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
         gate.step_path, "; review the current proposal and its digest with `runloom status ",
         run_id, "`; nothing was recorded"));
   }
-  if (!gate.Allows(req.decision)) {
+  if (!gate.Allows(decision)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("decision '", req.decision, "' is not allowed at ", gate.step_path,
+        absl::StrCat("decision '", decision, "' is not allowed at ", gate.step_path,
                      "; allowed: ", nlohmann::json(gate.allowed_decisions).dump()));
   }
   RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json output, DecisionOutput(gate, req, reviewer));
@@ -140,7 +145,7 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
   std::string rerun_from;
   const StepRecord gate_record = GateRecord(run, gate, std::move(output), ctx.clock->Now());
   w.steps.push_back(gate_record);
-  if (req.decision == "request_revision") {
+  if (req.decision == Decision::kRequestRevision) {
     RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<const Workflow> wf, ctx.load_pinned(run));
     rerun_from = req.from_phase.empty() ? gate.revision_phase : req.from_phase;
     if (rerun_from.empty()) {
@@ -171,7 +176,7 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
   }
   w.context = EncodeRunContext(context);
   w.events.push_back(RunDecidedEvent(run_id, {.step_path = gate_record.path,
-                                              .decision = req.decision,
+                                              .decision = decision,
                                               .reviewer = reviewer,
                                               .proposal_digest = digest,
                                               .feedback = req.feedback,

@@ -93,7 +93,7 @@ TEST(Decisions, GatePausesReleasesLeaseAndRecordsProposal) {
 TEST(Decisions, WrongDigestIsRefusedAndNothingIsRecorded) {
   Harness h;
   Started s = StartToPause(h, kGated);
-  DecisionRequest d{.proposal_digest = "sha256:0000", .decision = "approve"};
+  DecisionRequest d{.proposal_digest = "sha256:0000", .decision = Decision::kApprove};
   auto refused = h.engine->Decide(s.id, d, "alice");
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kAborted,
                                 HasSubstr(absl::StrCat("runloom status ", s.id))));
@@ -110,7 +110,7 @@ TEST(Decisions, WrongDigestIsRefusedAndNothingIsRecorded) {
 TEST(Decisions, ApproveResumesWithoutRedoingEarlierSteps) {
   Harness h;
   Started s = StartToPause(h, kGated);
-  DecisionRequest d{.proposal_digest = Digest(s.paused), .decision = "approve"};
+  DecisionRequest d{.proposal_digest = Digest(s.paused), .decision = Decision::kApprove};
   auto decided = h.engine->Decide(s.id, d, "alice");
   ASSERT_OK(decided);
   EXPECT_EQ(decided->status, RunStatus::kQueued);
@@ -127,7 +127,7 @@ TEST(Decisions, EditBecomesTheGateOutput) {
   Harness h;
   Started s = StartToPause(h, kGated);
   DecisionRequest d{.proposal_digest = Digest(s.paused),
-                    .decision = "edit",
+                    .decision = Decision::kEdit,
                     .edited_proposal = {{"text", "better draft"}}};
   ASSERT_OK(h.engine->Decide(s.id, d, "bob"));
   auto done = h.engine->ExecuteRun(s.id);
@@ -141,7 +141,7 @@ TEST(Decisions, EditOfAnotherShapeIsRefused) {
   Harness h;
   Started s = StartToPause(h, kGated);
   DecisionRequest d{.proposal_digest = Digest(s.paused),
-                    .decision = "edit",
+                    .decision = Decision::kEdit,
                     .edited_proposal = nlohmann::json::array({"better draft"})};
   EXPECT_THAT(h.engine->Decide(s.id, d, "bob"),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -157,7 +157,7 @@ TEST(Decisions, RejectEndsTheRunRejected) {
   Harness h;
   Started s = StartToPause(h, kGated);
   ASSERT_OK(
-      h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = "reject"}, "carol"));
+      h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = Decision::kReject}, "carol"));
   auto done = h.engine->ExecuteRun(s.id);
   ASSERT_OK(done);
   EXPECT_EQ(done->status, RunStatus::kRejected);
@@ -175,7 +175,7 @@ TEST(Decisions, RacingDecisionsExactlyOneWins) {
     std::vector<std::thread> threads;
     for (const char* who : {"alice", "bob", "carol", "dave"}) {
       threads.emplace_back([&, who] {
-        auto r = h.engine->Decide(s.id, {.proposal_digest = digest, .decision = "approve"}, who);
+        auto r = h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, who);
         if (r.ok()) ++ok;
       });
     }
@@ -191,10 +191,10 @@ TEST(Decisions, DecisionOnARunThatIsNotPausedIsAConflict) {
   Harness h;
   Started s = StartToPause(h, kGated);
   const std::string digest = Digest(s.paused);
-  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = "approve"}, "alice"));
-  EXPECT_THAT(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = "reject"}, "bob"),
+  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, "alice"));
+  EXPECT_THAT(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kReject}, "bob"),
               StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = "approve"}, ""),
+  EXPECT_THAT(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, ""),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -218,7 +218,7 @@ steps:
 )");
   ASSERT_OK(h.engine->Decide(s.id,
                              {.proposal_digest = Digest(s.paused),
-                              .decision = "request_revision",
+                              .decision = Decision::kRequestRevision,
                               .feedback = "more detail"},
                              "erin"));
   auto run = h.engine->store()->GetRun(s.id);
@@ -245,7 +245,7 @@ steps:
   // A revision from a phase after the gate is refused.
   EXPECT_THAT(h.engine->Decide(s.id,
                                {.proposal_digest = Digest(*paused_again),
-                                .decision = "request_revision",
+                                .decision = Decision::kRequestRevision,
                                 .from_phase = "nope"},
                                "erin"),
               StatusIs(absl::StatusCode::kInvalidArgument));
@@ -417,7 +417,7 @@ TEST(Decisions, ChangedGraphUnderPinnedVersionFailsClosed) {
   sqlite3_finalize(st);
   sqlite3_close(db);
 
-  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = "approve"},
+  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = Decision::kApprove},
                              "alice"));
   auto done = h.engine->ExecuteRun(s.id);
   ASSERT_OK(done);

@@ -212,7 +212,7 @@ steps:
   EXPECT_EQ((*of_record)->proposal_digest, (*gate)->proposal_digest);
   // Decided: no longer paused, so no gate.
   ASSERT_OK(h.engine->Decide(
-      paused.id, {.proposal_digest = (*gate)->proposal_digest, .decision = "approve"}, "test"));
+      paused.id, {.proposal_digest = (*gate)->proposal_digest, .decision = Decision::kApprove}, "test"));
   gate = h.engine->GetPendingGate(paused.id);
   ASSERT_OK(gate);
   EXPECT_FALSE(gate->has_value());

@@ -81,6 +81,28 @@ absl::StatusOr<PendingGate> PendingGateFromJson(const nlohmann::json& j) {
   return gate;
 }
 
+std::string_view ToString(Decision d) {
+  switch (d) {
+    case Decision::kApprove:
+      return kDecisions[0];
+    case Decision::kEdit:
+      return kDecisions[1];
+    case Decision::kReject:
+      return kDecisions[2];
+    case Decision::kRequestRevision:
+      return kDecisions[3];
+  }
+  return "unknown";
+}
+
+std::optional<Decision> ParseDecision(std::string_view name) {
+  for (Decision d : {Decision::kApprove, Decision::kEdit, Decision::kReject,
+                     Decision::kRequestRevision}) {
+    if (ToString(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<PendingGate> PendingGateOf(const RunRecord& run) {
   const engine_internal::RunContext context = engine_internal::ContextOf(run);
   if (context.pending_gate.is_null()) {
