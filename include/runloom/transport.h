@@ -110,8 +110,9 @@ class Transport {
   // and the dead letter marked redriven, atomically. kNotFound: no such dead
   // letter, or it was redriven already.
   virtual absl::Status Redrive(const std::string& dead_letter_id) = 0;
-  // Redrive for every dead letter not yet redriven. Returns how many.
-  virtual absl::StatusOr<int> RedriveAll() = 0;
+  // Redrive for every dead letter not yet redriven. Returns how many. The
+  // default redrives them one by one (ListDeadLetters, then Redrive each).
+  virtual absl::StatusOr<int> RedriveAll();
 };
 
 }  // namespace runloom

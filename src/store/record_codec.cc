@@ -15,6 +15,13 @@ std::string ErrorClassName(const std::optional<ErrorClass>& c) {
   return c.has_value() ? std::string(ToString(*c)) : std::string();
 }
 
+absl::Status RequireNonEmpty(const std::string& value, std::string_view what) {
+  if (value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " is empty"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_view what) {
   try {
     return value.dump();

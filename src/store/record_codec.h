@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 // The runs columns in the order RunFromRow reads them.
 #define RUNLOOM_RUN_COLUMNS                                                               \
@@ -52,10 +53,26 @@ std::string StepStateName(StepState s);
 // A step record's error_class column: ToString(*c), or "" when unset.
 std::string ErrorClassName(const std::optional<ErrorClass>& c);
 
+// kInvalidArgument "<what> is empty" for an empty `value`.
+absl::Status RequireNonEmpty(const std::string& value, std::string_view what);
+
 // JSON <-> TEXT. Dump fails (kInvalidArgument) on invalid UTF-8; Parse fails
 // (kDataLoss) on a corrupt cell. `what` names the cell in the error.
 absl::StatusOr<std::string> DumpJson(const nlohmann::json& value, std::string_view what);
 absl::StatusOr<nlohmann::json> ParseJson(const std::string& text, std::string_view what);
+
+// Each row of a materialized result `r` (rows(), row(i): PgResult, SqlRows)
+// read with `from_row`.
+template <typename T, typename Result, typename F>
+absl::StatusOr<std::vector<T>> CollectRows(const Result& r, F from_row) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    RUNLOOM_ASSIGN_OR_RETURN(T value, from_row(r.row(i)));
+    out.push_back(std::move(value));
+  }
+  return out;
+}
 
 // Read the current row of a query selecting the columns above
 // (WorkflowFromRow: name, version, digest, canonical, created_at).

@@ -147,6 +147,19 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
   return CheckEvents(run_id, events);
 }
 
+absl::StatusOr<LeaseFirstWrite> PrepareLease(const std::string& run_id, const std::string& owner,
+                                             absl::Duration ttl, const std::vector<Event>& events,
+                                             const RunWrite* first) {
+  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
+  LeaseFirstWrite out;
+  if (first == nullptr) return out;
+  out.write = *first;
+  out.write->run_id = run_id;
+  out.write->party = Party::kExecutor;
+  RUNLOOM_ASSIGN_OR_RETURN(out.encoded, EncodeWrite(*out.write));
+  return out;
+}
+
 // True when `w` only appends events and maybe moves the phase (a step
 // start): the lease's own statements can carry it.
 absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time now) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 #include <optional>
@@ -51,6 +52,32 @@ struct Fence {
   bool cancel_requested = false;
 };
 
+// The columns a fence is read from, in the order FenceFromRow reads them.
+#define RUNLOOM_FENCE_COLUMNS \
+  "status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, cancel_requested"
+
+// The fence in the first columns of `row` (RUNLOOM_FENCE_COLUMNS), a
+// backend's row type as in store/record_codec.h; kDataLoss for an unknown
+// status.
+template <typename Row>
+absl::StatusOr<Fence> FenceFromRow(const Row& row, const std::string& run_id) {
+  Fence f;
+  const std::string status = row.ColumnText(0);
+  std::optional<RunStatus> parsed = ParseRunStatus(status);
+  if (!parsed.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat("run ", run_id, " has unknown status '", status, "' in the database"));
+  }
+  f.status = *parsed;
+  f.lease_token = row.ColumnText(1);
+  f.last_event_seq = row.ColumnInt(2);
+  f.lease_expires_at = row.ColumnOptionalTime(3);
+  f.lease_owner = row.ColumnText(4);
+  f.attempts = static_cast<int>(row.ColumnInt(5));
+  f.cancel_requested = row.ColumnInt(6) != 0;
+  return f;
+}
+
 // kInvalidArgument unless ttl > 0.
 absl::Status CheckTtl(absl::Duration ttl);
 // now + ttl, in whole microseconds (what the stores keep).
@@ -72,6 +99,19 @@ absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write);
 // AcquireLease's argument checks.
 absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,
                             const std::vector<Event>& events);
+
+// A lease's optional first write as the store applies it: for the leased
+// run, by the executor (the store sets its lease token once the lease is
+// taken), with its JSON serialized on the caller's thread.
+struct LeaseFirstWrite {
+  std::optional<RunWrite> write;  // none: a lease alone
+  EncodedWrite encoded;
+};
+// Checks AcquireLease's arguments (CheckLeaseArgs) and prepares `first`
+// (null: none) for run `run_id`.
+absl::StatusOr<LeaseFirstWrite> PrepareLease(const std::string& run_id, const std::string& owner,
+                                             absl::Duration ttl, const std::vector<Event>& events,
+                                             const RunWrite* first);
 
 // Whether a run with fence `f` may be leased at `now`: kFailedPrecondition
 // when paused or terminal, kAborted while another lease is live.

@@ -163,15 +163,10 @@ class LeaseOp final : public PgGroupOp {
 absl::StatusOr<Lease> PgStore::AcquireLease(const std::string& run_id, const std::string& owner,
                                             absl::Duration ttl, std::vector<Event> events,
                                             const RunWrite* first) {
-  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
-  std::optional<RunWrite> w;
-  EncodedWrite encoded;
-  if (first != nullptr) {
-    w = *first;
-    w->run_id = run_id;
-    w->party = Party::kExecutor;
-    RUNLOOM_ASSIGN_OR_RETURN(encoded, EncodeWrite(*w));
-  }
+  RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared,
+                           PrepareLease(run_id, owner, ttl, events, first));
+  std::optional<RunWrite>& w = prepared.write;
+  const EncodedWrite& encoded = prepared.encoded;
   LeaseOp op(*h_, run_id, owner, ttl, events, std::move(w), encoded);
   group_.Run(&op);
   RUNLOOM_RETURN_IF_ERROR(op.status);

@@ -23,12 +23,11 @@ namespace {
 // (LockRows sits above the sort). `(SELECT runloom_now())` is evaluated once
 // per statement (an init plan); a bare runloom_now() ran once per row, each
 // call a query of the clock table (~6 calls per run of `runloom bench`).
-constexpr char kLockFences[] =
-    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
-    "cancel_requested, (SELECT runloom_now()), id, "
-    "(SELECT q.id FROM queue q WHERE q.run_id = runs.id) AS "
-    "message_id "
-    "FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE";
+constexpr char kLockFences[] = "SELECT " RUNLOOM_FENCE_COLUMNS
+                               ", (SELECT runloom_now()), id, "
+                               "(SELECT q.id FROM queue q WHERE q.run_id = runs.id) AS "
+                               "message_id "
+                               "FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE";
 constexpr int kIdColumn = 8;
 constexpr int kNowColumn = 7;
 constexpr int kMessageColumn = 9;
@@ -121,7 +120,7 @@ absl::Status PgCommitGroup::RunGroupTxn(const std::vector<Writer*>& group, bool*
       }
       const PgRow row = r.row(it->second);
       now = row.ColumnTime(kNowColumn);
-      absl::StatusOr<Fence> f = PgFenceFromRow(row, op.run_id());
+      absl::StatusOr<Fence> f = FenceFromRow(row, op.run_id());
       if (!f.ok()) {
         op.status = f.status();
         continue;

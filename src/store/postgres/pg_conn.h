@@ -69,6 +69,7 @@ class PgResult {
  public:
   explicit PgResult(PGresult* r) : r_(r, &PQclear) {}
   int rows() const { return PQntuples(r_.get()); }
+  int columns() const { return PQnfields(r_.get()); }
   PgRow row(int i) const { return PgRow(r_.get(), i); }
 
  private:

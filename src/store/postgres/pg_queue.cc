@@ -89,7 +89,6 @@ class PgTransport final : public Transport {
   absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override;
   absl::Status Redrive(const std::string& dead_letter_id) override;
-  absl::StatusOr<int> RedriveAll() override;
 
  private:
   absl::Status DeadLetterInTxn(PgConn& c, int64_t id, const std::string& run_id, int deliveries);
@@ -220,18 +219,6 @@ absl::Status PgTransport::Redrive(const std::string& dead_letter_id) {
     }
     return PgEnsureQueueMessage(c, run_id, now).status();
   });
-}
-
-absl::StatusOr<int> PgTransport::RedriveAll() {
-  RUNLOOM_ASSIGN_OR_RETURN(std::vector<DeadLetter> all, ListDeadLetters(0));
-  int done = 0;
-  for (const DeadLetter& d : all) {
-    absl::Status s = Redrive(d.id);
-    if (s.code() == absl::StatusCode::kNotFound) continue;  // redriven meanwhile
-    RUNLOOM_RETURN_IF_ERROR(s);
-    ++done;
-  }
-  return done;
 }
 
 void PgTransport::WaitForMessages(absl::Time deadline) {

@@ -16,25 +16,9 @@ std::optional<int64_t> SqlLimit(int limit) {
   return limit <= 0 ? std::nullopt : std::optional<int64_t>(limit);
 }
 
-constexpr char kWorkflowByDigest[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows "
-    "WHERE name = $1 AND digest = $2";
 // ON CONFLICT: a concurrent registration of the same digest wins; the
 // caller re-reads it. The version is the next one under the name's lock
 // (the advisory lock of the name's hash serializes registrations of one name).
-constexpr char kLockName[] = "SELECT pg_advisory_xact_lock(hashtext('runloom.workflow:' || $1))";
-constexpr char kInsertWorkflow[] =
-    "INSERT INTO workflows (name, version, digest, canonical, created_at) "
-    "SELECT $1, COALESCE(MAX(version), 0) + 1, $2, $3, runloom_now() FROM workflows "
-    "WHERE name = $1 RETURNING name, version, digest, canonical, created_at";
-constexpr char kWorkflowByVersion[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows "
-    "WHERE name = $1 AND version = $2";
-constexpr char kWorkflowLatest[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows "
-    "WHERE name = $1 ORDER BY version DESC LIMIT 1";
-constexpr char kListWorkflows[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows ORDER BY name, version";
 
 constexpr char kGetRun[] = "SELECT " RUNLOOM_RUN_COLUMNS " FROM runs WHERE id = $1";
 constexpr char kRunByKey[] =
@@ -86,29 +70,12 @@ constexpr char kStrandedQueued[] =
     "WHERE status = 'queued' AND created_at <= runloom_now() - $1 "
     "AND updated_at <= runloom_now() - $1 ORDER BY created_at LIMIT $2";
 constexpr char kFence[] =
-    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
-    "cancel_requested, runloom_now() FROM runs WHERE id = $1 FOR UPDATE";
+    "SELECT " RUNLOOM_FENCE_COLUMNS ", runloom_now() FROM runs WHERE id = $1 FOR UPDATE";
 constexpr char kMessageOfRun[] = "SELECT id, claimed_by FROM queue WHERE run_id = $1";
 constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE id = $1";
 constexpr char kInsertMessage[] =
     "INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by) "
     "VALUES ($1, $2, $2, 0, '')";
-
-absl::Status RequireNonEmpty(const std::string& value, absl::string_view what) {
-  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
-  return absl::OkStatus();
-}
-
-template <typename T, typename F>
-absl::StatusOr<std::vector<T>> CollectRows(const PgResult& r, F from_row) {
-  std::vector<T> out;
-  out.reserve(static_cast<size_t>(r.rows()));
-  for (int i = 0; i < r.rows(); ++i) {
-    RUNLOOM_ASSIGN_OR_RETURN(T value, from_row(r.row(i)));
-    out.push_back(std::move(value));
-  }
-  return out;
-}
 
 absl::StatusOr<RecoveryCandidate> CandidateFromRow(const PgRow& row) {
   RecoveryCandidate c;
@@ -139,26 +106,8 @@ absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::s
   RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kFence, PgParams().Text(run_id)));
   if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
   const PgRow row = r.row(0);
-  RUNLOOM_ASSIGN_OR_RETURN(Fence f, PgFenceFromRow(row, run_id));
+  RUNLOOM_ASSIGN_OR_RETURN(Fence f, FenceFromRow(row, run_id));
   return std::make_pair(std::move(f), row.ColumnTime(7));
-}
-
-absl::StatusOr<Fence> PgFenceFromRow(const PgRow& row, const std::string& run_id) {
-  Fence f;
-  const std::string status = row.ColumnText(0);
-  std::optional<RunStatus> parsed = ParseRunStatus(status);
-  if (!parsed.has_value()) {
-    return absl::DataLossError(
-        absl::StrCat("run ", run_id, " has unknown status '", status, "' in the database"));
-  }
-  f.status = *parsed;
-  f.lease_token = row.ColumnText(1);
-  f.last_event_seq = row.ColumnInt(2);
-  f.lease_expires_at = row.ColumnOptionalTime(3);
-  f.lease_owner = row.ColumnText(4);
-  f.attempts = static_cast<int>(row.ColumnInt(5));
-  f.cancel_requested = row.ColumnInt(6) != 0;
-  return f;
 }
 
 absl::StatusOr<int64_t> PgAppendEvents(PgConn& c, const std::string& run_id, int64_t last_seq,
@@ -195,67 +144,6 @@ absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, 
   }
   c.Defer(kInsertMessage, PgParams().Text(run_id).Time(now));
   return true;
-}
-
-// ---- catalog ----
-
-absl::StatusOr<WorkflowVersion> PgStore::RegisterWorkflow(const std::string& name,
-                                                          const std::string& digest,
-                                                          const nlohmann::json& canonical) {
-  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(name, "workflow name"));
-  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(digest, "workflow digest"));
-  RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(canonical, absl::StrCat("workflow ", name)));
-  WorkflowVersion out;
-  RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
-    RUNLOOM_RETURN_IF_ERROR(c.Exec(kLockName, PgParams().Text(name)).status());
-    RUNLOOM_ASSIGN_OR_RETURN(PgResult found,
-                             c.Exec(kWorkflowByDigest, PgParams().Text(name).Text(digest)));
-    if (found.rows() > 0) {
-      RUNLOOM_ASSIGN_OR_RETURN(out, WorkflowFromRow(found.row(0)));
-      return absl::OkStatus();
-    }
-    RUNLOOM_ASSIGN_OR_RETURN(
-        PgResult ins, c.Exec(kInsertWorkflow, PgParams().Text(name).Text(digest).Text(text)));
-    RUNLOOM_ASSIGN_OR_RETURN(out, WorkflowFromRow(ins.row(0)));
-    return absl::OkStatus();
-  }));
-  return out;
-}
-
-absl::StatusOr<WorkflowVersion> PgStore::GetWorkflow(const std::string& name, int64_t version) {
-  if (version < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("workflow version ", version, " is negative; use 0 for the latest"));
-  }
-  std::optional<WorkflowVersion> found;
-  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
-    PgParams p;
-    p.Text(name);
-    if (version != 0) p.Int(version);
-    RUNLOOM_ASSIGN_OR_RETURN(PgResult r,
-                             c.Exec(version == 0 ? kWorkflowLatest : kWorkflowByVersion, p));
-    if (r.rows() == 0) return absl::OkStatus();
-    RUNLOOM_ASSIGN_OR_RETURN(found, WorkflowFromRow(r.row(0)));
-    return absl::OkStatus();
-  }));
-  if (!found.has_value()) {
-    if (version == 0) {
-      return absl::NotFoundError(absl::StrCat("workflow ", name, " is not in the catalog"));
-    }
-    return absl::NotFoundError(
-        absl::StrCat("workflow ", name, " has no version ", version, " in the catalog"));
-  }
-  return std::move(*found);
-}
-
-absl::StatusOr<std::vector<WorkflowVersion>> PgStore::ListWorkflows() {
-  std::vector<WorkflowVersion> out;
-  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
-    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kListWorkflows));
-    RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<WorkflowVersion>(r, WorkflowFromRow<PgRow>));
-    return absl::OkStatus();
-  }));
-  return out;
 }
 
 // ---- runs ----

@@ -1,10 +1,11 @@
 // The PostgreSQL implementation of Store (include/runloom/store.h) and of
-// its queue-table Transport. pg_store.cc has the catalog, creation, reads and
-// recovery; pg_commit.cc the lease and fenced writes; pg_queue.cc the
-// transport; pg_commit_group.cc the group commit of concurrent Commits,
-// pg_write_batch.cc their set-based statements. Each write runs in a
-// transaction that locks the run's row (SELECT ... FOR UPDATE) and checks
-// the same fence as SQLite (store/write_checks.h) before writing.
+// its queue-table Transport. pg_store.cc has creation, reads and recovery
+// (the catalog, tokens and the write and budget ledgers are SqlStore's,
+// store/internal/sql_store.cc, over pg_sql.cc); pg_commit.cc the lease and
+// fenced writes; pg_queue.cc the transport; pg_commit_group.cc the group commit of concurrent
+// Commits, pg_write_batch.cc their set-based statements. Each write runs in a transaction that
+// locks the run's row (SELECT ... FOR UPDATE) and checks the same fence as SQLite
+// (store/write_checks.h) before writing.
 //
 // Thread-safety: every method is thread-safe (see PgHandle).
 #pragma once
@@ -12,6 +13,8 @@
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
+#include "store/internal/sql.h"
+#include "store/internal/sql_store.h"
 #include "store/postgres/pg_admit_group.h"
 #include "store/postgres/pg_commit_group.h"
 #include "store/postgres/pg_conn.h"
@@ -26,16 +29,19 @@
 
 namespace runloom::store_internal {
 
-class PgStore final : public Store {
+// The PostgreSQL side of the SQL seam (pg_sql.cc).
+std::unique_ptr<SqlDatabase> NewPgSqlDatabase(std::shared_ptr<PgHandle> handle);
+
+class PgStore final : public SqlStore {
  public:
   explicit PgStore(std::shared_ptr<PgHandle> handle)
-      : h_(std::move(handle)), group_(h_.get()), admit_(h_.get()) {}
+      : SqlStore(NewPgSqlDatabase(handle)),
+        h_(std::move(handle)),
+        group_(h_.get()),
+        admit_(h_.get()) {}
 
-  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
-                                                   const std::string& digest,
-                                                   const nlohmann::json& canonical) override;
-  absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) override;
-  absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows() override;
+  // The catalog, tokens and the two ledgers: SqlStore (store/internal).
+  // Without an idempotency key, through the admission group (pg_admit_group.h).
   absl::StatusOr<CreateRunResult> CreateRun(const NewRun& run, std::vector<Event> events) override;
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id) override;
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override;
@@ -58,28 +64,6 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
-
-  // pg_tokens.cc
-  absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
-                                          const std::string& token_hash) override;
-  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
-  absl::StatusOr<TokenRecord> RevokeToken(const std::string& id_or_name) override;
-  absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) override;
-
-  // pg_writes.cc
-  absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) override;
-  absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
-                                             const WriteResult& result) override;
-  absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) override;
-  absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
-                                               std::optional<int64_t> limit_micros) override;
-  absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() override;
-  absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) override;
-  absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) override;
-  absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) override;
-  absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
-  absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
-  absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
   absl::StatusOr<absl::Time> Now() override { return h_->ServerNow(); }
   Clock* clock() override { return h_->clock(); }
 
@@ -99,9 +83,6 @@ absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, 
 // The run's fence, its row locked until the transaction ends, and the
 // server time. kNotFound when absent.
 absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::string& run_id);
-// The fence in columns 0-6 of `row` (PgLockFence's layout); kDataLoss for
-// an unknown status.
-absl::StatusOr<Fence> PgFenceFromRow(const PgRow& row, const std::string& run_id);
 // Applies `write` (serialized as `encoded`) to a run whose fence `f` is
 // locked by this transaction, at server time `now`: checks the fence, then
 // queues the writes on `c` (PgConn::Defer) for the transaction's COMMIT.
@@ -124,11 +105,5 @@ std::shared_ptr<transport_internal::StreamDatabase> NewPgStreamDatabase(
     std::shared_ptr<PgHandle> handle);
 // meta.instance_id: names this database's keys on a shared Redis.
 absl::StatusOr<std::string> PgInstanceId(PgHandle& h);
-
-// The fence of a write the lease holder makes outside Commit (a write
-// intent, a budget reservation): the run `run_id` is running under `token`
-// with an unexpired lease (CheckWriteFence). Holds the run row FOR SHARE
-// until the transaction ends, so a lease takeover waits. kNotFound: no run.
-absl::Status PgCheckLeaseFence(PgConn& c, const std::string& run_id, const std::string& token);
 
 }  // namespace runloom::store_internal

@@ -45,6 +45,15 @@ absl::Status SqliteStatus(sqlite3* db, int rc, std::string_view context) {
   }
 }
 
+namespace {
+
+void RunloomNow(sqlite3_context* ctx, int /*argc*/, sqlite3_value** /*argv*/) {
+  auto* clock = static_cast<Clock*>(sqlite3_user_data(ctx));
+  sqlite3_result_int64(ctx, ToMicros(clock->Now()));
+}
+
+}  // namespace
+
 // ---- Statement ----
 
 Statement::Statement(Statement&& other) noexcept
@@ -208,6 +217,14 @@ absl::StatusOr<Statement> Db::Prepare(const char* sql) {
   }
   cache_.emplace(sql, stmt);
   return Statement(db_, stmt, sql);
+}
+
+absl::Status Db::DefineNow(Clock* clock) {
+  // Not SQLITE_DETERMINISTIC: the value changes between calls.
+  const int rc = sqlite3_create_function_v2(db_, "runloom_now", 0, SQLITE_UTF8, clock, &RunloomNow,
+                                            nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, "define runloom_now()");
+  return absl::OkStatus();
 }
 
 }  // namespace runloom::store_internal

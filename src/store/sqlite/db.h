@@ -13,6 +13,8 @@
 //   std::string status = st.ColumnText(0);
 #pragma once
 
+#include "runloom/clock.h"
+
 #include "store/record_codec.h"  // ToMicros, FromMicros
 
 #include "absl/container/flat_hash_map.h"
@@ -61,7 +63,14 @@ class Statement {
   // Steps to completion (for statements returning no rows).
   absl::Status Run();
 
+  // The index of the parameter named `name` ("$1"), 0 when the statement
+  // has none of that name; and how many parameters it has.
+  int ParameterIndex(const char* name) const { return sqlite3_bind_parameter_index(stmt_, name); }
+  int ParameterCount() const { return sqlite3_bind_parameter_count(stmt_); }
+
   // Columns are 0-based.
+  int ColumnCount() const { return sqlite3_column_count(stmt_); }
+  bool ColumnIsInt(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_INTEGER; }
   bool ColumnIsNull(int col) const;
   int64_t ColumnInt(int col) const;
   std::string ColumnText(int col) const;
@@ -99,6 +108,11 @@ class Db {
   // A cached prepared statement for `sql`.
   // REQUIRES: `sql` has static storage duration (it keys the cache by address).
   absl::StatusOr<Statement> Prepare(const char* sql);
+
+  // Defines the SQL function runloom_now() on this connection: `clock`'s
+  // time in Unix microseconds (the same function PostgreSQL's schema has, so
+  // a statement may be written once for both). `clock` must outlive the Db.
+  absl::Status DefineNow(Clock* clock);
 
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t changes() const { return sqlite3_changes64(db_); }

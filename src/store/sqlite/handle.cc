@@ -27,9 +27,11 @@ constexpr int kCheckpointFrames = 4000;
 // machine reading while the writer commits.
 constexpr int kMaxReaders = 4;
 
-absl::StatusOr<std::unique_ptr<Db>> OpenReader(const std::string& path, absl::Duration busy) {
+absl::StatusOr<std::unique_ptr<Db>> OpenReader(const std::string& path, absl::Duration busy,
+                                               Clock* clock) {
   RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(path, busy));
   RUNLOOM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = 1"));
+  RUNLOOM_RETURN_IF_ERROR(db->DefineNow(clock));
   return db;
 }
 
@@ -119,6 +121,7 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
     RUNLOOM_RETURN_IF_ERROR(CheckDatabasePath(path));
   }
   RUNLOOM_ASSIGN_OR_RETURN(h->writer_, Db::Open(path, options.busy_timeout));
+  RUNLOOM_RETURN_IF_ERROR(h->writer_->DefineNow(clock));
   // Before the first write (WAL mode rewrites the header): a file that is
   // not ours is left exactly as it was.
   RUNLOOM_RETURN_IF_ERROR(CheckDatabaseIsOurs(*h->writer_));
@@ -133,7 +136,8 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   h->busy_timeout_ = options.busy_timeout;
   if (!memory) {
     // One reader now, so that a file we cannot read fails the open.
-    RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader, OpenReader(path, options.busy_timeout));
+    RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader,
+                             OpenReader(path, options.busy_timeout, clock));
     {
       runloom::MutexLock l(&h->readers_mu_);
       h->idle_readers_.push_back(std::move(reader));
@@ -212,7 +216,7 @@ absl::StatusOr<std::unique_ptr<Db>> SqliteHandle::AcquireReader() {
     }
     ++open_readers_;
   }
-  absl::StatusOr<std::unique_ptr<Db>> db = OpenReader(path_, busy_timeout_);
+  absl::StatusOr<std::unique_ptr<Db>> db = OpenReader(path_, busy_timeout_, clock_);
   if (!db.ok()) {
     runloom::MutexLock l(&readers_mu_);
     --open_readers_;

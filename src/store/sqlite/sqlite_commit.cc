@@ -16,9 +16,7 @@
 namespace runloom::store_internal {
 namespace {
 
-constexpr char kFence[] =
-    "SELECT status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, "
-    "cancel_requested FROM runs WHERE id = ?1";
+constexpr char kFence[] = "SELECT " RUNLOOM_FENCE_COLUMNS " FROM runs WHERE id = ?1";
 // ?7: the phase a first step start moves to (NULL keeps it).
 constexpr char kAcquire[] =
     "UPDATE runs SET status = 'running', lease_owner = ?2, lease_token = ?3, "
@@ -67,21 +65,7 @@ absl::StatusOr<Fence> LoadFence(Db& db, const std::string& run_id) {
   st.BindText(1, run_id);
   RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
-  Fence f;
-  std::string status = st.ColumnText(0);
-  std::optional<RunStatus> parsed = ParseRunStatus(status);
-  if (!parsed.has_value()) {
-    return absl::DataLossError(
-        absl::StrCat("run ", run_id, " has unknown status '", status, "' in the database"));
-  }
-  f.status = *parsed;
-  f.lease_token = st.ColumnText(1);
-  f.last_event_seq = st.ColumnInt(2);
-  f.lease_expires_at = st.ColumnOptionalTime(3);
-  f.lease_owner = st.ColumnText(4);
-  f.attempts = static_cast<int>(st.ColumnInt(5));
-  f.cancel_requested = st.ColumnInt(6) != 0;
-  return f;
+  return FenceFromRow(st, run_id);
 }
 
 absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<StepRecord>& steps,
@@ -258,15 +242,10 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
 absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const std::string& owner,
                                                 absl::Duration ttl, std::vector<Event> events,
                                                 const RunWrite* first) {
-  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
-  std::optional<RunWrite> w;
-  EncodedWrite encoded;
-  if (first != nullptr) {
-    w = *first;
-    w->run_id = run_id;
-    w->party = Party::kExecutor;
-    RUNLOOM_ASSIGN_OR_RETURN(encoded, EncodeWrite(*w));
-  }
+  RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared,
+                           PrepareLease(run_id, owner, ttl, events, first));
+  std::optional<RunWrite>& w = prepared.write;
+  const EncodedWrite& encoded = prepared.encoded;
   Lease out;
   std::optional<int64_t> removed;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {

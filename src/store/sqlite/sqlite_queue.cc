@@ -77,7 +77,6 @@ class SqliteTransport final : public Transport {
   absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override;
   absl::Status Redrive(const std::string& dead_letter_id) override;
-  absl::StatusOr<int> RedriveAll() override;
 
  private:
   absl::Status ClaimInTxn(Db& db, const std::string& consumer, int max, absl::Time now,
@@ -298,18 +297,6 @@ absl::Status SqliteTransport::Redrive(const std::string& dead_letter_id) {
         absl::StrCat("dead letter id '", dead_letter_id, "' is not an SQLite dead letter id"));
   }
   return h_->Write([&](WriteTxn& txn) { return RedriveInTxn(txn, id, h_->Now()); });
-}
-
-absl::StatusOr<int> SqliteTransport::RedriveAll() {
-  RUNLOOM_ASSIGN_OR_RETURN(std::vector<DeadLetter> all, ListDeadLetters(0));
-  int done = 0;
-  for (const DeadLetter& d : all) {
-    absl::Status s = Redrive(d.id);
-    if (s.code() == absl::StatusCode::kNotFound) continue;  // redriven meanwhile
-    RUNLOOM_RETURN_IF_ERROR(s);
-    ++done;
-  }
-  return done;
 }
 
 absl::Status SqliteTransport::Release(const QueueMessage& message) {

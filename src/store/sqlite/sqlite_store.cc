@@ -14,23 +14,6 @@ namespace {
 // LIMIT -1 is "no limit" in SQLite.
 int64_t SqlLimit(int limit) { return limit <= 0 ? -1 : limit; }
 
-constexpr char kWorkflowByDigest[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows "
-    "WHERE name = ?1 AND digest = ?2";
-constexpr char kWorkflowMaxVersion[] =
-    "SELECT COALESCE(MAX(version), 0) FROM workflows WHERE name = ?1";
-constexpr char kInsertWorkflow[] =
-    "INSERT INTO workflows (name, version, digest, canonical, created_at) "
-    "VALUES (?1, ?2, ?3, ?4, ?5)";
-constexpr char kWorkflowByVersion[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows "
-    "WHERE name = ?1 AND version = ?2";
-constexpr char kWorkflowLatest[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows "
-    "WHERE name = ?1 ORDER BY version DESC LIMIT 1";
-constexpr char kListWorkflows[] =
-    "SELECT name, version, digest, canonical, created_at FROM workflows ORDER BY name, version";
-
 constexpr char kGetRun[] = "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS " FROM runs WHERE id = ?1";
 constexpr char kRunByKey[] = "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
                              " FROM runs WHERE workflow_name = ?1 AND idempotency_key = ?2";
@@ -77,20 +60,6 @@ constexpr char kStrandedQueued[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'queued' AND updated_at <= ?1 "
     "ORDER BY updated_at LIMIT ?2";
-
-absl::Status RequireNonEmpty(const std::string& value, std::string_view what) {
-  if (value.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " is empty"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::optional<WorkflowVersion>> SelectWorkflow(Statement& st) {
-  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<WorkflowVersion>();
-  RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion w, WorkflowFromRow(st));
-  return std::optional<WorkflowVersion>(std::move(w));
-}
 
 template <typename T, typename F>
 absl::StatusOr<std::vector<T>> CollectRows(Statement& st, F from_row) {
@@ -150,89 +119,6 @@ absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t 
     RUNLOOM_RETURN_IF_ERROR(st.Run());
   }
   return last_seq;
-}
-
-// ---- catalog ----
-
-absl::StatusOr<WorkflowVersion> SqliteStore::RegisterWorkflow(const std::string& name,
-                                                              const std::string& digest,
-                                                              const nlohmann::json& canonical) {
-  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(name, "workflow name"));
-  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(digest, "workflow digest"));
-  RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(canonical, absl::StrCat("workflow ", name)));
-  // Registered already (the common case: every `runloom run` of a file
-  // registers it): a read, without taking the write lock.
-  RUNLOOM_ASSIGN_OR_RETURN(std::optional<WorkflowVersion> known,
-                           h_->Read([&](Db& db) -> absl::StatusOr<std::optional<WorkflowVersion>> {
-                             RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kWorkflowByDigest));
-                             st.BindText(1, name);
-                             st.BindText(2, digest);
-                             return SelectWorkflow(st);
-                           }));
-  if (known.has_value()) return *std::move(known);
-  WorkflowVersion out;
-  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
-    {
-      // Again under the lock: another writer may have registered it since.
-      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kWorkflowByDigest));
-      st.BindText(1, name);
-      st.BindText(2, digest);
-      RUNLOOM_ASSIGN_OR_RETURN(std::optional<WorkflowVersion> existing, SelectWorkflow(st));
-      if (existing.has_value()) {
-        out = std::move(*existing);
-        return absl::OkStatus();
-      }
-    }
-    int64_t version = 0;
-    {
-      RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kWorkflowMaxVersion));
-      st.BindText(1, name);
-      RUNLOOM_RETURN_IF_ERROR(st.Step().status());
-      version = st.ColumnInt(0) + 1;
-    }
-    const absl::Time now = h_->Now();
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kInsertWorkflow));
-    st.BindText(1, name);
-    st.BindInt(2, version);
-    st.BindText(3, digest);
-    st.BindText(4, text);
-    st.BindTime(5, now);
-    RUNLOOM_RETURN_IF_ERROR(st.Run());
-    out = WorkflowVersion{name, version, digest, canonical, now};
-    return absl::OkStatus();
-  }));
-  return out;
-}
-
-absl::StatusOr<WorkflowVersion> SqliteStore::GetWorkflow(const std::string& name, int64_t version) {
-  if (version < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("workflow version ", version, " is negative; use 0 for the latest"));
-  }
-  RUNLOOM_ASSIGN_OR_RETURN(std::optional<WorkflowVersion> found,
-                           h_->Read([&](Db& db) -> absl::StatusOr<std::optional<WorkflowVersion>> {
-                             RUNLOOM_ASSIGN_OR_RETURN(
-                                 Statement st,
-                                 db.Prepare(version == 0 ? kWorkflowLatest : kWorkflowByVersion));
-                             st.BindText(1, name);
-                             if (version != 0) st.BindInt(2, version);
-                             return SelectWorkflow(st);
-                           }));
-  if (!found.has_value()) {
-    if (version == 0) {
-      return absl::NotFoundError(absl::StrCat("workflow ", name, " is not in the catalog"));
-    }
-    return absl::NotFoundError(
-        absl::StrCat("workflow ", name, " has no version ", version, " in the catalog"));
-  }
-  return std::move(*found);
-}
-
-absl::StatusOr<std::vector<WorkflowVersion>> SqliteStore::ListWorkflows() {
-  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<WorkflowVersion>> {
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kListWorkflows));
-    return CollectRows<WorkflowVersion>(st, WorkflowFromRow<Statement>);
-  });
 }
 
 // ---- runs ----

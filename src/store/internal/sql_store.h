@@ -1,0 +1,61 @@
+// What the SQL backends share: the Store methods whose orchestration is the
+// same in SQLite and PostgreSQL (the workflow catalog, API tokens, the write
+// ledger, the budget ledger), written once over the SQL seam
+// (store/internal/sql.h). A SQL backend derives from SqlStore, hands it its
+// SqlDatabase adapter, and implements the rest: run creation, leases,
+// commits, the run reads and recovery, where each backend has its own
+// batching.
+//
+// Thread-safety: every method is thread-safe (the SqlDatabase is).
+#pragma once
+
+#include "runloom/store.h"
+
+#include "store/internal/sql.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runloom::store_internal {
+
+class SqlStore : public Store {
+ public:
+  explicit SqlStore(std::unique_ptr<SqlDatabase> sql) : sql_(std::move(sql)) {}
+
+  // ---- catalog ----
+  absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
+                                                   const std::string& digest,
+                                                   const nlohmann::json& canonical) final;
+  absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) final;
+  absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows() final;
+
+  // ---- tokens (the hash only; never the secret) ----
+  absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
+                                          const std::string& token_hash) final;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() final;
+  absl::StatusOr<TokenRecord> RevokeToken(const std::string& id_or_name) final;
+  absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) final;
+
+  // ---- the write ledger ----
+  absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) final;
+  absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key, const WriteResult& result) final;
+  absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) final;
+
+  // ---- the budget ledger ----
+  absl::StatusOr<TenantBudget> SetTenantBudget(const std::string& tenant,
+                                               std::optional<int64_t> limit_micros) final;
+  absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() final;
+  absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) final;
+  absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) final;
+  absl::StatusOr<std::vector<Reservation>> ListReservations(const std::string& run_id) final;
+  absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) final;
+  absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) final;
+  absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) final;
+
+ private:
+  const std::unique_ptr<SqlDatabase> sql_;
+};
+
+}  // namespace runloom::store_internal
