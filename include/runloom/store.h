@@ -136,14 +136,26 @@ struct TokenRecord {
   std::optional<absl::Time> revoked_at;  // empty while active
 };
 
-class Store {
- public:
-  Store() = default;
-  Store(const Store&) = delete;
-  Store& operator=(const Store&) = delete;
-  virtual ~Store() = default;
+// The store by role, in the shape of Temporal's persistence interfaces: a
+// caller that needs one concern takes that interface (the authenticator a
+// TokenStore&, the budget preflight a BudgetStore&), and a backend
+// implements Store, which is all of them. Every method of every role is
+// thread-safe in every backend.
 
-  // ---- catalog ----
+// What AcquireLease asks for, as one value.
+struct LeaseRequest {
+  std::string run_id;
+  std::string owner;              // who holds the lease (an executor's id)
+  absl::Duration ttl;             // the lease's life, from the store's Now()
+  std::vector<Event> events;      // appended with the lease
+  std::optional<RunWrite> first;  // a first write in the same commit (AcquireLease)
+};
+
+// The workflow catalog.
+class CatalogStore {
+ public:
+  virtual ~CatalogStore() = default;
+
   // Registers `canonical` (digest `digest`) under `name`. If some version of
   // `name` has this digest, returns it unchanged; otherwise inserts the next
   // version. Idempotent.
@@ -154,6 +166,13 @@ class Store {
   virtual absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) = 0;
   // Every version of every workflow, by name then version.
   virtual absl::StatusOr<std::vector<WorkflowVersion>> ListWorkflows() = 0;
+};
+
+// Runs: creation, leases, fenced writes, reads, recovery, and the time
+// authority they are computed from.
+class RunStore {
+ public:
+  virtual ~RunStore() = default;
 
   // ---- runs ----
   // Inserts the run (queued), `events` and its queue message in one
@@ -180,7 +199,7 @@ class Store {
   // in the lease's commit and remember it, so that the ack does no I/O
   // (SQLite and PostgreSQL do); a stream transport cannot, and acks apart.
   //
-  // `first` (may be null; not owned, read during the call only): a fenced
+  // `first` (may be absent): a fenced
   // executor write applied with the new token on the run's first lease only
   // (attempt 1). The store sets its run_id, party and lease_token. An
   // executor starting a fresh run thus takes the lease and starts its first
@@ -196,13 +215,14 @@ class Store {
   //   RunWrite start;  // the first step.started event
   //   RUNLOOM_ASSIGN_OR_RETURN(Lease l, store->AcquireLease(id, owner, ttl, {started}, &start));
   //   if (!l.first_write_applied) { /* read the recorded steps, or stop */ }
-  virtual absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                             absl::Duration ttl, std::vector<Event> events,
-                                             const RunWrite* first) = 0;
-  // AcquireLease without a first write.
+  virtual absl::StatusOr<Lease> AcquireLease(LeaseRequest request) = 0;
+  // The same with the request's parts; `first` (may be null) is copied.
   absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events) {
-    return AcquireLease(run_id, owner, ttl, std::move(events), nullptr);
+                                     absl::Duration ttl, std::vector<Event> events,
+                                     const RunWrite* first = nullptr) {
+    LeaseRequest r{.run_id = run_id, .owner = owner, .ttl = ttl, .events = std::move(events)};
+    if (first != nullptr) r.first = *first;
+    return AcquireLease(std::move(r));
   }
   // Extends a live lease. Returns the run as it is now (the caller reads
   // cancel_requested). kAborted: the token is no longer current or expired.
@@ -244,7 +264,32 @@ class Store {
   // finished (it moved on since the caller read it).
   virtual absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) = 0;
 
-  // ---- API tokens ----
+  // ---- time ----
+  // The backend's time authority: lease deadlines, visibility timeouts and
+  // the queued grace are computed from it, never from another machine's
+  // clock. SQLite: its Clock (SqliteOptions::clock); a server backend: the
+  // server's clock (e.g. PostgreSQL now()). kUnavailable when the authority
+  // cannot be asked (a server backend whose server is unreachable): never a
+  // silent fallback to another clock.
+  virtual absl::StatusOr<absl::Time> Now() = 0;
+  // The local clock this process waits on (heartbeats, sweep intervals,
+  // WaitForMessages deadlines). It is not the time authority; on SQLite it is
+  // the same clock as Now().
+  virtual Clock* clock() = 0;
+
+ protected:
+  // For a backend without a one-commit path for AcquireLease's `first`:
+  // after a lease taken without it, applies `first` as AcquireLease
+  // documents (Commit with the new token, on attempt 1 only) and sets
+  // lease.first_write and lease.first_write_applied.
+  void ApplyFirstWrite(const RunWrite& first, Lease& lease);
+};
+
+// API tokens.
+class TokenStore {
+ public:
+  virtual ~TokenStore() = default;
+
   // Only a hash of each token is stored (src/engine/tokens.h makes tokens
   // and hashes); these methods never see a token.
   //
@@ -265,8 +310,13 @@ class Store {
   // The active token whose hash is `token_hash`: one indexed equality
   // lookup. kNotFound when none is (unknown or revoked).
   virtual absl::StatusOr<TokenRecord> FindActiveToken(const std::string& token_hash) = 0;
+};
 
-  // ---- write operations (write_ledger.h) ----
+// The write-operations ledger (write_ledger.h).
+class WriteLedgerStore {
+ public:
+  virtual ~WriteLedgerStore() = default;
+
   // Records the intent of the external write `intent.key` unless the key
   // has a row; returns the row and whether this call created it. An existing
   // row is returned as it is (its `begins` counted up), with or without a
@@ -285,8 +335,13 @@ class Store {
   // The write operations of a run, oldest first (created_at, then path and
   // action). Empty for an unknown run.
   virtual absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id) = 0;
+};
 
-  // ---- budgets (budget_ledger.h) ----
+// The budget ledger (budget_ledger.h).
+class BudgetStore {
+ public:
+  virtual ~BudgetStore() = default;
+
   // Sets the limit of `tenant` (nullopt = none), creating its row with
   // nothing spent or reserved if needed; spent and reserved are kept.
   // Returns the row. kInvalidArgument: empty tenant, negative limit.
@@ -296,7 +351,8 @@ class Store {
   virtual absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets() = 0;
   // The row of `tenant`; nullopt when it has none (nothing spent or reserved,
   // no limit stored). kInvalidArgument: empty tenant.
-  virtual absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(const std::string& tenant) = 0;
+  virtual absl::StatusOr<std::optional<TenantBudget>> GetTenantBudget(
+      const std::string& tenant) = 0;
   // The run's budget row. kNotFound: the run never reserved.
   virtual absl::StatusOr<RunBudget> GetRunBudget(const std::string& run_id) = 0;
   // The reservations of a run, oldest first (created_at, path, attempt).
@@ -321,26 +377,19 @@ class Store {
   // executor died or lost the lease): their amounts leave the reserved
   // figures. Returns how many were released (0 for an unknown run).
   virtual absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) = 0;
+};
 
-  // ---- time ----
-  // The backend's time authority: lease deadlines, visibility timeouts and
-  // the queued grace are computed from it, never from another machine's
-  // clock. SQLite: its Clock (SqliteOptions::clock); a server backend: the
-  // server's clock (e.g. PostgreSQL now()). kUnavailable when the authority
-  // cannot be asked (a server backend whose server is unreachable): never a
-  // silent fallback to another clock.
-  virtual absl::StatusOr<absl::Time> Now() = 0;
-  // The local clock this process waits on (heartbeats, sweep intervals,
-  // WaitForMessages deadlines). It is not the time authority; on SQLite it is
-  // the same clock as Now().
-  virtual Clock* clock() = 0;
-
- protected:
-  // For a backend without a one-commit path for AcquireLease's `first`:
-  // after a lease taken without it, applies `first` as AcquireLease
-  // documents (Commit with the new token, on attempt 1 only) and sets
-  // lease.first_write and lease.first_write_applied.
-  void ApplyFirstWrite(const RunWrite& first, Lease& lease);
+// The durable state of runloom: every role. What a backend implements.
+class Store : public CatalogStore,
+              public RunStore,
+              public TokenStore,
+              public WriteLedgerStore,
+              public BudgetStore {
+ public:
+  Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store() override = default;
 };
 
 // A Store that passes every call to the store it wraps. Derive from it to
@@ -370,10 +419,8 @@ class StoreWrapper : public Store {
     return inner_->ListRuns(filter);
   }
   using Store::AcquireLease;
-  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events,
-                                     const RunWrite* first) override {
-    return inner_->AcquireLease(run_id, owner, ttl, std::move(events), first);
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override {
+    return inner_->AcquireLease(std::move(request));
   }
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override {

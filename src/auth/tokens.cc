@@ -70,7 +70,7 @@ std::string HashToken(absl::string_view token) {
   return Sha256Hex(std::string_view(token.data(), token.size()));
 }
 
-absl::StatusOr<IssuedToken> IssueToken(Store& store, absl::string_view name, Role role) {
+absl::StatusOr<IssuedToken> IssueToken(TokenStore& store, absl::string_view name, Role role) {
   RUNLOOM_RETURN_IF_ERROR(ValidateTokenName(name));
   RUNLOOM_ASSIGN_OR_RETURN(std::string id_hex, RandomHex(kTokenIdRandomBytes));
   RUNLOOM_ASSIGN_OR_RETURN(std::string secret_hex, RandomHex(kTokenRandomBytes));

@@ -62,7 +62,7 @@ struct IssuedToken {
 // Example:
 //   RUNLOOM_ASSIGN_OR_RETURN(IssuedToken t, IssueToken(*store, "ci", Role::kOperator));
 //   std::cout << t.token << "\n";  // once; only its hash is stored
-absl::StatusOr<IssuedToken> IssueToken(Store& store, absl::string_view name, Role role);
+absl::StatusOr<IssuedToken> IssueToken(TokenStore& store, absl::string_view name, Role role);
 
 // Authenticates bearer tokens against the tokens of a Store.
 // Authenticate: kUnauthenticated for a malformed, unknown or revoked token
@@ -72,14 +72,14 @@ absl::StatusOr<IssuedToken> IssueToken(Store& store, absl::string_view name, Rol
 class StoreAuthenticator final : public Authenticator {
  public:
   // `store` is not owned and must outlive this object.
-  explicit StoreAuthenticator(Store* store) : store_(store) {}
+  explicit StoreAuthenticator(TokenStore* store) : store_(store) {}
   StoreAuthenticator(const StoreAuthenticator&) = delete;
   StoreAuthenticator& operator=(const StoreAuthenticator&) = delete;
 
   absl::StatusOr<Principal> Authenticate(absl::string_view bearer_token) override;
 
  private:
-  Store* const store_;  // const after construction
+  TokenStore* const store_;  // const after construction
 };
 
 }  // namespace runloom

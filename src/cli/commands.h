@@ -47,7 +47,7 @@ absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string
 // $RUNLOOM_CONFIG) to the store's budget ledger (Store::SetTenantBudget):
 // the configured limit of each tenant; what was spent is kept. OK without a
 // configuration file. Errors name the file or the tenant.
-absl::Status ApplyTenantBudgets(const std::string& flag, Store& store);
+absl::Status ApplyTenantBudgets(const std::string& flag, BudgetStore& store);
 // An amount in price units ("2.50") as micro-units. kInvalidArgument naming
 // `flag` for anything but a number >= 0 with at most 6 decimals.
 absl::StatusOr<int64_t> BudgetFlag(const char* flag, const std::string& value);
@@ -97,7 +97,7 @@ absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const E
 // Engine::Open of `opts` on `backend`, then the configured tenants' budgets
 // written to the ledger (ApplyTenantBudgets). Errors as those two say.
 absl::StatusOr<std::unique_ptr<Engine>> OpenExecutingEngine(EngineOptions opts, Backend backend,
-                                                           const ExecutingFlags& f);
+                                                            const ExecutingFlags& f);
 
 // `/metrics` (Prometheus text format) of `registry`, served on `address`
 // (IPv4 HOST:PORT; port 0 picks a free one, see Exposer::GetListeningPorts)

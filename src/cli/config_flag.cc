@@ -48,7 +48,7 @@ std::string ConfigPath(const std::string& flag) {
 
 }  // namespace
 
-absl::Status ApplyTenantBudgets(const std::string& flag, Store& store) {
+absl::Status ApplyTenantBudgets(const std::string& flag, BudgetStore& store) {
   const std::string path = ConfigPath(flag);
   if (path.empty()) return absl::OkStatus();
   absl::StatusOr<LlmConfig> config = LoadLlmConfigFile(path);

@@ -3,7 +3,7 @@
 
 namespace runloom {
 
-void Store::ApplyFirstWrite(const RunWrite& first, Lease& lease) {
+void RunStore::ApplyFirstWrite(const RunWrite& first, Lease& lease) {
   lease.first_write_applied = false;
   if (lease.attempt != 1) {
     lease.first_write = absl::FailedPreconditionError(

@@ -147,14 +147,14 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
   return CheckEvents(run_id, events);
 }
 
-absl::StatusOr<LeaseFirstWrite> PrepareLease(const std::string& run_id, const std::string& owner,
-                                             absl::Duration ttl, const std::vector<Event>& events,
-                                             const RunWrite* first) {
-  RUNLOOM_RETURN_IF_ERROR(CheckLeaseArgs(run_id, owner, ttl, events));
+absl::StatusOr<LeaseFirstWrite> PrepareLease(LeaseRequest& request) {
+  RUNLOOM_RETURN_IF_ERROR(
+      CheckLeaseArgs(request.run_id, request.owner, request.ttl, request.events));
   LeaseFirstWrite out;
-  if (first == nullptr) return out;
-  out.write = *first;
-  out.write->run_id = run_id;
+  if (!request.first.has_value()) return out;
+  out.write = std::move(request.first);
+  request.first.reset();
+  out.write->run_id = request.run_id;
   out.write->party = Party::kExecutor;
   RUNLOOM_ASSIGN_OR_RETURN(out.encoded, EncodeWrite(*out.write));
   return out;

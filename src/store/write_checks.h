@@ -107,11 +107,9 @@ struct LeaseFirstWrite {
   std::optional<RunWrite> write;  // none: a lease alone
   EncodedWrite encoded;
 };
-// Checks AcquireLease's arguments (CheckLeaseArgs) and prepares `first`
-// (null: none) for run `run_id`.
-absl::StatusOr<LeaseFirstWrite> PrepareLease(const std::string& run_id, const std::string& owner,
-                                             absl::Duration ttl, const std::vector<Event>& events,
-                                             const RunWrite* first);
+// Checks `request`'s arguments (CheckLeaseArgs) and takes its first write
+// (moved out of it) for the leased run.
+absl::StatusOr<LeaseFirstWrite> PrepareLease(LeaseRequest& request);
 
 // Whether a run with fence `f` may be leased at `now`: kFailedPrecondition
 // when paused or terminal, kAborted while another lease is live.

@@ -52,11 +52,8 @@ class FaultyStore final : public StoreWrapper {
       : StoreWrapper(std::move(target)), fail_at_(fail_at), fault_(fault) {}
 
   using StoreWrapper::AcquireLease;
-  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events,
-                                     const RunWrite* first) override {
-    return Maybe(
-        [&] { return inner().AcquireLease(run_id, owner, ttl, std::move(events), first); });
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override {
+    return Maybe([&] { return inner().AcquireLease(std::move(request)); });
   }
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override {

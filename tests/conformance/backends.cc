@@ -19,12 +19,11 @@ class TwoCommitFirstWrite final : public StoreWrapper {
  public:
   using StoreWrapper::AcquireLease;
   using StoreWrapper::StoreWrapper;
-  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events,
-                                     const RunWrite* first) override {
-    absl::StatusOr<Lease> lease =
-        inner().AcquireLease(run_id, owner, ttl, std::move(events), nullptr);
-    if (lease.ok() && first != nullptr) ApplyFirstWrite(*first, *lease);
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override {
+    std::optional<RunWrite> first = std::move(request.first);
+    request.first.reset();
+    absl::StatusOr<Lease> lease = inner().AcquireLease(std::move(request));
+    if (lease.ok() && first.has_value()) ApplyFirstWrite(*first, *lease);
     return lease;
   }
 };

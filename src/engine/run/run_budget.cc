@@ -12,7 +12,6 @@
 namespace runloom::engine_internal {
 namespace {
 
-
 bool CallsModels(const std::vector<StepDef>& steps) {
   for (const StepDef& s : steps) {
     if (s.kind == "llm" || CallsModels(s.body)) return true;
@@ -38,7 +37,7 @@ std::string RunTenant(const Workflow& wf, const nlohmann::json& inputs) {
   return StageIdValue(inputs, wf.stage_events->tenant_id).value_or("");
 }
 
-absl::Status Preflight(Store& store, const RunBudgetSpec& spec) {
+absl::Status Preflight(BudgetStore& store, const RunBudgetSpec& spec) {
   if (spec.tenant.empty()) return absl::OkStatus();
   absl::StatusOr<std::optional<TenantBudget>> row = store.GetTenantBudget(spec.tenant);
   if (!row.ok()) return Annotate(row.status(), "budget preflight");

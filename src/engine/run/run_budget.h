@@ -49,7 +49,7 @@ std::string RunTenant(const Workflow& wf, const nlohmann::json& inputs);
 // is refused when its tenant has nothing left (its first call could not
 // reserve). OK for a run without a tenant and for a tenant without a limit
 // or without a ledger row yet (nothing spent).
-absl::Status Preflight(Store& store, const RunBudgetSpec& spec);
+absl::Status Preflight(BudgetStore& store, const RunBudgetSpec& spec);
 
 // The run's context with `spec` as its budget (unchanged when spec is
 // empty), and the spec read back from a run's context.

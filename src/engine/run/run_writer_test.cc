@@ -96,10 +96,9 @@ class LeasedInBetween final : public StoreWrapper {
   LeasedInBetween(std::unique_ptr<Store> inner, SimulatedClock* clock)
       : StoreWrapper(std::move(inner)), clock_(clock) {}
   using StoreWrapper::AcquireLease;
-  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events,
-                                     const RunWrite* first) override {
-    if (first != nullptr && !raced_.exchange(true)) {
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override {
+    const std::string run_id = request.run_id;
+    if (request.first.has_value() && !raced_.exchange(true)) {
       auto other = inner().AcquireLease(run_id, "other-executor", absl::Seconds(1), {});
       EXPECT_OK(other);
       RunWrite w;
@@ -115,7 +114,7 @@ class LeasedInBetween final : public StoreWrapper {
       EXPECT_OK(inner().Commit(w));
       clock_->Advance(absl::Seconds(2));  // the other executor's lease expires
     }
-    return inner().AcquireLease(run_id, owner, ttl, std::move(events), first);
+    return inner().AcquireLease(std::move(request));
   }
 
  private:

@@ -9,11 +9,11 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 
 #include "engine/run/run_execution.h"
 
 #include "absl/base/thread_annotations.h"
-#include "runloom/mutex.h"
 
 #include <map>
 #include <memory>

@@ -33,7 +33,7 @@ namespace runloom::engine_internal {
 class CancelWatch {
  public:
   // Every pointer must outlive the watch.
-  CancelWatch(Store* store, Clock* clock, ActiveRuns* active, absl::Duration interval,
+  CancelWatch(RunStore* store, Clock* clock, ActiveRuns* active, absl::Duration interval,
               Logger* logger)
       : store_(store),
         active_(active),
@@ -52,7 +52,7 @@ class CancelWatch {
   void StopIfHeld(const std::string& run_id);
 
  private:
-  Store* const store_;
+  RunStore* const store_;
   ActiveRuns* const active_;
   Logger* const logger_;
 

@@ -15,12 +15,12 @@
 
 #include "runloom/clock.h"
 #include "runloom/env.h"
+#include "runloom/mutex.h"
 #include "runloom/transport.h"
 
 #include "engine/service/run_launcher.h"
 
 #include "absl/base/thread_annotations.h"
-#include "runloom/mutex.h"
 #include "absl/time/time.h"
 
 #include <deque>

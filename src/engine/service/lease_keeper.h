@@ -23,7 +23,7 @@ namespace runloom::engine_internal {
 class LeaseKeeper {
  public:
   // Every pointer must outlive the keeper.
-  LeaseKeeper(Store* store, Clock* clock, ActiveRuns* active, absl::Duration heartbeat,
+  LeaseKeeper(RunStore* store, Clock* clock, ActiveRuns* active, absl::Duration heartbeat,
               absl::Duration lease_ttl, Logger* logger)
       : store_(store),
         clock_(clock),
@@ -48,7 +48,7 @@ class LeaseKeeper {
   void RenewAll();
 
   // Constant after construction.
-  Store* const store_;
+  RunStore* const store_;
   Clock* const clock_;
   ActiveRuns* const active_;
   const absl::Duration lease_ttl_;

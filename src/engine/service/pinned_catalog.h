@@ -14,13 +14,13 @@
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 #include "runloom/run.h"
 #include "runloom/store.h"
 #include "runloom/workflow.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "runloom/mutex.h"
 
 #include <map>
 #include <memory>
@@ -31,7 +31,7 @@ namespace runloom::engine_internal {
 class PinnedCatalog {
  public:
   // `store` and `clock` must outlive the catalog.
-  PinnedCatalog(Store* store, Clock* clock) : store_(store), clock_(clock) {}
+  PinnedCatalog(CatalogStore* store, Clock* clock) : store_(store), clock_(clock) {}
   PinnedCatalog(const PinnedCatalog&) = delete;
   PinnedCatalog& operator=(const PinnedCatalog&) = delete;
 
@@ -49,7 +49,7 @@ class PinnedCatalog {
   };
 
   // Constant after construction.
-  Store* const store_;
+  CatalogStore* const store_;
   Clock* const clock_;
 
   runloom::Mutex mu_;

@@ -160,14 +160,10 @@ class LeaseOp final : public PgGroupOp {
 
 }  // namespace
 
-absl::StatusOr<Lease> PgStore::AcquireLease(const std::string& run_id, const std::string& owner,
-                                            absl::Duration ttl, std::vector<Event> events,
-                                            const RunWrite* first) {
-  RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared,
-                           PrepareLease(run_id, owner, ttl, events, first));
-  std::optional<RunWrite>& w = prepared.write;
-  const EncodedWrite& encoded = prepared.encoded;
-  LeaseOp op(*h_, run_id, owner, ttl, events, std::move(w), encoded);
+absl::StatusOr<Lease> PgStore::AcquireLease(LeaseRequest request) {
+  RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared, PrepareLease(request));
+  LeaseOp op(*h_, request.run_id, request.owner, request.ttl, request.events,
+             std::move(prepared.write), prepared.encoded);
   group_.Run(&op);
   RUNLOOM_RETURN_IF_ERROR(op.status);
   // The lease deleted the run's message: the consumer's Ack that follows

@@ -47,9 +47,7 @@ class PgStore final : public SqlStore {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override;
   using Store::AcquireLease;
   // Lease and `first` in one transaction.
-  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events,
-                                     const RunWrite* first) override;
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override;
   // Through the commit group (pg_commit_group.h): concurrent commits share

@@ -239,11 +239,9 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
 
 }  // namespace
 
-absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const std::string& owner,
-                                                absl::Duration ttl, std::vector<Event> events,
-                                                const RunWrite* first) {
-  RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared,
-                           PrepareLease(run_id, owner, ttl, events, first));
+absl::StatusOr<Lease> SqliteStore::AcquireLease(LeaseRequest request) {
+  RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared, PrepareLease(request));
+  const std::string& run_id = request.run_id;
   std::optional<RunWrite>& w = prepared.write;
   const EncodedWrite& encoded = prepared.encoded;
   Lease out;
@@ -253,8 +251,9 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(const std::string& run_id, const
     Fence f;
     removed.reset();
     Rider rider{w.has_value() ? &*w : nullptr, &encoded};
-    RUNLOOM_ASSIGN_OR_RETURN(out, LeaseInTxn(*h_, txn.db, run_id, owner, ttl, events, now, &f,
-                                             &removed, w.has_value() ? &rider : nullptr));
+    RUNLOOM_ASSIGN_OR_RETURN(
+        out, LeaseInTxn(*h_, txn.db, run_id, request.owner, request.ttl, request.events, now, &f,
+                        &removed, w.has_value() ? &rider : nullptr));
     if (!w.has_value()) return absl::OkStatus();
     if (rider.folded) {
       out.first_write = rider.status;

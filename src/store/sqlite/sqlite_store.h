@@ -36,9 +36,7 @@ class SqliteStore final : public SqlStore {
 
   using Store::AcquireLease;
   // One write op: the lease, then `first` (when given).
-  absl::StatusOr<Lease> AcquireLease(const std::string& run_id, const std::string& owner,
-                                     absl::Duration ttl, std::vector<Event> events,
-                                     const RunWrite* first) override;
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
                                        absl::Duration ttl) override;
   absl::Status Commit(const RunWrite& write) override;
