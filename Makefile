@@ -130,7 +130,7 @@ test: bootstrap-test
 	done
 	@echo "== fuzz: $(FUZZ_DIR) (libFuzzer+ASan+UBSan, $(FUZZ_SECONDS) s per target)"
 	@grep -hE '^Done' $(FUZZ_DIR)/fuzz-*.log
-	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), $(ASAN_DIR) (ASan+UBSan, unit|conformance|chaos), $(TSAN_DIR) (TSan, label tsan)"
+	@echo "== ctest summary: $(BUILD_DIR) (Release, all labels), $(ASAN_DIR) (ASan+UBSan, unit|conformance|chaos|regression), $(TSAN_DIR) (TSan, label tsan)"
 	@grep -hE '$(CTEST_SUMMARY)' $(BUILD_DIR)/ctest.log $(ASAN_DIR)/ctest.log $(TSAN_DIR)/ctest.log
 	@echo "== time per step"
 	@cat $(BUILD_DIR)/test-steps.log
@@ -160,7 +160,7 @@ test-asan:
 	$(call cmake_configure,$(ASAN_DIR),$(ASAN_FLAGS))
 	cmake --build $(ASAN_DIR) --target asan_tests -j$(JOBS)
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" \
-	  ctest --test-dir $(ASAN_DIR) -L 'unit|conformance|chaos' -E '$(ASAN_EXCLUDE)' --output-on-failure --no-tests=error \
+	  ctest --test-dir $(ASAN_DIR) -L 'unit|conformance|chaos|regression' -E '$(ASAN_EXCLUDE)' --output-on-failure --no-tests=error \
 	    -j$(JOBS) 2>&1 | tee $(ASAN_DIR)/ctest.log
 
 # Only the test binaries the TSan job runs (RUNLOOM_TSAN_TESTS in

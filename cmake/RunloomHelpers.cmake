@@ -68,7 +68,7 @@ function(runloom_cc_test)
   target_compile_definitions(${_t} PRIVATE
     RUNLOOM_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
     RUNLOOM_BINARY_DEFAULT="${PROJECT_BINARY_DIR}/runloom")
-  if(RL_LABELS MATCHES "^(unit|conformance|chaos)$")
+  if(RL_LABELS MATCHES "^(unit|conformance|chaos|regression)$")
     add_dependencies(asan_tests ${_t})
   endif()
   if(_t IN_LIST RUNLOOM_TSAN_TESTS)

@@ -44,16 +44,16 @@ using SqlValue = std::variant<std::monostate, int64_t, std::string>;
 class SqlArgs {
  public:
   SqlArgs& Text(std::string v) {
-    values_.emplace_back(std::move(v));
+    values_.emplace_back(std::in_place_index<2>, std::move(v));
     return *this;
   }
   SqlArgs& Int(int64_t v) {
-    values_.emplace_back(v);
+    values_.emplace_back(std::in_place_index<1>, v);
     return *this;
   }
   SqlArgs& Time(absl::Time t) { return Int(ToMicros(t)); }
   SqlArgs& Null() {
-    values_.emplace_back(std::monostate{});
+    values_.emplace_back(std::in_place_index<0>);
     return *this;
   }
   SqlArgs& OptionalInt(const std::optional<int64_t>& v) { return v ? Int(*v) : Null(); }
@@ -90,8 +90,10 @@ class SqlRows {
   explicit SqlRows(int columns = 0) : columns_(columns) {}
   int rows() const { return columns_ == 0 ? 0 : static_cast<int>(cells_.size()) / columns_; }
   SqlRow row(int i) const { return SqlRow(cells_.data() + static_cast<size_t>(i) * columns_); }
-  // For an adapter: appends one cell of the row being read.
-  void Add(SqlValue v) { cells_.push_back(std::move(v)); }
+  // For an adapter: append the cells of the row being read, in order.
+  void AddNull() { cells_.emplace_back(std::in_place_index<0>); }
+  void AddInt(int64_t v) { cells_.emplace_back(std::in_place_index<1>, v); }
+  void AddText(std::string v) { cells_.emplace_back(std::in_place_index<2>, std::move(v)); }
 
  private:
   int columns_;

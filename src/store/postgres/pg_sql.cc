@@ -33,9 +33,9 @@ class PgSession final : public SqlSession {
       const PgRow row = r.row(i);
       for (int c = 0; c < columns; ++c) {
         if (row.ColumnIsNull(c)) {
-          out.Add(std::monostate{});
+          out.AddNull();
         } else {
-          out.Add(row.ColumnText(c));
+          out.AddText(row.ColumnText(c));
         }
       }
     }

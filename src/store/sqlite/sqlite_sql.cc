@@ -50,11 +50,11 @@ class SqliteSession final : public SqlSession {
       if (!row) return out;
       for (int c = 0; c < columns; ++c) {
         if (st.ColumnIsNull(c)) {
-          out.Add(std::monostate{});
+          out.AddNull();
         } else if (st.ColumnIsInt(c)) {
-          out.Add(st.ColumnInt(c));
+          out.AddInt(st.ColumnInt(c));
         } else {
-          out.Add(st.ColumnText(c));
+          out.AddText(st.ColumnText(c));
         }
       }
     }
