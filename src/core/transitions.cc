@@ -30,9 +30,9 @@ const std::array kTable = {
     Transition{S::kRunning, S::kBudgetStopped, P::kExecutor, true},
     Transition{S::kRunning, S::kFailed, P::kExecutor, true},
     Transition{S::kRunning, S::kCancelled, P::kExecutor, true},
-    // The sweeper fails a run whose lease expired past the attempt cap.
+    // The sweeper fails a run whose lease expired at the attempt cap (a
+    // queued run past it is failed by the executor that leases it).
     Transition{S::kRunning, S::kFailed, P::kSweeper, false},
-    Transition{S::kQueued, S::kFailed, P::kSweeper, false},
     // A human decision resumes a paused run.
     Transition{S::kPaused, S::kQueued, P::kDecision, false},
     // Cancel: queued and paused at once; running is only *requested* (a flag

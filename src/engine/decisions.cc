@@ -224,6 +224,10 @@ absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string
   w.expected_last_event_seq = run.last_event_seq;
   w.new_status = RunStatus::kQueued;
   w.reset_attempts = true;
+  // A cancel request belongs to the execution it was made for: one that
+  // ended first (completed before it saw the request) must not cancel the
+  // new revision (tests/model/run_protocol.pml, MUTANT_RERUN_KEEPS_CANCEL).
+  w.cancel_requested = false;
   RUNLOOM_ASSIGN_OR_RETURN(w.steps, CarriedRecords(ctx, run, *wf, phase_index, revision));
   w.revision = revision;
   w.entry = RunEntry::kRerun;

@@ -156,8 +156,8 @@ TEST(Decisions, EditOfAnotherShapeIsRefused) {
 TEST(Decisions, RejectEndsTheRunRejected) {
   Harness h;
   Started s = StartToPause(h, kGated);
-  ASSERT_OK(
-      h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = Decision::kReject}, "carol"));
+  ASSERT_OK(h.engine->Decide(
+      s.id, {.proposal_digest = Digest(s.paused), .decision = Decision::kReject}, "carol"));
   auto done = h.engine->ExecuteRun(s.id);
   ASSERT_OK(done);
   EXPECT_EQ(done->status, RunStatus::kRejected);
@@ -175,7 +175,8 @@ TEST(Decisions, RacingDecisionsExactlyOneWins) {
     std::vector<std::thread> threads;
     for (const char* who : {"alice", "bob", "carol", "dave"}) {
       threads.emplace_back([&, who] {
-        auto r = h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, who);
+        auto r = h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove},
+                                  who);
         if (r.ok()) ++ok;
       });
     }
@@ -191,11 +192,14 @@ TEST(Decisions, DecisionOnARunThatIsNotPausedIsAConflict) {
   Harness h;
   Started s = StartToPause(h, kGated);
   const std::string digest = Digest(s.paused);
-  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, "alice"));
-  EXPECT_THAT(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kReject}, "bob"),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, ""),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK(
+      h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, "alice"));
+  EXPECT_THAT(
+      h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kReject}, "bob"),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(
+      h.engine->Decide(s.id, {.proposal_digest = digest, .decision = Decision::kApprove}, ""),
+      StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(Decisions, RequestRevisionStartsNewRevisionFromPhase) {
@@ -271,6 +275,33 @@ steps:
   EXPECT_EQ(h.kind->count.load(), 3);
   EXPECT_THAT(h.engine->Rerun(r.id, "zzz", "", "ops"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A cancel requested while a run was running, which it finished before
+// seeing, does not cancel the run's next revision (the model check found
+// the rerun kept the flag).
+TEST(Decisions, RerunDropsTheCancelRequestOfTheFinishedExecution) {
+  Harness h;
+  RunRecord r = h.RunYaml(R"(
+name: rerun
+steps:
+  - {id: a, kind: count, phase: one}
+)");
+  ASSERT_EQ(r.status, RunStatus::kCompleted);
+  // The race as the store saw it: the request landed after the last check.
+  RunWrite request;
+  request.run_id = r.id;
+  request.party = Party::kCancel;
+  request.expected = {RunStatus::kCompleted};
+  request.cancel_requested = true;
+  ASSERT_OK(h.engine->store()->Commit(request));
+  auto q = h.engine->Rerun(r.id, "one", "", "ops");
+  ASSERT_OK(q);
+  EXPECT_FALSE(q->cancel_requested);
+  auto done = h.engine->ExecuteRun(r.id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
+  EXPECT_EQ(done->revision, 2);
 }
 
 TEST(Decisions, CancelQueuedAndPausedAtOnce) {
@@ -417,8 +448,8 @@ TEST(Decisions, ChangedGraphUnderPinnedVersionFailsClosed) {
   sqlite3_finalize(st);
   sqlite3_close(db);
 
-  ASSERT_OK(h.engine->Decide(s.id, {.proposal_digest = Digest(s.paused), .decision = Decision::kApprove},
-                             "alice"));
+  ASSERT_OK(h.engine->Decide(
+      s.id, {.proposal_digest = Digest(s.paused), .decision = Decision::kApprove}, "alice"));
   auto done = h.engine->ExecuteRun(s.id);
   ASSERT_OK(done);
   EXPECT_EQ(done->status, RunStatus::kFailed);
