@@ -17,6 +17,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   mutex.h
   postgres.h
   run.h
+  scheduler.h
   sqlite.h
   stage_events.h
   status.h

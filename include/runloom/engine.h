@@ -43,6 +43,10 @@
 
 namespace runloom {
 
+namespace engine_internal {
+class EngineDriver;  // src/engine/engine_driver.h: the simulator's hands
+}  // namespace engine_internal
+
 // Stage events (docs/operations.md, "Stage events"): a JSON message on Redis
 // pub/sub each time a step that names a `stage:` starts, and when a run ends,
 // for workflows with a `stage_events:` block (runloom/workflow.h). Published
@@ -334,6 +338,7 @@ class Engine {
   Clock* clock();
 
  private:
+  friend class engine_internal::EngineDriver;
   class Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

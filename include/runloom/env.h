@@ -5,6 +5,7 @@
 // logger   where warnings and errors go (nothing is dropped silently)
 // random   where jitter and lease-owner suffixes come from (seed it in tests)
 // metrics  a prometheus-cpp registry the engine adds its counters to
+// scheduler  how work runs side by side (runloom/scheduler.h)
 //
 // Every field has a default that works in production: the backend's time
 // authority, a logger that writes to stderr, a randomly seeded generator, and
@@ -35,6 +36,7 @@ class Registry;
 namespace runloom {
 
 class Clock;
+class Scheduler;
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 std::string_view ToString(LogLevel level);  // "debug", "info", "warning", "error"
@@ -71,6 +73,8 @@ struct Env {
   std::optional<absl::BitGenRef> random;
   // nullptr = no metrics are recorded.
   prometheus::Registry* metrics = nullptr;
+  // nullptr = ThreadScheduler() (a thread per parallel branch).
+  Scheduler* scheduler = nullptr;
 };
 
 }  // namespace runloom

@@ -397,7 +397,12 @@ class Store : public CatalogStore,
 // tracing), as leveldb's EnvWrapper does for Env.
 class StoreWrapper : public Store {
  public:
-  explicit StoreWrapper(std::unique_ptr<Store> target) : inner_(std::move(target)) {}
+  // Owns `target`.
+  explicit StoreWrapper(std::unique_ptr<Store> target)
+      : owned_(std::move(target)), inner_(owned_.get()) {}
+  // Borrows `target`, which must outlive the wrapper (several wrappers may
+  // share one store, e.g. one per simulated process).
+  explicit StoreWrapper(Store* target) : inner_(target) {}
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const std::string& name,
                                                    const std::string& digest,
                                                    const nlohmann::json& canonical) override {
@@ -500,7 +505,8 @@ class StoreWrapper : public Store {
   Store& inner() { return *inner_; }  // the wrapped store
 
  private:
-  std::unique_ptr<Store> inner_;
+  const std::unique_ptr<Store> owned_;  // null when borrowed
+  Store* const inner_;
 };
 
 }  // namespace runloom

@@ -5,6 +5,7 @@
 
 #include "runloom/gate.h"
 
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
 #include "engine/rules/step_paths.h"
@@ -117,7 +118,7 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
   RUNLOOM_RETURN_IF_ERROR(pending.status());
   const PendingGate gate = *std::move(pending);
   const std::string& digest = gate.proposal_digest;
-  if (req.proposal_digest != digest) {
+  if (req.proposal_digest != digest && !RUNLOOM_INJECTED_BUG(InjectedBug::kDecisionIgnoresDigest)) {
     // The current digest is not in the message: a script that could copy it
     // from here would decide without reading the proposal.
     return absl::AbortedError(absl::StrCat(
@@ -227,7 +228,7 @@ absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string
   // A cancel request belongs to the execution it was made for: one that
   // ended first (completed before it saw the request) must not cancel the
   // new revision (tests/model/run_protocol.pml, MUTANT_RERUN_KEEPS_CANCEL).
-  w.cancel_requested = false;
+  w.cancel_requested = RUNLOOM_INJECTED_BUG(InjectedBug::kRerunKeepsCancel) && run.cancel_requested;
   RUNLOOM_ASSIGN_OR_RETURN(w.steps, CarriedRecords(ctx, run, *wf, phase_index, revision));
   w.revision = revision;
   w.entry = RunEntry::kRerun;

@@ -16,11 +16,13 @@
 #include "runloom/engine.h"
 
 #include "runloom/mutex.h"
+#include "runloom/scheduler.h"
 
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/admission.h"
 #include "engine/decisions.h"
+#include "engine/engine_driver.h"
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/stage_events.h"
 #include "engine/service/active_runs.h"
@@ -66,6 +68,7 @@ std::string DefaultOwner() {
 EngineOptions WithDefaults(EngineOptions options, Store* store) {
   if (options.env.clock == nullptr) options.env.clock = store->clock();
   if (options.env.logger == nullptr) options.env.logger = DefaultLogger();
+  if (options.env.scheduler == nullptr) options.env.scheduler = ThreadScheduler();
   if (options.owner.empty()) options.owner = DefaultOwner();
   if (options.registry == nullptr) options.registry = StepRegistry::WithLocalBuiltins();
   if (options.heartbeat <= absl::ZeroDuration()) options.heartbeat = options.lease_ttl / 3;
@@ -91,10 +94,10 @@ class Engine::Impl {
         catalog_(store(), clock()),
         admission_(store(), clock(), options_.registry.get(), options_.max_attempts, &secrets_,
                    &random_, metrics_.get()),
-        launcher_(
-            LauncherConfig{store(), clock(), options_.registry.get(), logger(), metrics_.get(),
-                           options_.owner, options_.lease_ttl, stage_events_.get()},
-            &catalog_, &secrets_, &active_),
+        launcher_(LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
+                                 logger(), metrics_.get(), options_.owner, options_.lease_ttl,
+                                 stage_events_.get()},
+                  &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_, logger()),
@@ -165,6 +168,8 @@ class Engine::Impl {
 
   engine_internal::Watches& watches() { return watches_; }
   engine_internal::CancelWatch& cancel_watch() { return cancel_watch_; }
+  LeaseKeeper& keeper() { return keeper_; }
+  const EngineOptions& options() const { return options_; }
 
  private:
   // Constant after construction.
@@ -272,4 +277,21 @@ Store* Engine::store() { return impl_->store(); }
 Transport* Engine::transport() { return impl_->transport(); }
 Clock* Engine::clock() { return impl_->clock(); }
 
+namespace engine_internal {
+
+absl::StatusOr<EngineDriver::Executed> EngineDriver::ExecuteNext(Engine& engine,
+                                                                 absl::Duration visibility) {
+  Engine::Impl& impl = *engine.impl_;
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<QueueMessage> msgs,
+                           impl.transport()->Claim(impl.options().owner, 1, visibility));
+  if (msgs.empty()) return Executed{};
+  const QueueMessage& m = msgs.front();
+  return Executed{m.run_id, ExecuteMessage(m, impl.transport(), &impl.launcher(), impl.logger())};
+}
+
+void EngineDriver::RenewLeases(Engine& engine) { engine.impl_->keeper().RenewAll(); }
+
+int EngineDriver::CheckCancels(Engine& engine) { return engine.impl_->cancel_watch().CheckOnce(); }
+
+}  // namespace engine_internal
 }  // namespace runloom

@@ -4,12 +4,15 @@
 // Thread-safety: stateless functions.
 #pragma once
 
+#include "runloom/step.h"
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +41,12 @@ struct Reply {
 // e.max_response_bytes, kCancelled when e.cancelled said so. Any HTTP status
 // is an answer (OK). Messages never hold a header or a body.
 absl::StatusOr<Reply> Send(const Exchange& e);
+
+// How the http kind sends (NewHttpStep): Send above, or a simulated service
+// (src/sim/). Must be thread-safe.
+using HttpSender = std::function<absl::StatusOr<Reply>(const Exchange&)>;
+// The http kind (NewHttpStep) sending through `send` (empty = Send).
+std::shared_ptr<StepKind> NewHttpStepWith(HttpSender send);
 
 // The body as JSON when it parses as JSON (bounded), else as a JSON string.
 nlohmann::json BodyJson(const std::string& body);

@@ -14,6 +14,7 @@
 #include "runloom/workflow.h"
 
 #include "core/digest.h"
+#include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "steps/builtin_steps.h"
@@ -71,6 +72,9 @@ StepOutput Output(int status, nlohmann::json body) {
 
 class HttpStep final : public StepKind {
  public:
+  explicit HttpStep(steps_internal::HttpSender send)
+      : send_(send ? std::move(send) : steps_internal::HttpSender(&steps_internal::Send)) {}
+
   absl::Status Validate(const StepDef& def) const override {
     return steps_internal::ParseHttpConfig(def.config, /*unresolved=*/true).status();
   }
@@ -98,7 +102,7 @@ class HttpStep final : public StepKind {
     if (cfg.body.has_value()) request.body = cfg.body->dump();
     if (!cfg.write) {
       request.timeout = RequestTimeout(ctx);
-      RUNLOOM_ASSIGN_OR_RETURN(Reply reply, steps_internal::Send(request));
+      RUNLOOM_ASSIGN_OR_RETURN(Reply reply, send_(request));
       if (!StatusIn(cfg.expect, reply.status)) {
         return AnswerError(absl::StrCat(cfg.method, " ", net::RedactUrl(cfg.url)), reply);
       }
@@ -118,6 +122,8 @@ class HttpStep final : public StepKind {
                                                       const std::string& key) const;
   absl::StatusOr<StepOutput> Recorded(StepContext& ctx, const HttpStepConfig& cfg,
                                       const WriteOperation& op) const;
+
+  const steps_internal::HttpSender send_;  // constant: Execute may run on many threads
 };
 
 absl::StatusOr<StepOutput> HttpStep::Recorded(StepContext& ctx, const HttpStepConfig& cfg,
@@ -146,7 +152,7 @@ absl::StatusOr<std::optional<StepOutput>> HttpStep::Reconcile(StepContext& ctx,
   lookup.body.clear();
   lookup.headers.emplace_back("Idempotency-Key", key);
   lookup.timeout = RequestTimeout(ctx);
-  absl::StatusOr<Reply> reply = steps_internal::Send(lookup);
+  absl::StatusOr<Reply> reply = send_(lookup);
   if (!reply.ok()) {
     return absl::UnavailableError(absl::StrCat(Where(ctx), ": write '", cfg.action,
                                                "' has an intent without a result and its lookup "
@@ -185,6 +191,17 @@ absl::StatusOr<StepOutput> HttpStep::Write(StepContext& ctx, const HttpStepConfi
       {{"method", request.method},
        {"url", request.url},
        {"body", request.body.empty() ? nlohmann::json(nullptr) : nlohmann::json(request.body)}});
+  if (RUNLOOM_INJECTED_BUG(InjectedBug::kWriteIntentNotRecorded)) {
+    request.headers.emplace_back("Idempotency-Key", key);
+    RUNLOOM_ASSIGN_OR_RETURN(Reply reply, send_(request));
+    RUNLOOM_RETURN_IF_ERROR(ctx.BeginWrite(cfg.action, key, digest).status());
+    RUNLOOM_ASSIGN_OR_RETURN(
+        WriteOperation op,
+        ctx.FinishWrite(cfg.action, {.http_status = reply.status,
+                                     .response = steps_internal::BodyJson(reply.body),
+                                     .source = "sent"}));
+    return Recorded(ctx, cfg, op);
+  }
   absl::StatusOr<BeginWriteResult> begin = ctx.BeginWrite(cfg.action, key, digest);
   if (!begin.ok()) {
     if (begin.status().code() == absl::StatusCode::kAborted) {
@@ -214,7 +231,7 @@ absl::StatusOr<StepOutput> HttpStep::Write(StepContext& ctx, const HttpStepConfi
   }
   request.headers.emplace_back("Idempotency-Key", key);
   request.timeout = RequestTimeout(ctx);
-  absl::StatusOr<Reply> reply = steps_internal::Send(request);
+  absl::StatusOr<Reply> reply = send_(request);
   if (!reply.ok()) {
     Log(ctx.logger(), LogLevel::kWarning, "http write: ", Where(ctx), " action ", cfg.action,
         ": no answer (", reply.status().message(),
@@ -237,6 +254,12 @@ absl::StatusOr<StepOutput> HttpStep::Write(StepContext& ctx, const HttpStepConfi
 
 }  // namespace
 
-std::shared_ptr<StepKind> NewHttpStep() { return std::make_shared<HttpStep>(); }
+std::shared_ptr<StepKind> NewHttpStep() { return std::make_shared<HttpStep>(nullptr); }
+
+namespace steps_internal {
+std::shared_ptr<StepKind> NewHttpStepWith(HttpSender send) {
+  return std::make_shared<HttpStep>(std::move(send));
+}
+}  // namespace steps_internal
 
 }  // namespace runloom

@@ -1,5 +1,6 @@
 #include "store/write_checks.h"
 
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "store/record_codec.h"
 
@@ -102,7 +103,8 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
                                            StatusName(f.status), ", no lease is held"));
   }
   const bool token_required = w.party == Party::kExecutor || !w.lease_token.empty();
-  if (token_required && (w.lease_token.empty() || w.lease_token != f.lease_token)) {
+  const bool check_token = !RUNLOOM_INJECTED_BUG(InjectedBug::kStoreSkipsTokenCheck);
+  if (check_token && token_required && (w.lease_token.empty() || w.lease_token != f.lease_token)) {
     return absl::AbortedError(absl::StrCat("stale lease token for run ", id,
                                            ": the lease is now held by '", f.lease_owner,
                                            "'; stop executing this run"));
@@ -122,7 +124,7 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
           absl::StrCat("run ", id, ": ", PartyName(w.party), " may not move a run from ",
                        StatusName(f.status), " to ", StatusName(*w.new_status)));
     }
-    if (t->needs_lease_token && w.lease_token != f.lease_token) {
+    if (check_token && t->needs_lease_token && w.lease_token != f.lease_token) {
       return absl::AbortedError(absl::StrCat("stale lease token for run ", id));
     }
   }
@@ -169,7 +171,7 @@ absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time
                      "; only a queued run or a running run whose lease expired can be leased"));
   }
   if (f.status == RunStatus::kRunning && f.lease_expires_at.has_value() &&
-      *f.lease_expires_at > now) {
+      *f.lease_expires_at > now && !RUNLOOM_INJECTED_BUG(InjectedBug::kLeaseTakenWhileLive)) {
     return absl::AbortedError(absl::StrCat("run ", run_id, " is leased by '", f.lease_owner,
                                            "' until ", absl::FormatTime(*f.lease_expires_at)));
   }

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <functional>
 #include <map>
-#include <thread>
 
 namespace runloom::engine_internal {
 
@@ -194,9 +194,10 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
   return result;
 }
 
-// Starts every branch on its own thread, waits for all of them or the
-// step's deadline (stopping the late ones), then joins the results. Over
-// 70 lines: the branch bookkeeping and the join share the local state.
+// Runs every branch side by side (config_.scheduler: a thread each in
+// production), waits for all of them, stopping the late ones at the step's
+// deadline, then joins the results. Over 50 lines: the branch bookkeeping
+// and the join share the local state.
 absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const std::string& path,
                                                      Scope& scope, StopSource& stop) {
   const absl::Time started = config_.clock->Now();
@@ -205,38 +206,25 @@ absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const 
     std::unique_ptr<StopSource> stop;
     Scope scope;
     absl::StatusOr<StepResult> result = absl::UnknownError("not run");
-    bool done = false;
   };
   std::vector<BranchRun> runs(n);
-  runloom::Mutex mu;  // guards BranchRun::done
-  int remaining = static_cast<int>(n);
-  std::vector<std::thread> threads;
-  threads.reserve(n);
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(n);
   for (size_t b = 0; b < n; ++b) {
     runs[b].stop = std::make_unique<StopSource>(&stop);
     runs[b].scope.parent = &scope;
-  }
-  for (size_t b = 0; b < n; ++b) {
-    threads.emplace_back([&, b] {
+    tasks.emplace_back([&, b] {
       const Branch& br = step.branches[b];
-      auto r = RunSequence(br.steps, absl::StrCat(path, "[", br.name, "]"), runs[b].scope,
-                           *runs[b].stop);
-      runloom::MutexLock l(&mu);
-      runs[b].result = std::move(r);
-      runs[b].done = true;
-      --remaining;
+      // Each task writes only its own BranchRun; RunAll's return orders
+      // these writes before the reads below.
+      runs[b].result = RunSequence(br.steps, absl::StrCat(path, "[", br.name, "]"), runs[b].scope,
+                                   *runs[b].stop);
     });
   }
-  {
-    const absl::Time deadline = step.deadline ? started + *step.deadline : absl::InfiniteFuture();
-    runloom::MutexLock l(&mu);
-    auto all_done = [&remaining]() { return remaining == 0; };
-    config_.clock->AwaitWithDeadline(&mu, absl::Condition(&all_done), deadline);
-    for (size_t b = 0; b < n; ++b) {
-      if (!runs[b].done) runs[b].stop->RequestStop(StopReason::kDeadline);
-    }
-  }
-  for (std::thread& t : threads) t.join();
+  const absl::Time deadline = step.deadline ? started + *step.deadline : absl::InfiniteFuture();
+  config_.scheduler->RunAll(tasks, config_.clock, deadline, [&runs](size_t b) {
+    runs[b].stop->RequestStop(StopReason::kDeadline);
+  });
 
   StepResult result;
   nlohmann::json branches = nlohmann::json::object();

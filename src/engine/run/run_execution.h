@@ -25,6 +25,7 @@
 #include "runloom/gate.h"
 #include "runloom/mutex.h"
 #include "runloom/run.h"
+#include "runloom/scheduler.h"
 #include "runloom/step.h"
 #include "runloom/store.h"
 #include "runloom/workflow.h"
@@ -53,6 +54,8 @@ namespace runloom::engine_internal {
 struct ExecutionConfig {
   Store* store = nullptr;
   Clock* clock = nullptr;
+  // Runs parallel branches side by side (runloom/scheduler.h). Never null.
+  Scheduler* scheduler = ThreadScheduler();
   StepRegistry* registry = nullptr;
   // Where a failure that ends the execution without a returned status is
   // logged, and the step duration histogram. Never null.

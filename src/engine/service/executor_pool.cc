@@ -117,28 +117,35 @@ void ExecutorPool::ExecutorLoop() {
       m = std::move(work_.front());
       work_.pop_front();
     }
-    bool acked = false;
-    auto on_leased = [&](const Lease&) {
-      acked = true;
-      Ack(m);  // the lease stands for the message now
-    };
-    auto r = launcher_->ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
-    if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
-      // Not runnable (terminal, paused, gone) or leased elsewhere: the
-      // lease and the sweeper own recovery from here.
-      acked = true;
-      Ack(m);
-    }
-    LogExecuteError(logger_, m.run_id, r.status());
+    // Logged inside; the message is acked or delivered again.
+    ExecuteMessage(m, transport_, launcher_, logger_).IgnoreError();
   }
 }
 
-void ExecutorPool::Ack(const QueueMessage& m) {
-  absl::Status s = transport_->Ack(m);
-  if (!s.ok()) {
-    Log(logger_, LogLevel::kWarning, "run ", m.run_id,
-        ": acking its queue message failed: ", s.ToString());
+absl::Status ExecuteMessage(const QueueMessage& m, Transport* transport, RunLauncher* launcher,
+                            Logger* logger) {
+  auto ack = [&] {
+    absl::Status s = transport->Ack(m);
+    if (!s.ok()) {
+      // Delivered again after the visibility timeout, and acked then: the
+      // run is leased or done.
+      Log(logger, LogLevel::kWarning, "run ", m.run_id,
+          ": acking its queue message failed: ", s.ToString());
+    }
+  };
+  bool acked = false;
+  auto on_leased = [&](const Lease&) {
+    acked = true;
+    ack();  // the lease stands for the message now
+  };
+  auto r = launcher->ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
+  if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
+    // Not runnable (terminal, paused, gone) or leased elsewhere: the
+    // lease and the sweeper own recovery from here.
+    ack();
   }
+  LogExecuteError(logger, m.run_id, r.status());
+  return r.status();
 }
 
 }  // namespace runloom::engine_internal

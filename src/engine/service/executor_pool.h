@@ -38,6 +38,14 @@ struct ExecutorPoolOptions {
   absl::Duration idle_poll;
 };
 
+// One executor's work on one claimed message: executes its run through
+// `launcher`, acking `m` once the lease is held (or at once when the run is
+// not runnable or is leased elsewhere), and logs what went wrong. Returns
+// the execution's status. The executor threads' loop body, and the
+// simulator's (engine_driver.h).
+absl::Status ExecuteMessage(const QueueMessage& m, Transport* transport, RunLauncher* launcher,
+                            Logger* logger);
+
 class ExecutorPool {
  public:
   // Every pointer must outlive the pool.
@@ -62,9 +70,6 @@ class ExecutorPool {
  private:
   void DispatcherLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Acks `m`, logging a failure (the message is then delivered again after
-  // the visibility timeout, and acked then: the run is leased or done).
-  void Ack(const QueueMessage& m);
 
   // Constant after construction.
   const ExecutorPoolOptions options_;

@@ -42,11 +42,10 @@ class LeaseKeeper {
 
   // Renews `e`'s lease once.
   void Renew(RunExecution& e);
-
- private:
   // One heartbeat: renews every active execution's lease.
   void RenewAll();
 
+ private:
   // Constant after construction.
   RunStore* const store_;
   Clock* const clock_;

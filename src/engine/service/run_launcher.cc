@@ -1,8 +1,7 @@
 #include "engine/service/run_launcher.h"
 
-#include "engine/rules/run_context.h"
-
 #include "core/status_macros.h"
+#include "engine/rules/run_context.h"
 #include "events/events.h"
 
 #include "absl/strings/str_cat.h"
@@ -43,13 +42,13 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
     return absl::FailedPreconditionError(absl::StrCat(
         "run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
   }
-  const RunEntry entry =
-      run.attempts > 0 ? RunEntry::kResume : run.entry;
+  const RunEntry entry = run.attempts > 0 ? RunEntry::kResume : run.entry;
   std::vector<Event> started = {RunStartedEvent(
       run_id, {.lease_owner = config_.owner, .revision = run.revision, .entry = entry})};
   ExecutionConfig config;
   config.store = config_.store;
   config.clock = config_.clock;
+  config.scheduler = config_.scheduler;
   config.registry = config_.registry;
   config.logger = config_.logger;
   config.metrics = config_.metrics;

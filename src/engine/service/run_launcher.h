@@ -46,6 +46,7 @@ class DispositionCounters {
 struct LauncherConfig {
   Store* store = nullptr;
   Clock* clock = nullptr;
+  Scheduler* scheduler = ThreadScheduler();
   StepRegistry* registry = nullptr;
   Logger* logger = DefaultLogger();
   EngineMetrics* metrics = EngineMetrics::Disabled();

@@ -1,0 +1,58 @@
+#include "core/injected_bug.h"
+
+#include <array>
+#include <atomic>
+
+namespace runloom {
+namespace {
+
+constexpr std::array kAllBugs = {
+    InjectedBug::kStoreSkipsTokenCheck,   InjectedBug::kDecisionIgnoresDigest,
+    InjectedBug::kWriteIntentNotRecorded, InjectedBug::kLeaseTakenWhileLive,
+    InjectedBug::kRerunKeepsCancel,
+};
+
+std::atomic<uint32_t> injected_bugs{0};
+
+uint32_t InjectedBit(InjectedBug b) { return uint32_t{1} << static_cast<uint32_t>(b); }
+
+}  // namespace
+
+std::string_view ToString(InjectedBug b) {
+  switch (b) {
+    case InjectedBug::kStoreSkipsTokenCheck:
+      return "store_skips_token_check";
+    case InjectedBug::kDecisionIgnoresDigest:
+      return "decision_ignores_digest";
+    case InjectedBug::kWriteIntentNotRecorded:
+      return "write_intent_not_recorded";
+    case InjectedBug::kLeaseTakenWhileLive:
+      return "lease_taken_while_live";
+    case InjectedBug::kRerunKeepsCancel:
+      return "rerun_keeps_cancel";
+  }
+  return "unknown";
+}
+
+std::optional<InjectedBug> ParseInjectedBug(std::string_view name) {
+  for (InjectedBug b : kAllBugs) {
+    if (ToString(b) == name) return b;
+  }
+  return std::nullopt;
+}
+
+std::span<const InjectedBug> AllInjectedBugs() { return kAllBugs; }
+
+void SetInjectedBugs(std::span<const InjectedBug> bugs) {
+  uint32_t mask = 0;
+  for (InjectedBug b : bugs) mask |= InjectedBit(b);
+  injected_bugs.store(mask, std::memory_order_relaxed);
+}
+
+namespace core_internal {
+bool BugInjected(InjectedBug b) {
+  return (injected_bugs.load(std::memory_order_relaxed) & InjectedBit(b)) != 0;
+}
+}  // namespace core_internal
+
+}  // namespace runloom

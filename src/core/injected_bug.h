@@ -1,0 +1,54 @@
+// Bugs injected on purpose, to show that the deterministic simulation
+// (src/sim/, docs/reliability.md) catches each class of defect it claims to.
+// Compiled only with RUNLOOM_TESTING (the ASan and TSan builds): without it,
+// RUNLOOM_INJECTED_BUG(b) is the constant false and the code it guards is
+// dead, so a production build cannot carry one.
+//
+//   if (RUNLOOM_INJECTED_BUG(InjectedBug::kDecisionIgnoresDigest)) { ... }
+//
+// The simulator switches them on one at a time (runloom-sim --bug NAME); a
+// test asserts that each is caught within the seeds the test command runs.
+//
+// Thread-safety: SetInjectedBugs and the check are thread-safe (an atomic).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace runloom {
+
+enum class InjectedBug : uint32_t {
+  // The store applies a fenced write without comparing its lease token.
+  kStoreSkipsTokenCheck,
+  // A decision is accepted whatever proposal digest it names.
+  kDecisionIgnoresDigest,
+  // An http write is sent without its intent recorded first (and without
+  // reconciling an intent left open by an earlier attempt).
+  kWriteIntentNotRecorded,
+  // The store hands out a lease while another one is still live.
+  kLeaseTakenWhileLive,
+  // A rerun keeps the cancel request of the execution that finished.
+  kRerunKeepsCancel,
+};
+
+// "store_skips_token_check", ... (the enumerator in snake case).
+std::string_view ToString(InjectedBug b);
+std::optional<InjectedBug> ParseInjectedBug(std::string_view name);
+std::span<const InjectedBug> AllInjectedBugs();
+
+// Switches the bugs in `bugs` on and every other off (empty = none).
+void SetInjectedBugs(std::span<const InjectedBug> bugs);
+
+namespace core_internal {
+bool BugInjected(InjectedBug b);
+}  // namespace core_internal
+
+}  // namespace runloom
+
+#ifdef RUNLOOM_TESTING
+#define RUNLOOM_INJECTED_BUG(b) ::runloom::core_internal::BugInjected(b)
+#else
+#define RUNLOOM_INJECTED_BUG(b) false
+#endif

@@ -1,0 +1,230 @@
+#include "sim/faults.h"
+
+#include "runloom/status.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace runloom::sim {
+namespace {
+std::string Name(RunStatus s) { return std::string(ToString(s)); }
+}  // namespace
+
+absl::Status FaultStore::Before(const char* what, bool writes) {
+  ++faults_->operations;
+  auto crashed = [&] {
+    return absl::UnavailableError(absl::StrCat(inc_->name, " crashed; ", what, " never sent"));
+  };
+  if (!inc_->alive) return crashed();
+  if (!injects_ || !faults_->on) return absl::OkStatus();
+  Rng& rng = world_->rng();
+  if (rng.Chance(faults_->rates.stop)) {
+    ++faults_->faults;
+    inc_->paused_until = world_->now() + faults_->rates.stop_for;
+    world_->Record(absl::StrCat(world_->Stamp(), " ", inc_->name, " stopped before ", what, " for ",
+                                absl::FormatDuration(faults_->rates.stop_for)));
+    world_->AdvanceTo(inc_->paused_until);
+    world_->Record(absl::StrCat(world_->Stamp(), " ", inc_->name, " wakes, calls ", what));
+  } else if (rng.Chance(faults_->rates.slow)) {
+    world_->AdvanceTo(world_->now() + rng.Millis(1, 400));
+  }
+  if (!inc_->alive) return crashed();
+  if (rng.Chance(writes ? faults_->rates.store_fail : faults_->rates.store_fail / 2)) {
+    ++faults_->faults;
+    world_->Record(absl::StrCat(world_->Stamp(), " ", inc_->name, " ", what, " fails (injected)"));
+    return absl::UnavailableError(absl::StrCat("injected: ", what, " failed before the store"));
+  }
+  return absl::OkStatus();
+}
+
+bool FaultStore::ReplyLost(const char* what) {
+  if (!injects_ || !faults_->on || !world_->rng().Chance(faults_->rates.lost_reply)) return false;
+  ++faults_->faults;
+  world_->Record(
+      absl::StrCat(world_->Stamp(), " ", inc_->name, " ", what, " applied, reply lost (injected)"));
+  return true;
+}
+
+void FaultStore::CheckFenced(const char* what, const RunRecord& before, const std::string& token) {
+  // The token is the fence: until another lease is taken, an expired
+  // lease's token is still the current one (the store compares tokens, and
+  // RenewLease alone also asks for a live lease).
+  if (token.empty() || token != before.lease_token || before.status != RunStatus::kRunning) {
+    world_->Violate(absl::StrCat(
+        "stale write accepted: ", what, " by ", inc_->name, " on run ", before.id, " (",
+        Name(before.status),
+        token == before.lease_token ? ", no lease held" : ", another lease's token", ")"));
+  }
+}
+
+absl::StatusOr<CreateRunResult> FaultStore::CreateRun(const NewRun& run,
+                                                      std::vector<Event> events) {
+  if (absl::Status s = Before("CreateRun", true); !s.ok()) return s;
+  return StoreWrapper::CreateRun(run, std::move(events));
+}
+
+absl::StatusOr<RunRecord> FaultStore::GetRun(const std::string& run_id) {
+  if (absl::Status s = Before("GetRun", false); !s.ok()) return s;
+  return StoreWrapper::GetRun(run_id);
+}
+
+absl::StatusOr<Lease> FaultStore::AcquireLease(LeaseRequest request) {
+  if (absl::Status s = Before("AcquireLease", true); !s.ok()) return s;
+  absl::StatusOr<RunRecord> before = base_->GetRun(request.run_id);
+  const std::string run_id = request.run_id;
+  const bool had_first = request.first.has_value();
+  absl::StatusOr<Lease> lease = StoreWrapper::AcquireLease(std::move(request));
+  if (lease.ok() && before.ok()) {
+    if (before->status == RunStatus::kRunning && before->lease_expires_at.has_value() &&
+        *before->lease_expires_at > world_->now()) {
+      world_->Violate(absl::StrCat("lease taken while another is live: run ", run_id, " by ",
+                                   inc_->name, " (held by ", before->lease_owner, ")"));
+    }
+    if (FindTransition(before->status, RunStatus::kRunning, Party::kExecutor) == nullptr) {
+      world_->Violate(absl::StrCat("lease taken on a ", Name(before->status), " run ", run_id));
+    }
+  }
+  if (lease.ok() && ReplyLost(had_first ? "AcquireLease+first write" : "AcquireLease")) {
+    return absl::UnavailableError("injected: AcquireLease's reply lost");
+  }
+  return lease;
+}
+
+absl::StatusOr<RunRecord> FaultStore::RenewLease(const std::string& run_id,
+                                                 const std::string& token, absl::Duration ttl) {
+  if (absl::Status s = Before("RenewLease", true); !s.ok()) return s;
+  absl::StatusOr<RunRecord> before = base_->GetRun(run_id);
+  absl::StatusOr<RunRecord> r = StoreWrapper::RenewLease(run_id, token, ttl);
+  if (r.ok() && before.ok()) CheckFenced("RenewLease", *before, token);
+  if (r.ok() && ReplyLost("RenewLease")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
+absl::Status FaultStore::Commit(const RunWrite& write) {
+  if (absl::Status s = Before("Commit", true); !s.ok()) return s;
+  absl::StatusOr<RunRecord> before = base_->GetRun(write.run_id);
+  absl::Status s = StoreWrapper::Commit(write);
+  if (s.ok() && before.ok()) {
+    const Transition* t = nullptr;
+    if (write.new_status.has_value()) {
+      t = FindTransition(before->status, *write.new_status, write.party);
+      if (t == nullptr) {
+        world_->Violate(absl::StrCat("a write outside the transition table was accepted: run ",
+                                     write.run_id, " ", Name(before->status), " -> ",
+                                     Name(*write.new_status), " by party ",
+                                     static_cast<int>(write.party)));
+      }
+    }
+    if (write.party == Party::kExecutor || (t != nullptr && t->needs_lease_token)) {
+      CheckFenced("Commit", *before, write.lease_token);
+    }
+  }
+  if (s.ok() && ReplyLost("Commit")) return absl::UnavailableError("injected: Commit's reply lost");
+  return s;
+}
+
+absl::StatusOr<std::vector<StepRecord>> FaultStore::ListSteps(const std::string& run_id,
+                                                              std::optional<int64_t> revision) {
+  if (absl::Status s = Before("ListSteps", false); !s.ok()) return s;
+  return StoreWrapper::ListSteps(run_id, revision);
+}
+
+absl::StatusOr<std::vector<RecoveryCandidate>> FaultStore::FindRecoverable(
+    absl::Duration queued_grace, int limit) {
+  if (absl::Status s = Before("FindRecoverable", false); !s.ok()) return s;
+  return StoreWrapper::FindRecoverable(queued_grace, limit);
+}
+
+absl::StatusOr<std::vector<std::string>> FaultStore::FindCancelRequested(
+    const std::vector<std::string>& run_ids) {
+  if (absl::Status s = Before("FindCancelRequested", false); !s.ok()) return s;
+  return StoreWrapper::FindCancelRequested(run_ids);
+}
+
+absl::Status FaultStore::Enqueue(const std::string& run_id, std::vector<Event> events) {
+  if (absl::Status s = Before("Enqueue", true); !s.ok()) return s;
+  absl::Status s = StoreWrapper::Enqueue(run_id, std::move(events));
+  if (s.ok() && ReplyLost("Enqueue")) return absl::UnavailableError("injected: reply lost");
+  return s;
+}
+
+absl::StatusOr<BeginWriteResult> FaultStore::BeginWrite(const WriteIntent& intent) {
+  if (absl::Status s = Before("BeginWrite", true); !s.ok()) return s;
+  absl::StatusOr<RunRecord> before = base_->GetRun(intent.key.run_id);
+  absl::StatusOr<BeginWriteResult> r = StoreWrapper::BeginWrite(intent);
+  if (r.ok() && before.ok()) CheckFenced("BeginWrite", *before, intent.lease_token);
+  if (r.ok() && ReplyLost("BeginWrite")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
+absl::StatusOr<WriteOperation> FaultStore::FinishWrite(const WriteKey& key,
+                                                       const WriteResult& result) {
+  if (absl::Status s = Before("FinishWrite", true); !s.ok()) return s;
+  absl::StatusOr<WriteOperation> r = StoreWrapper::FinishWrite(key, result);
+  if (r.ok() && ReplyLost("FinishWrite")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
+absl::StatusOr<std::vector<QueueMessage>> FaultTransport::Claim(const std::string& consumer,
+                                                                int max,
+                                                                absl::Duration visibility) {
+  ++faults_->operations;
+  if (!inc_->alive) return absl::UnavailableError(absl::StrCat(inc_->name, " crashed"));
+  absl::StatusOr<std::vector<QueueMessage>> msgs = base_->Claim(consumer, max, visibility);
+  if (!msgs.ok() || msgs->empty() || !faults_->on) return msgs;
+  Rng& rng = world_->rng();
+  const QueueMessage& m = msgs->front();
+  if (rng.Chance(faults_->rates.message_lost)) {
+    ++faults_->faults;
+    world_->Record(absl::StrCat(world_->Stamp(), " queue loses the message of ", m.run_id));
+    base_->Ack(m).IgnoreError();  // gone: only the reconciler brings the run back
+    return std::vector<QueueMessage>{};
+  }
+  if (rng.Chance(faults_->rates.message_delayed)) {
+    ++faults_->faults;
+    world_->Record(absl::StrCat(world_->Stamp(), " queue delays the message of ", m.run_id));
+    base_->Release(m).IgnoreError();
+    return std::vector<QueueMessage>{};
+  }
+  if (rng.Chance(faults_->rates.message_duplicated)) {
+    ++faults_->faults;
+    world_->Record(absl::StrCat(world_->Stamp(), " queue duplicates the message of ", m.run_id));
+    base_->Publish(m.run_id).IgnoreError();
+  }
+  return msgs;
+}
+
+absl::Status FaultTransport::Ack(const QueueMessage& m) {
+  ++faults_->operations;
+  if (!inc_->alive) return absl::UnavailableError(absl::StrCat(inc_->name, " crashed"));
+  return base_->Ack(m);
+}
+
+absl::Status FaultTransport::Release(const QueueMessage& m) {
+  ++faults_->operations;
+  if (!inc_->alive) return absl::UnavailableError(absl::StrCat(inc_->name, " crashed"));
+  return base_->Release(m);
+}
+
+absl::StatusOr<steps_internal::Reply> SimService::Send(const steps_internal::Exchange& e) {
+  std::shared_ptr<Incarnation> inc = world_->acting();
+  if (inc == nullptr || !inc->alive) return absl::UnavailableError("connection refused");
+  std::string key;
+  for (const auto& [name, value] : e.headers) {
+    if (name == "Idempotency-Key") key = value;
+  }
+  if (key.empty()) return steps_internal::Reply{400, R"({"error":"no Idempotency-Key"})"};
+  if (e.method == "GET") {
+    const bool applied = effects_.count(key) > 0;
+    return steps_internal::Reply{applied ? 200 : 404, applied ? R"({"found":true})" : "{}"};
+  }
+  const int n = ++effects_[key];
+  world_->Record(absl::StrCat(world_->Stamp(), " service applies ", key, " (effect ", n, ")"));
+  if (faults_->on && world_->rng().Chance(faults_->rates.answer_dropped)) {
+    ++faults_->faults;
+    world_->Record(absl::StrCat(world_->Stamp(), " service drops the answer to ", key));
+    return absl::UnavailableError("connection reset after the request was applied");
+  }
+  return steps_internal::Reply{201, absl::StrCat(R"({"applied":)", n, "}")};
+}
+
+}  // namespace runloom::sim

@@ -1,0 +1,127 @@
+// The fault-injecting wrappers every simulated process reaches the shared
+// store and queue through, and the simulated external service its http
+// writes go to (sim.h). Each call is a scheduling point: a crashed process's
+// call fails without reaching the store, a stopped process's call waits for
+// it to wake, a slow call lets the clock (and other processes) move first;
+// a write may fail before it applies or lose its reply after it applied.
+// The wrappers also check, against the store as it is just before the call,
+// that what the store accepts is allowed (the checker's inline half).
+//
+// Thread-safety: none (the simulator's single thread).
+#pragma once
+
+#include "runloom/store.h"
+#include "runloom/transport.h"
+
+#include "steps/http_exchange.h"
+#include "testing/transport_wrapper.h"
+
+#include "sim/world.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace runloom::sim {
+
+// How often each fault strikes while faults are on (a seed picks them).
+struct FaultRates {
+  double store_fail = 0;  // a call fails before it reaches the store
+  double lost_reply = 0;  // a write applies and its reply is lost
+  double slow = 0;        // a call waits first (the clock moves, others run)
+  double stop = 0;        // the calling process is stopped past its lease (SIGSTOP)
+  double message_lost = 0;
+  double message_duplicated = 0;
+  double message_delayed = 0;
+  double answer_dropped = 0;  // the service applies a write and the answer is lost
+  absl::Duration stop_for;    // how long a stopped process sleeps
+};
+
+// What the simulation counts and decides about faults, shared by the wrappers.
+struct FaultState {
+  FaultRates rates;
+  bool on = true;
+  int64_t operations = 0;
+  int faults = 0;
+};
+
+class FaultStore final : public StoreWrapper {
+ public:
+  // Borrows `base`, `world` and `faults`, which must outlive it.
+  FaultStore(Store* base, World* world, FaultState* faults, std::shared_ptr<Incarnation> inc,
+             bool injects)
+      : StoreWrapper(base),
+        base_(base),
+        world_(world),
+        faults_(faults),
+        inc_(std::move(inc)),
+        injects_(injects) {}
+
+  absl::StatusOr<CreateRunResult> CreateRun(const NewRun& run, std::vector<Event> events) override;
+  absl::StatusOr<RunRecord> GetRun(const std::string& run_id) override;
+  using Store::AcquireLease;
+  absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override;
+  absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,
+                                       absl::Duration ttl) override;
+  absl::Status Commit(const RunWrite& write) override;
+  absl::StatusOr<std::vector<StepRecord>> ListSteps(const std::string& run_id,
+                                                    std::optional<int64_t> revision) override;
+  absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
+                                                                 int limit) override;
+  absl::StatusOr<std::vector<std::string>> FindCancelRequested(
+      const std::vector<std::string>& run_ids) override;
+  absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
+  absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) override;
+  absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
+                                             const WriteResult& result) override;
+
+ private:
+  // Before a call: the scheduling point and the faults that strike first.
+  absl::Status Before(const char* what, bool writes);
+  // After a write the store applied: whether its reply is lost.
+  bool ReplyLost(const char* what);
+  // A fenced write is accepted only under the current, live lease.
+  void CheckFenced(const char* what, const RunRecord& before, const std::string& token);
+
+  Store* const base_;
+  World* const world_;
+  FaultState* const faults_;
+  const std::shared_ptr<Incarnation> inc_;
+  const bool injects_;  // false for the clients' process
+};
+
+class FaultTransport final : public testing::TransportWrapper {
+ public:
+  FaultTransport(Transport* base, World* world, FaultState* faults,
+                 std::shared_ptr<Incarnation> inc)
+      : TransportWrapper(base), base_(base), world_(world), faults_(faults), inc_(std::move(inc)) {}
+
+  absl::StatusOr<std::vector<QueueMessage>> Claim(const std::string& consumer, int max,
+                                                  absl::Duration visibility) override;
+  absl::Status Ack(const QueueMessage& m) override;
+  absl::Status Release(const QueueMessage& m) override;
+
+ private:
+  Transport* const base_;
+  World* const world_;
+  FaultState* const faults_;
+  const std::shared_ptr<Incarnation> inc_;
+};
+
+// An external service with a lookup endpoint and no deduplication of its
+// own: every POST it receives applies once more. The ledger protocol is what
+// keeps it to one effect per write.
+class SimService {
+ public:
+  SimService(World* world, FaultState* faults) : world_(world), faults_(faults) {}
+  absl::StatusOr<steps_internal::Reply> Send(const steps_internal::Exchange& e);
+  // Effects applied per Idempotency-Key.
+  const std::map<std::string, int>& effects() const { return effects_; }
+
+ private:
+  World* const world_;
+  FaultState* const faults_;
+  std::map<std::string, int> effects_;
+};
+
+}  // namespace runloom::sim

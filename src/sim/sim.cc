@@ -1,0 +1,647 @@
+// RunSimulation (sim.h): the seeded choice of a world, its workload, its
+// clients and faults, and the invariant checker. Over 40-line functions
+// here are the workload's YAML and the checker's fold, each one list of
+// cases.
+#include "sim/sim.h"
+
+#include "runloom/engine.h"
+#include "runloom/sqlite.h"
+#include "runloom/status.h"
+
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "engine/engine_driver.h"
+#include "steps/builtin_steps.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/faults.h"
+#include "sim/world.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace runloom::sim {
+namespace {
+
+using engine_internal::EngineDriver;
+
+template <typename T>
+std::string Name(const T& v) {
+  return std::string(ToString(v));
+}
+
+// What one seed chose.
+struct Params {
+  int processes = 2;
+  int executors = 1;  // per process
+  absl::Duration ttl;
+  absl::Duration sweep_interval;
+  absl::Duration queued_grace;
+  absl::Duration visibility;
+  absl::Duration idle_poll = absl::Milliseconds(200);
+  int max_attempts = 5;
+  int workflows = 2;
+  int max_runs = 4;
+  FaultRates rates;
+  double crash = 0;  // chance that a fault tick crashes a process
+};
+
+// A generated workflow: its YAML, its phases, and the longest it can take
+// with every retry (for the liveness bound).
+struct Workload {
+  std::string name;
+  std::string yaml;
+  std::vector<std::string> phases;
+  absl::Duration worst;
+  Workflow wf;
+};
+
+std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
+
+Workload MakeWorkload(Rng& rng, int index) {
+  Workload w;
+  w.name = absl::StrCat("sim", index);
+  std::string steps;
+  const int n = 2 + static_cast<int>(rng.Below(4));
+  bool gate = false;
+  for (int i = 1; i <= n; ++i) {
+    const std::string id = absl::StrCat("s", i);
+    const std::string phase = absl::StrCat("p", i);
+    w.phases.push_back(phase);
+    const std::string head = absl::StrCat("  - id: ", id, "\n    phase: ", phase, "\n");
+    switch (rng.Below(5)) {
+      case 0: {  // work that takes time: the lease must be renewed under it
+        const absl::Duration d = rng.Millis(50, 1500);
+        absl::StrAppend(&steps, head, "    kind: sleep\n    duration: ", Ms(d), "\n");
+        w.worst += d;
+        break;
+      }
+      case 1: {  // fails its first attempts, then succeeds (or fails the run)
+        const int times = static_cast<int>(rng.Below(3));
+        absl::StrAppend(&steps, head, "    kind: fail\n    times: ", times,
+                        "\n    class: unavailable\n"
+                        "    retry: {max_attempts: 2, initial_delay: 100ms, on: [unavailable]}\n");
+        w.worst += absl::Milliseconds(300);
+        break;
+      }
+      case 2: {  // parallel branches with a deadline, one of them failing
+        const absl::Duration deadline = rng.Millis(300, 1200);
+        absl::StrAppend(&steps, head, "    kind: parallel\n    deadline: ", Ms(deadline),
+                        "\n    branches:\n");
+        const int branches = 2 + static_cast<int>(rng.Below(2));
+        for (int b = 0; b < branches; ++b) {
+          const std::string bid = absl::StrCat(id, "b", b);
+          absl::StrAppend(&steps, "      - name: b", b, "\n        steps:\n          - id: ", bid,
+                          "\n");
+          if (b == 1 && rng.Chance(0.6)) {
+            absl::StrAppend(&steps, "            kind: fail\n            message: branch error\n");
+          } else {
+            absl::StrAppend(&steps, "            kind: sleep\n            duration: ",
+                            Ms(rng.Millis(20, 1500)), "\n");
+          }
+        }
+        w.worst += deadline;
+        break;
+      }
+      case 3: {  // an approval gate (one per workflow)
+        if (gate) {
+          absl::StrAppend(&steps, head, "    kind: noop\n");
+          break;
+        }
+        gate = true;
+        absl::StrAppend(&steps, head,
+                        "    kind: approval\n    title: simulated review\n"
+                        "    proposal: {action: restart, step: ",
+                        id, "}\n    allow: [approve, reject]\n");
+        break;
+      }
+      default: {  // an external write, once in effect
+        absl::StrAppend(&steps, head,
+                        "    kind: http\n    method: POST\n    url: http://sim.invalid/actions\n"
+                        "    write: true\n    action: act",
+                        i, "\n    body: {step: ", id,
+                        "}\n    expect: [201]\n"
+                        "    lookup: {url: http://sim.invalid/actions/lookup}\n"
+                        "    retry: {max_attempts: 4, initial_delay: 100ms, on: [unavailable]}\n");
+        w.worst += absl::Seconds(2);
+        break;
+      }
+    }
+  }
+  w.yaml = absl::StrCat("name: ", w.name, "\ndescription: simulated\nsteps:\n", steps);
+  return w;
+}
+
+// One simulated process: its lives, each an engine over the shared backend.
+struct Process {
+  int id = 0;
+  std::shared_ptr<Incarnation> inc;
+  std::vector<std::unique_ptr<Clock>> clocks;  // every life's, kept until the end
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::unique_ptr<std::mt19937_64> random;
+  bool sweeper = true;
+};
+
+class Sim {
+ public:
+  explicit Sim(const SimOptions& options) : options_(options), world_(options.seed) {}
+
+  SimResult Run();
+
+ private:
+  void Choose();
+  absl::Status Open();
+  std::unique_ptr<Engine> NewEngine(Process& p, bool injects);
+  void StartLife(Process& p);
+  // `body` now and then every `period` while `inc` lives.
+  void Every(const std::shared_ptr<Incarnation>& inc, absl::Duration first, absl::Duration period,
+             std::function<void()> body);
+  void Act(const std::shared_ptr<Incarnation>& inc, const std::function<void()>& body);
+  void ClientTick();
+  void FaultTick();
+  void Decide(const std::string& run_id);
+  void Check();
+  void CheckRun(const RunRecord& run);
+  void CheckEnd();
+  bool AllRest();
+  absl::Duration LivenessBound() const;
+
+  const SimOptions options_;
+  World world_;
+  Params params_;
+  FaultState faults_;
+  Backend base_;
+  std::unique_ptr<SimService> service_;
+  std::shared_ptr<StepRegistry> registry_;
+  std::vector<Workload> workloads_;
+  std::shared_ptr<Incarnation> client_inc_;
+  Process client_proc_;  // the clients' process: the API, never faulted
+  std::unique_ptr<Engine> client_;
+  std::vector<std::unique_ptr<Process>> processes_;
+  bool clients_on_ = true;
+  std::vector<std::string> runs_;
+  int crashes_ = 0;
+  // The checker's memory: finished step records as first seen, and which
+  // digests were current when a decision was sent.
+  std::map<std::string, std::string> records_;
+};
+
+void Sim::Choose() {
+  Rng& rng = world_.rng();
+  params_.processes = 2 + static_cast<int>(rng.Below(2));
+  params_.executors = 1 + static_cast<int>(rng.Below(2));
+  params_.ttl = rng.Millis(1500, 4000);
+  params_.sweep_interval = rng.Millis(200, 1000);
+  params_.queued_grace = rng.Millis(1000, 3000);
+  params_.visibility = rng.Millis(2000, 6000);
+  params_.max_attempts = 3 + static_cast<int>(rng.Below(4));
+  params_.workflows = 1 + static_cast<int>(rng.Below(3));
+  params_.max_runs = 2 + static_cast<int>(rng.Below(5));
+  FaultRates& r = params_.rates;
+  r.store_fail = 0.02 * static_cast<double>(rng.Below(3));
+  r.lost_reply = 0.02 * static_cast<double>(rng.Below(3));
+  r.slow = 0.1 * static_cast<double>(rng.Below(4));
+  r.stop = 0.004 * static_cast<double>(rng.Below(3));
+  r.stop_for = params_.ttl + rng.Millis(100, 2000);
+  r.message_lost = 0.05 * static_cast<double>(rng.Below(3));
+  r.message_duplicated = 0.1 * static_cast<double>(rng.Below(3));
+  r.message_delayed = 0.1 * static_cast<double>(rng.Below(2));
+  r.answer_dropped = 0.15 * static_cast<double>(rng.Below(3));
+  params_.crash = 0.2 * static_cast<double>(rng.Below(3));
+  faults_.rates = r;
+  world_.Record(absl::StrCat(
+      "seed ", options_.seed, ": ", params_.processes, " processes x ", params_.executors,
+      " executors, lease ttl ", Ms(params_.ttl), ", sweep ", Ms(params_.sweep_interval),
+      ", queued grace ", Ms(params_.queued_grace), ", visibility ", Ms(params_.visibility),
+      ", max attempts ", params_.max_attempts, ", up to ", params_.max_runs, " runs"));
+}
+
+absl::Status Sim::Open() {
+  SqliteOptions so;
+  so.clock = world_.clock();
+  so.watch_other_processes = false;
+  RUNLOOM_ASSIGN_OR_RETURN(base_, OpenSqlite(":memory:", so));
+  service_ = std::make_unique<SimService>(&world_, &faults_);
+  registry_ = StepRegistry::WithLocalBuiltins();
+  registry_->Register("http",
+                      steps_internal::NewHttpStepWith(
+                          [this](const steps_internal::Exchange& e) { return service_->Send(e); }));
+  client_inc_ = std::make_shared<Incarnation>(Incarnation{.process = 0, .name = "client"});
+  client_proc_.inc = client_inc_;
+  client_proc_.random = std::make_unique<std::mt19937_64>(world_.rng().Next());
+  client_ = NewEngine(client_proc_, /*injects=*/false);
+  if (client_ == nullptr) return absl::InternalError("the client's engine did not open");
+  for (int i = 0; i < params_.workflows; ++i) {
+    Workload w = MakeWorkload(world_.rng(), i);
+    absl::StatusOr<Workflow> wf = LoadWorkflowYaml(w.yaml, absl::StrCat(w.name, ".yaml"));
+    if (!wf.ok()) {
+      return absl::InternalError(
+          absl::StrCat("workload ", i, ": ", wf.status().message(), "\n", w.yaml));
+    }
+    w.wf = *wf;
+    world_.Record(absl::StrCat("workflow ", w.name, ":\n", w.yaml));
+    workloads_.push_back(std::move(w));
+  }
+  for (int i = 1; i <= params_.processes; ++i) {
+    auto p = std::make_unique<Process>();
+    p->id = i;
+    p->random = std::make_unique<std::mt19937_64>(world_.rng().Next());
+    p->sweeper = i <= 2;  // not every process sweeps
+    processes_.push_back(std::move(p));
+    StartLife(*processes_.back());
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
+  p.clocks.push_back(world_.ProcessClock(p.inc));
+  EngineOptions o;
+  o.env.clock = p.clocks.back().get();
+  o.env.logger = NullLogger();
+  o.env.random = absl::BitGenRef(*p.random);
+  o.env.scheduler = world_.scheduler();
+  o.owner = p.inc->name;
+  o.executors = params_.executors;
+  o.batch_scheduling = false;
+  o.lease_ttl = params_.ttl;
+  o.max_attempts = params_.max_attempts;
+  o.queued_grace = params_.queued_grace;
+  o.sweep_interval = params_.sweep_interval;
+  o.visibility_timeout = params_.visibility;
+  o.idle_poll = params_.idle_poll;
+  o.drain_timeout = absl::ZeroDuration();
+  o.registry = registry_;
+  Backend b;
+  b.events = base_.events;
+  b.store = std::make_unique<FaultStore>(base_.store.get(), &world_, &faults_, p.inc, injects);
+  b.transport = std::make_unique<FaultTransport>(base_.transport.get(), &world_, &faults_, p.inc);
+  absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Open(std::move(o), std::move(b));
+  if (!e.ok()) {
+    world_.Violate(absl::StrCat("Engine::Open: ", e.status().ToString()));
+    return nullptr;
+  }
+  return *std::move(e);
+}
+
+void Sim::Act(const std::shared_ptr<Incarnation>& inc, const std::function<void()>& body) {
+  world_.Push(inc);
+  body();
+  world_.Pop();
+}
+
+void Sim::Every(const std::shared_ptr<Incarnation>& inc, absl::Duration first,
+                absl::Duration period, std::function<void()> body) {
+  world_.At(world_.now() + first, inc, [this, inc, period, body] {
+    Act(inc, body);
+    Every(inc, period, period, body);
+  });
+}
+
+void Sim::StartLife(Process& p) {
+  const int gen = p.inc == nullptr ? 0 : p.inc->gen + 1;
+  Rng& rng = world_.rng();
+  p.inc = std::make_shared<Incarnation>(
+      Incarnation{.process = p.id,
+                  .gen = gen,
+                  .name = absl::StrCat("p", p.id, ".", gen),
+                  .skew = absl::Milliseconds(static_cast<int64_t>(rng.Below(801)) - 400)});
+  p.engines.push_back(NewEngine(p, /*injects=*/true));
+  Engine* engine = p.engines.back().get();
+  if (engine == nullptr) return;
+  std::shared_ptr<Incarnation> inc = p.inc;
+  world_.Record(
+      absl::StrCat(world_.Stamp(), " ", inc->name, " starts (clock skew ", Ms(inc->skew), ")"));
+  for (int slot = 0; slot < params_.executors; ++slot) {
+    Every(inc, rng.Millis(0, 200), params_.idle_poll, [this, engine, inc, slot] {
+      absl::StatusOr<EngineDriver::Executed> r =
+          EngineDriver::ExecuteNext(*engine, params_.visibility);
+      if (!r.ok()) {
+        world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, "/", slot,
+                                   " claim: ", r.status().message()));
+      } else if (!r->run_id.empty()) {
+        world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, "/", slot, " executed ",
+                                   r->run_id, ": ",
+                                   r->status.ok() ? "ok" : std::string(r->status.message())));
+      }
+    });
+  }
+  Every(inc, rng.Millis(0, 300), params_.ttl / 3, [engine] { EngineDriver::RenewLeases(*engine); });
+  Every(inc, rng.Millis(0, 250), absl::Milliseconds(250),
+        [engine] { EngineDriver::CheckCancels(*engine); });
+  if (p.sweeper) {
+    Every(inc, rng.Millis(0, 500), params_.sweep_interval, [this, engine, inc] {
+      absl::StatusOr<int> n = engine->SweepOnce();
+      if (n.ok() && *n > 0) {
+        world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, " sweep acted on ", *n));
+      }
+    });
+  }
+}
+
+void Sim::ClientTick() {
+  Rng& rng = world_.rng();
+  if (static_cast<int>(runs_.size()) < params_.max_runs && (runs_.empty() || rng.Chance(0.35))) {
+    const Workload& w = workloads_[rng.Below(workloads_.size())];
+    StartRunRequest req;
+    req.workflow = w.wf;
+    absl::StatusOr<CreateRunResult> r = client_->StartRun(req);
+    if (!r.ok()) {
+      world_.Violate(absl::StrCat("StartRun refused the workload: ", r.status().ToString()));
+      return;
+    }
+    runs_.push_back(r->run.id);
+    world_.Record(absl::StrCat(world_.Stamp(), " client starts ", r->run.id, " of ", w.name));
+    return;
+  }
+  if (runs_.empty()) return;
+  const std::string& id = runs_[rng.Below(runs_.size())];
+  absl::StatusOr<RunRecord> run = client_->GetRun(id);
+  if (!run.ok()) return;
+  const uint64_t pick = rng.Below(100);
+  if (run->status == RunStatus::kPaused && pick < 60) {
+    Decide(id);
+  } else if (pick >= 60 && pick < 66 && !IsTerminal(run->status)) {
+    absl::StatusOr<RunRecord> r = client_->Cancel(id, "sim-client");
+    world_.Record(absl::StrCat(world_.Stamp(), " client cancels ", id, ": ",
+                               r.ok() ? Name(r->status) : std::string(r.status().message())));
+  } else if (pick >= 66 && pick < 90 && IsTerminal(run->status) &&
+             run->status != RunStatus::kCancelled) {
+    const Workload* w = nullptr;
+    for (const Workload& x : workloads_) {
+      if (x.name == run->workflow_name) w = &x;
+    }
+    if (w == nullptr) return;
+    const std::string& phase = w->phases[rng.Below(w->phases.size())];
+    absl::StatusOr<RunRecord> r = client_->Rerun(id, phase, "", "sim-client");
+    world_.Record(absl::StrCat(world_.Stamp(), " client reruns ", id, " from ", phase, ": ",
+                               r.ok() ? std::string("queued") : std::string(r.status().message())));
+  } else if (pick == 99) {
+    absl::StatusOr<int> n = client_->ResetAll("sim-admin");
+    world_.Record(absl::StrCat(world_.Stamp(), " admin reset: ",
+                               n.ok() ? absl::StrCat(*n, " runs") : n.status().ToString()));
+  }
+}
+
+void Sim::Decide(const std::string& run_id) {
+  Rng& rng = world_.rng();
+  absl::StatusOr<std::optional<PendingGate>> gate = client_->GetPendingGate(run_id);
+  if (!gate.ok() || !gate->has_value()) return;
+  const std::string current = (*gate)->proposal_digest;
+  const bool stale = rng.Chance(0.25);
+  DecisionRequest req;
+  req.proposal_digest = stale ? "sha256:" + std::string(64, '0') : current;
+  req.decision = rng.Chance(0.75) ? Decision::kApprove : Decision::kReject;
+  const int tries = rng.Chance(0.3) ? 2 : 1;  // a second reviewer racing the first
+  int accepted = 0;
+  for (int t = 0; t < tries; ++t) {
+    absl::StatusOr<RunRecord> r = client_->Decide(run_id, req, absl::StrCat("reviewer", t));
+    world_.Record(
+        absl::StrCat(world_.Stamp(), " reviewer", t, " decides ", Name(*req.decision),
+                     stale ? " (stale digest)" : "", " on ", run_id, ": ",
+                     r.ok() ? std::string("accepted") : std::string(r.status().message())));
+    if (!r.ok()) continue;
+    ++accepted;
+    if (stale) {
+      world_.Violate(absl::StrCat("a decision with a stale digest was accepted on ", run_id));
+    }
+  }
+  if (accepted > 1) world_.Violate(absl::StrCat("two decisions accepted for one gate of ", run_id));
+}
+
+void Sim::FaultTick() {
+  Rng& rng = world_.rng();
+  if (!faults_.on || processes_.empty() || !rng.Chance(params_.crash)) return;
+  Process& p = *processes_[rng.Below(processes_.size())];
+  if (!p.inc->alive) return;
+  p.inc->alive = false;
+  ++crashes_;
+  world_.Record(absl::StrCat(world_.Stamp(), " CRASH ", p.inc->name));
+  const absl::Duration down = rng.Millis(200, 3000);
+  world_.At(world_.now() + down, nullptr, [this, &p] { StartLife(p); });
+}
+
+// Events fold to the run's row: status, attempts; decisions one per pause;
+// a run its executor cancelled had a cancel asked for in its revision; a
+// finished step record never changes.
+void Sim::CheckRun(const RunRecord& run) {
+  absl::StatusOr<std::vector<Event>> events = base_.store->ListEvents(run.id, 0, kMaxReadLimit);
+  if (!events.ok()) {
+    world_.Violate(absl::StrCat("ListEvents ", run.id, ": ", events.status().ToString()));
+    return;
+  }
+  if (static_cast<int64_t>(events->size()) != run.last_event_seq) {
+    world_.Violate(absl::StrCat("run ", run.id, " has ", events->size(), " events, last seq ",
+                                run.last_event_seq));
+    return;
+  }
+  std::optional<RunStatus> status;
+  std::optional<int> attempts = 0;
+  bool pause_decided = false, cancel_asked = false;
+  for (size_t i = 0; i < events->size(); ++i) {
+    const Event& e = (*events)[i];
+    if (e.seq != static_cast<int64_t>(i) + 1) {
+      world_.Violate(absl::StrCat("run ", run.id, ": event ", i + 1, " has seq ", e.seq));
+      return;
+    }
+    const std::string& t = e.type;
+    if (t == "run.created") {
+      status = RunStatus::kQueued;
+    } else if (t == "run.started") {
+      status = RunStatus::kRunning;
+      attempts = e.data.value("attempt", 0);
+    } else if (t == "run.paused") {
+      status = RunStatus::kPaused;
+      pause_decided = false;
+    } else if (t == "run.decided") {
+      if (pause_decided) {
+        world_.Violate(
+            absl::StrCat("run ", run.id, ": two decisions on one pause (seq ", e.seq, ")"));
+      }
+      pause_decided = true;
+      status = RunStatus::kQueued;
+      attempts.reset();  // whether a decision resets the attempts is not the fold's to say
+    } else if (t == "run.rerun_requested") {
+      status = RunStatus::kQueued;
+      attempts = 0;
+      cancel_asked = false;
+    } else if (t == "run.released") {
+      status = RunStatus::kQueued;
+    } else if (t == "run.cancel_requested") {
+      cancel_asked = true;
+    } else if (t == "run.finished") {
+      std::optional<RunStatus> to = ParseRunStatus(e.data.value("status", ""));
+      const bool by_admin = absl::StartsWith(e.data.value("error", ""), "admin reset by ");
+      if (to == RunStatus::kCancelled && status == RunStatus::kRunning && !cancel_asked &&
+          !by_admin) {
+        world_.Violate(absl::StrCat("run ", run.id, " was cancelled by its executor in a revision ",
+                                    "no cancel was asked for (seq ", e.seq, ")"));
+      }
+      status = to;
+    }
+  }
+  if (status != run.status) {
+    world_.Violate(absl::StrCat("replay: run ", run.id, "'s events fold to ",
+                                status ? Name(*status) : std::string("nothing"), ", the row says ",
+                                Name(run.status)));
+  }
+  if (attempts.has_value() && *attempts != run.attempts) {
+    world_.Violate(absl::StrCat("replay: run ", run.id, "'s events fold to ", *attempts,
+                                " attempts, the row says ", run.attempts));
+  }
+  absl::StatusOr<std::vector<StepRecord>> steps = base_.store->ListSteps(run.id, std::nullopt);
+  if (!steps.ok()) return;
+  for (const StepRecord& s : *steps) {
+    const std::string key = absl::StrCat(run.id, "/", s.revision, "/", s.path);
+    const std::string value =
+        absl::StrCat(Name(s.state), "|", s.attempt, "|", s.output.dump(), "|", s.error);
+    auto [it, inserted] = records_.emplace(key, value);
+    if (!inserted && it->second != value) {
+      world_.Violate(absl::StrCat("step record ", key, " changed: ", it->second, " -> ", value));
+    }
+  }
+}
+
+void Sim::Check() {
+  if (!world_.violation().empty()) return;
+  for (const std::string& id : runs_) {
+    absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+    if (!run.ok()) {
+      world_.Violate(absl::StrCat("run ", id, " is gone: ", run.status().ToString()));
+      return;
+    }
+    CheckRun(*run);
+  }
+  for (const auto& [key, n] : service_->effects()) {
+    if (n > 1) world_.Violate(absl::StrCat("external write ", key, " applied ", n, " times"));
+  }
+}
+
+// Exactly one effect for every write a run went past.
+void Sim::CheckEnd() {
+  for (const std::string& id : runs_) {
+    absl::StatusOr<std::vector<WriteOperation>> ops = base_.store->ListWrites(id);
+    if (!ops.ok()) continue;
+    for (const WriteOperation& op : *ops) {
+      if (op.state != WriteState::kDone) continue;
+      auto it = service_->effects().find(op.idempotency_key);
+      const int n = it == service_->effects().end() ? 0 : it->second;
+      if (op.result->http_status == 201 || op.result->source == "lookup") {
+        if (n != 1) {
+          world_.Violate(absl::StrCat("write ", op.idempotency_key, " of run ", id,
+                                      " is recorded done with ", n, " effects"));
+        }
+      }
+    }
+  }
+}
+
+bool Sim::AllRest() {
+  for (const std::string& id : runs_) {
+    absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+    if (!run.ok() || !(IsTerminal(run->status) || run->status == RunStatus::kPaused)) return false;
+  }
+  return true;
+}
+
+// Once faults stop, every run rests (terminal, or paused at a gate) within:
+// one recovery (the lease runs out, a sweep, the queued grace or a
+// redelivery, a poll) and the longest workflow's work with every retry,
+// once per run queued behind the same executors.
+absl::Duration Sim::LivenessBound() const {
+  const absl::Duration recover = params_.ttl + params_.sweep_interval +
+                                 std::max(params_.queued_grace, params_.visibility) +
+                                 params_.idle_poll + params_.ttl / 3;
+  absl::Duration worst;
+  for (const Workload& w : workloads_) worst = std::max(worst, w.worst);
+  const int executors = params_.processes * params_.executors;
+  const int waves = (static_cast<int>(runs_.size()) + executors - 1) / executors;
+  return 2 * recover + (waves + 1) * worst + absl::Seconds(2);
+}
+
+SimResult Sim::Run() {
+  Choose();
+  SimResult result;
+  if (absl::Status s = Open(); !s.ok()) {
+    world_.Violate(absl::StrCat("setting up: ", s.ToString()));
+  }
+  Every(nullptr, absl::ZeroDuration(), absl::Milliseconds(300), [this] {
+    if (clients_on_) Act(client_inc_, [this] { ClientTick(); });
+  });
+  Every(nullptr, absl::Milliseconds(500), absl::Milliseconds(700), [this] { FaultTick(); });
+  while (world_.violation().empty() && world_.timers_fired() < options_.steps) {
+    world_.AdvanceTo(world_.NextTimer());
+    Check();
+  }
+  // Faults stop; every process comes back; the runs must come to rest.
+  faults_.on = false;
+  clients_on_ = false;
+  for (auto& p : processes_) {
+    p->inc->paused_until = absl::InfinitePast();
+    if (!p->inc->alive) StartLife(*p);
+  }
+  const absl::Duration bound = LivenessBound();
+  const absl::Time until = world_.now() + bound;
+  world_.Record(absl::StrCat(world_.Stamp(), " faults stop; every run must rest within ",
+                             absl::FormatDuration(bound)));
+  while (world_.violation().empty() && !AllRest() && world_.now() < until) {
+    world_.AdvanceTo(std::min(world_.NextTimer(), until));
+    Check();
+  }
+  if (world_.violation().empty()) {
+    for (const std::string& id : runs_) {
+      absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+      if (run.ok() && !IsTerminal(run->status) && run->status != RunStatus::kPaused) {
+        world_.Violate(absl::StrCat("liveness: run ", id, " is still ", Name(run->status), " ",
+                                    absl::FormatDuration(bound), " after the faults stopped"));
+        break;
+      }
+    }
+  }
+  if (world_.violation().empty()) CheckEnd();
+  for (const std::string& id : runs_) {
+    absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+    if (!run.ok()) continue;
+    if (IsTerminal(run->status)) ++result.runs_ended;
+    if (run->status == RunStatus::kPaused) ++result.runs_at_gate;
+    world_.Record(absl::StrCat("end: ", id, " ", Name(run->status), " revision ", run->revision,
+                               " attempts ", run->attempts));
+  }
+  // Nothing may fire while the engines are torn down.
+  for (auto& p : processes_) p->inc->alive = false;
+  client_inc_->alive = false;
+  result.violation = world_.violation();
+  result.runs = static_cast<int>(runs_.size());
+  result.operations = faults_.operations;
+  result.crashes = crashes_;
+  result.faults = faults_.faults;
+  result.history = std::move(world_.history());
+  return result;
+}
+
+}  // namespace
+
+SimResult RunSimulation(const SimOptions& options) {
+#ifndef RUNLOOM_TESTING
+  if (!options.bugs.empty()) {
+    SimResult r;
+    r.violation = "injected bugs need a RUNLOOM_TESTING build (make test-asan builds one)";
+    return r;
+  }
+#endif
+  SetInjectedBugs(options.bugs);
+  SimResult r;
+  {
+    Sim sim(options);
+    r = sim.Run();
+  }
+  SetInjectedBugs({});
+  return r;
+}
+
+}  // namespace runloom::sim
