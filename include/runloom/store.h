@@ -201,7 +201,9 @@ class RunStore {
   //
   // `first` (may be absent): a fenced
   // executor write applied with the new token on the run's first lease only
-  // (attempt 1). The store sets its run_id, party and lease_token. An
+  // (never leased, nothing recorded but its creation: a rerun resets the
+  // attempts, so attempt 1 alone is not enough). The store sets its run_id,
+  // party and lease_token. An
   // executor starting a fresh run thus takes the lease and starts its first
   // step together; a backend that can do both in one commit does (SQLite),
   // others may use ApplyFirstWrite() below (two commits). Errors are the

@@ -9,7 +9,7 @@ namespace {
 constexpr std::array kAllBugs = {
     InjectedBug::kStoreSkipsTokenCheck,   InjectedBug::kDecisionIgnoresDigest,
     InjectedBug::kWriteIntentNotRecorded, InjectedBug::kLeaseTakenWhileLive,
-    InjectedBug::kRerunKeepsCancel,
+    InjectedBug::kRerunKeepsCancel,       InjectedBug::kReservationKeptOnTakeover,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -30,6 +30,8 @@ std::string_view ToString(InjectedBug b) {
       return "lease_taken_while_live";
     case InjectedBug::kRerunKeepsCancel:
       return "rerun_keeps_cancel";
+    case InjectedBug::kReservationKeptOnTakeover:
+      return "reservation_kept_on_takeover";
   }
   return "unknown";
 }

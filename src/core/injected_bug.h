@@ -31,6 +31,9 @@ enum class InjectedBug : uint32_t {
   kLeaseTakenWhileLive,
   // A rerun keeps the cancel request of the execution that finished.
   kRerunKeepsCancel,
+  // A takeover keeps the budget reservations of the lease before it (the
+  // executor's release, and the sweeper's).
+  kReservationKeptOnTakeover,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -300,6 +300,20 @@ absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& 
         w.error = absl::StrCat("admin reset by ", by);
         w.events.push_back(events::RunFinished(r.id, RunStatus::kCancelled, "", *w.error));
         absl::Status s = ctx.store->Commit(w);
+        if (s.ok() && st == RunStatus::kRunning) {
+          // Its executor no longer holds it: the run's open reservations go
+          // back now (a call still in flight settles its cost alone), or a
+          // crash of that executor would keep them reserved for good (found
+          // by the simulation, tests/regressions/).
+          absl::Status released = ctx.store->ReleaseReservations(r.id).status();
+          if (!released.ok()) {
+            return absl::Status(
+                released.code(),
+                absl::StrCat("admin reset cancelled run ", r.id,
+                             " but releasing its budget reservations failed (", released.message(),
+                             "); they stay reserved, and the reset stopped"));
+          }
+        }
         if (s.ok()) {
           ++acted;
           if (ctx.on_finished) {

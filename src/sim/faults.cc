@@ -15,7 +15,10 @@ absl::Status FaultStore::Before(const char* what, bool writes) {
     return absl::UnavailableError(absl::StrCat(inc_->name, " crashed; ", what, " never sent"));
   };
   if (!inc_->alive) return crashed();
-  if (!injects_ || !faults_->on) return absl::OkStatus();
+  if (!injects_ || !faults_->on) {
+    ++faults_->calls_returned;
+    return absl::OkStatus();
+  }
   Rng& rng = world_->rng();
   if (rng.Chance(faults_->rates.stop)) {
     ++faults_->faults;
@@ -33,6 +36,7 @@ absl::Status FaultStore::Before(const char* what, bool writes) {
     world_->Record(absl::StrCat(world_->Stamp(), " ", inc_->name, " ", what, " fails (injected)"));
     return absl::UnavailableError(absl::StrCat("injected: ", what, " failed before the store"));
   }
+  ++faults_->calls_returned;
   return absl::OkStatus();
 }
 
@@ -161,6 +165,45 @@ absl::StatusOr<WriteOperation> FaultStore::FinishWrite(const WriteKey& key,
   if (absl::Status s = Before("FinishWrite", true); !s.ok()) return s;
   absl::StatusOr<WriteOperation> r = StoreWrapper::FinishWrite(key, result);
   if (r.ok() && ReplyLost("FinishWrite")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
+absl::StatusOr<ReserveResult> FaultStore::Reserve(const BudgetRequest& request) {
+  if (absl::Status s = Before("Reserve", true); !s.ok()) return s;
+  absl::StatusOr<RunRecord> before = base_->GetRun(request.key.run_id);
+  absl::StatusOr<std::vector<Reservation>> held = base_->ListReservations(request.key.run_id);
+  absl::StatusOr<ReserveResult> r = StoreWrapper::Reserve(request);
+  if (r.ok() && r->granted && before.ok()) {
+    CheckFenced("Reserve", *before, request.key.lease_token);
+    // An earlier lease's reservations go back before the new lease reserves
+    // (the executor that held it is gone): none may still be held now.
+    for (const Reservation& old : held.ok() ? *held : std::vector<Reservation>{}) {
+      if (old.state == ReservationState::kReserved &&
+          old.key.lease_token != request.key.lease_token) {
+        world_->Violate(absl::StrCat("run ", request.key.run_id, " reserved under a new lease (",
+                                     inc_->name, ") while a reservation of an earlier lease, ",
+                                     old.key.step_path, " attempt ", old.key.attempt,
+                                     ", was still held"));
+        break;
+      }
+    }
+  }
+  if (r.ok() && ReplyLost("Reserve")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
+absl::StatusOr<Reservation> FaultStore::SettleReservation(const BudgetKey& key,
+                                                          int64_t cost_micros) {
+  if (absl::Status s = Before("SettleReservation", true); !s.ok()) return s;
+  absl::StatusOr<Reservation> r = StoreWrapper::SettleReservation(key, cost_micros);
+  if (r.ok() && ReplyLost("SettleReservation")) return absl::UnavailableError("injected: lost");
+  return r;
+}
+
+absl::StatusOr<int64_t> FaultStore::ReleaseReservations(const std::string& run_id) {
+  if (absl::Status s = Before("ReleaseReservations", true); !s.ok()) return s;
+  absl::StatusOr<int64_t> r = StoreWrapper::ReleaseReservations(run_id);
+  if (r.ok() && ReplyLost("ReleaseReservations")) return absl::UnavailableError("injected: lost");
   return r;
 }
 

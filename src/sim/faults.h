@@ -42,6 +42,7 @@ struct FaultState {
   FaultRates rates;
   bool on = true;
   int64_t operations = 0;
+  int64_t calls_returned = 0;  // store calls that reached the store (the checker's "dirty" mark)
   int faults = 0;
 };
 
@@ -74,6 +75,9 @@ class FaultStore final : public StoreWrapper {
   absl::StatusOr<BeginWriteResult> BeginWrite(const WriteIntent& intent) override;
   absl::StatusOr<WriteOperation> FinishWrite(const WriteKey& key,
                                              const WriteResult& result) override;
+  absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
+  absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
+  absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
 
  private:
   // Before a call: the scheduling point and the faults that strike first.

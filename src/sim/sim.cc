@@ -11,6 +11,8 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/engine_driver.h"
+#include "llm/fake_provider.h"
+#include "llm/provider.h"
 #include "steps/builtin_steps.h"
 
 #include "absl/strings/match.h"
@@ -75,7 +77,7 @@ Workload MakeWorkload(Rng& rng, int index) {
     const std::string phase = absl::StrCat("p", i);
     w.phases.push_back(phase);
     const std::string head = absl::StrCat("  - id: ", id, "\n    phase: ", phase, "\n");
-    switch (rng.Below(5)) {
+    switch (rng.Below(6)) {
       case 0: {  // work that takes time: the lease must be renewed under it
         const absl::Duration d = rng.Millis(50, 1500);
         absl::StrAppend(&steps, head, "    kind: sleep\n    duration: ", Ms(d), "\n");
@@ -121,6 +123,15 @@ Workload MakeWorkload(Rng& rng, int index) {
                         id, "}\n    allow: [approve, reject]\n");
         break;
       }
+      case 4: {  // a priced model call under the run's and tenant's budgets; 429s first
+        absl::StrAppend(&steps, head, "    kind: llm\n    model: priced\n    prompt: \"step ", i,
+                        " of {{ inputs.tenant }}: a b c d e f\"\n    fake: {latency: ",
+                        Ms(rng.Millis(20, 800)), ", rate_limit_times: ", rng.Below(3),
+                        "}\n    retry: {max_attempts: 3, initial_delay: 100ms, "
+                        "on: [rate_limited, unavailable]}\n");
+        w.worst += absl::Seconds(3);
+        break;
+      }
       default: {  // an external write, once in effect
         absl::StrAppend(&steps, head,
                         "    kind: http\n    method: POST\n    url: http://sim.invalid/actions\n"
@@ -134,7 +145,10 @@ Workload MakeWorkload(Rng& rng, int index) {
       }
     }
   }
-  w.yaml = absl::StrCat("name: ", w.name, "\ndescription: simulated\nsteps:\n", steps);
+  w.yaml = absl::StrCat("name: ", w.name,
+                        "\ndescription: simulated\ntenant: tenant\n"
+                        "inputs:\n  tenant: {type: string, default: t1}\nsteps:\n",
+                        steps);
   return w;
 }
 
@@ -190,6 +204,7 @@ class Sim {
   // The checker's memory: finished step records as first seen, and which
   // digests were current when a decision was sent.
   std::map<std::string, std::string> records_;
+  int64_t checked_at_ = -1;  // FaultState::calls_returned at the last check
 };
 
 void Sim::Choose() {
@@ -229,6 +244,21 @@ absl::Status Sim::Open() {
   RUNLOOM_ASSIGN_OR_RETURN(base_, OpenSqlite(":memory:", so));
   service_ = std::make_unique<SimService>(&world_, &faults_);
   registry_ = StepRegistry::WithLocalBuiltins();
+  // A priced model on the fake provider: every call reserves its worst case
+  // and settles its cost (docs/operations.md "Budgets").
+  auto providers = std::make_shared<LlmProviderRegistry>();
+  providers->RegisterModel("priced", ModelRoute{.provider = NewFakeLlmProvider(),
+                                                .provider_name = "fake",
+                                                .model = "priced",
+                                                .input_micros_per_1k = 1000,
+                                                .output_micros_per_1k = 1000,
+                                                .max_tokens = 64});
+  registry_->Register("llm", NewLlmStep(providers, nullptr));
+  for (const char* tenant : {"t1", "t2"}) {
+    const int64_t limit = 200 + static_cast<int64_t>(world_.rng().Below(1800));
+    RUNLOOM_RETURN_IF_ERROR(base_.store->SetTenantBudget(tenant, limit).status());
+    world_.Record(absl::StrCat("tenant ", tenant, " budget ", limit, " micros"));
+  }
   registry_->Register("http",
                       steps_internal::NewHttpStepWith(
                           [this](const steps_internal::Exchange& e) { return service_->Send(e); }));
@@ -299,6 +329,7 @@ void Sim::Every(const std::shared_ptr<Incarnation>& inc, absl::Duration first,
                 absl::Duration period, std::function<void()> body) {
   world_.At(world_.now() + first, inc, [this, inc, period, body] {
     Act(inc, body);
+    Check();  // after every firing, nested ones too
     Every(inc, period, period, body);
   });
 }
@@ -350,13 +381,22 @@ void Sim::ClientTick() {
     const Workload& w = workloads_[rng.Below(workloads_.size())];
     StartRunRequest req;
     req.workflow = w.wf;
+    const std::string tenant = rng.Chance(0.5) ? "t1" : "t2";
+    req.inputs = {{"tenant", tenant}};
+    if (rng.Chance(0.5)) req.budget_micros = 40 + static_cast<int64_t>(rng.Below(400));
     absl::StatusOr<CreateRunResult> r = client_->StartRun(req);
+    if (!r.ok() && absl::StrContains(r.status().message(), "budget preflight")) {
+      world_.Record(absl::StrCat(world_.Stamp(), " client start refused: ", r.status().message()));
+      return;
+    }
     if (!r.ok()) {
       world_.Violate(absl::StrCat("StartRun refused the workload: ", r.status().ToString()));
       return;
     }
     runs_.push_back(r->run.id);
-    world_.Record(absl::StrCat(world_.Stamp(), " client starts ", r->run.id, " of ", w.name));
+    world_.Record(absl::StrCat(
+        world_.Stamp(), " client starts ", r->run.id, " of ", w.name, " for ", tenant,
+        req.budget_micros ? absl::StrCat(" budget ", *req.budget_micros) : std::string()));
     return;
   }
   if (runs_.empty()) return;
@@ -381,7 +421,7 @@ void Sim::ClientTick() {
     absl::StatusOr<RunRecord> r = client_->Rerun(id, phase, "", "sim-client");
     world_.Record(absl::StrCat(world_.Stamp(), " client reruns ", id, " from ", phase, ": ",
                                r.ok() ? std::string("queued") : std::string(r.status().message())));
-  } else if (pick == 99) {
+  } else if (pick == 99 && rng.Chance(0.3)) {
     absl::StatusOr<int> n = client_->ResetAll("sim-admin");
     world_.Record(absl::StrCat(world_.Stamp(), " admin reset: ",
                                n.ok() ? absl::StrCat(*n, " runs") : n.status().ToString()));
@@ -509,6 +549,9 @@ void Sim::CheckRun(const RunRecord& run) {
 
 void Sim::Check() {
   if (!world_.violation().empty()) return;
+  // Nothing reached the store since the last check: nothing can have changed.
+  if (faults_.calls_returned == checked_at_) return;
+  checked_at_ = faults_.calls_returned;
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok()) {
@@ -520,11 +563,40 @@ void Sim::Check() {
   for (const auto& [key, n] : service_->effects()) {
     if (n > 1) world_.Violate(absl::StrCat("external write ", key, " applied ", n, " times"));
   }
+  // spent + reserved <= limit, for every tenant and run, at every step.
+  auto overspent = [](const BudgetFigures& f) {
+    return f.limit_micros.has_value() && f.spent_micros + f.reserved_micros > *f.limit_micros;
+  };
+  absl::StatusOr<std::vector<TenantBudget>> tenants = base_.store->ListTenantBudgets();
+  for (const TenantBudget& t : tenants.ok() ? *tenants : std::vector<TenantBudget>{}) {
+    if (overspent(t.figures)) {
+      world_.Violate(absl::StrCat("tenant ", t.tenant, " overspent: spent ", t.figures.spent_micros,
+                                  " + reserved ", t.figures.reserved_micros, " > limit ",
+                                  *t.figures.limit_micros));
+    }
+  }
+  for (const std::string& id : runs_) {
+    absl::StatusOr<RunBudget> b = base_.store->GetRunBudget(id);
+    if (b.ok() && overspent(b->figures)) {
+      world_.Violate(absl::StrCat("run ", id, " overspent its budget: spent ",
+                                  b->figures.spent_micros, " + reserved ",
+                                  b->figures.reserved_micros, " > ", *b->figures.limit_micros));
+    }
+  }
 }
 
-// Exactly one effect for every write a run went past.
+// Exactly one effect for every write a run went past; no budget left
+// reserved on a run at rest.
 void Sim::CheckEnd() {
   for (const std::string& id : runs_) {
+    absl::StatusOr<std::vector<Reservation>> held = base_.store->ListReservations(id);
+    for (const Reservation& r : held.ok() ? *held : std::vector<Reservation>{}) {
+      if (r.state == ReservationState::kReserved) {
+        world_.Violate(absl::StrCat("run ", id, " is at rest with ", r.amount_micros,
+                                    " micros still reserved for ", r.key.step_path, " attempt ",
+                                    r.key.attempt));
+      }
+    }
     absl::StatusOr<std::vector<WriteOperation>> ops = base_.store->ListWrites(id);
     if (!ops.ok()) continue;
     for (const WriteOperation& op : *ops) {

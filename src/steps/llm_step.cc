@@ -85,8 +85,10 @@ int64_t WorstCaseMicros(const LlmCall& call) {
                         prompt_tokens, call.request.max_tokens.value_or(kUnsetMaxTokensEstimate));
 }
 
-// Books a budgeted call's real cost; a failure is logged, never the call's
-// (its reservation is released by recovery if it stays open).
+// Books a budgeted call's real cost (the context retries a settle that did
+// not reach the store); a failure is logged, never the call's. A
+// reservation left open is released by the run's next lease, or by the
+// sweeper when the lease expires.
 void Settle(StepContext& ctx, bool budgeted, int64_t cost_micros) {
   if (!budgeted) return;
   absl::Status s = ctx.SettleBudget(cost_micros);

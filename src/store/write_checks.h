@@ -78,6 +78,18 @@ absl::StatusOr<Fence> FenceFromRow(const Row& row, const std::string& run_id) {
   return f;
 }
 
+// Whether a lease taken on the run as `before` shows it is the run's first
+// ever: never leased, and nothing recorded but its creation (a rerun or a
+// decision resets the attempts, so attempt 1 alone does not say it). Only
+// then may AcquireLease apply its first write: an executor that read the
+// run before a rerun must not start the new revision with the old one's
+// state (found by the simulation, seed 726; tests/regressions/).
+inline bool IsFirstLease(const Fence& before) {
+  return before.attempts == 0 && before.last_event_seq <= 1;
+}
+inline constexpr char kNotFirstLease[] =
+    "not the run's first lease: its recorded steps must be read first";
+
 // kInvalidArgument unless ttl > 0.
 absl::Status CheckTtl(absl::Duration ttl);
 // now + ttl, in whole microseconds (what the stores keep).

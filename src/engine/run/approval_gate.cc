@@ -121,6 +121,7 @@ Disposition RunExecution::Pause() {
                                               .proposal_digest = pending_gate_.proposal_digest}));
   absl::Status s = Write(std::move(w));
   if (!s.ok()) return WriteFailed("pausing at its approval gate", s);
+  ReleaseLeftoverReservations();
   final_status_ = RunStatus::kPaused;
   return Disposition::kPaused;
 }

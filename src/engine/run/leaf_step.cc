@@ -18,6 +18,12 @@
 namespace runloom::engine_internal {
 namespace {
 
+// A reserve or settle that does not reach the store is sent this many times
+// in all (both are idempotent per key), the waits doubling from
+// kRetryBackoff (20 + 40 + 80 ms).
+constexpr int kStoreTries = 4;
+constexpr absl::Duration kRetryBackoff = absl::Milliseconds(20);
+
 // The context a step kind sees while it executes.
 class LeafContext final : public StepContext {
  public:
@@ -31,6 +37,8 @@ class LeafContext final : public StepContext {
     RunBudgetSpec budget;  // the run's tenant and own limit
     // Called with the figures when a reservation is refused: stops the run.
     std::function<void(const BudgetStopData&)> on_budget_refused;
+    // Called before each reservation is asked for.
+    std::function<void()> on_reserving;
   };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
               const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
@@ -99,7 +107,20 @@ class LeafContext final : public StepContext {
                           .tenant = reach_.budget.tenant,
                           .run_limit_micros = reach_.budget.limit_micros,
                           .amount_micros = amount_micros};
-    RUNLOOM_ASSIGN_OR_RETURN(ReserveResult r, reach_.store->Reserve(request));
+    reach_.on_reserving();
+    // A reserve whose reply was lost may have applied: asking again for the
+    // same key returns it granted, unchanged.
+    absl::StatusOr<ReserveResult> reserved;
+    absl::Duration backoff = kRetryBackoff;
+    for (int i = 0; i < kStoreTries; ++i) {
+      if (i > 0) {
+        clock_->SleepFor(backoff);
+        backoff *= 2;
+      }
+      reserved = reach_.store->Reserve(request);
+      if (reserved.status().code() != absl::StatusCode::kUnavailable) break;
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(ReserveResult r, std::move(reserved));
     if (r.granted) {
       reserved_ = request.key;
       return r;
@@ -116,7 +137,20 @@ class LeafContext final : public StepContext {
     if (!reserved_.has_value()) {
       return absl::FailedPreconditionError("settling a model call's cost that was never reserved");
     }
-    return reach_.store->SettleReservation(*reserved_, cost_micros).status();
+    // The call was made: its cost is a fact, and the first settle wins, so a
+    // settle that did not reach the store is sent again (a few times, backing
+    // off) rather than left to keep the amount reserved.
+    absl::Status s;
+    absl::Duration backoff = kRetryBackoff;
+    for (int i = 0; i < kStoreTries; ++i) {
+      if (i > 0) {
+        clock_->SleepFor(backoff);
+        backoff *= 2;
+      }
+      s = reach_.store->SettleReservation(*reserved_, cost_micros).status();
+      if (s.code() != absl::StatusCode::kUnavailable) return s;
+    }
+    return s;
   }
 
  private:
@@ -187,7 +221,8 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
          .scrubber = &scrubber_,
          .logger = config_.logger,
          .budget = BudgetSpecOf(run_),
-         .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); }});
+         .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); },
+         .on_reserving = [this] { reserved_any_ = true; }});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }

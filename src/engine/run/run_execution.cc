@@ -97,6 +97,20 @@ absl::Status RunExecution::RecordContainer(const StepDef& step, const std::strin
   return Record(step, path, result, 1, started, "", {std::move(e)});
 }
 
+void RunExecution::ReleaseLeftoverReservations() {
+  if (!reserved_any_.load()) return;
+  absl::StatusOr<int64_t> n = config_.store->ReleaseReservations(run_.id);
+  if (!n.ok()) {
+    Log(config_.logger, LogLevel::kWarning, "run ", run_.id,
+        ": releasing its leftover budget reservations failed (its next lease or a rerun "
+        "releases them): ",
+        n.status().ToString());
+  } else if (*n > 0) {
+    Log(config_.logger, LogLevel::kWarning, "run ", run_.id, ": released ", *n,
+        " budget reservation(s) left open by calls whose reserve reply or settle was lost");
+  }
+}
+
 Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
                                  const std::string& error, std::optional<BudgetStopData> budget) {
   RunWrite w;
@@ -108,6 +122,7 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
       {.status = status, .outcome = outcome, .error = error, .budget = std::move(budget)}));
   absl::Status s = Write(std::move(w));
   if (!s.ok()) return WriteFailed("writing its terminal status", s);
+  ReleaseLeftoverReservations();
   final_status_ = status;
   final_error_ = error;
   // No workflow: its pinned version could not be loaded, so there is no

@@ -178,6 +178,10 @@ class RunExecution {
   // The disposition of a failed run-level write `what` (kLeaseLost or
   // kStoreError), logged.
   Disposition WriteFailed(const char* what, const absl::Status& s);
+  // After the run's terminal or pausing write: no step runs now, so a
+  // reservation still open is an orphan (its reply was lost, or its settle
+  // never reached the store) and goes back to the run and its tenant.
+  void ReleaseLeftoverReservations();
 
   // Constant after construction.
   const ExecutionConfig config_;
@@ -195,6 +199,9 @@ class RunExecution {
   std::string phase_ ABSL_GUARDED_BY(phase_mu_);  // the last phase written on the run
 
   std::atomic<bool> draining_{false};
+  // Set when a step asked the budget ledger to reserve (any thread of the
+  // run): the end of the execution then releases what is left reserved.
+  std::atomic<bool> reserved_any_{false};
 
   // Set by the Run() thread when the graph must stop walking: a gate with
   // no decision yet (pause) or a rejecting decision.

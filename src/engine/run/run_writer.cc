@@ -103,8 +103,8 @@ absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWri
     return absl::AbortedError(
         absl::StrCat("run ", run_id_, " could not be leased: ", first.status().message()));
   }
-  const bool needs_records = first->first_write.code() == absl::StatusCode::kFailedPrecondition &&
-                             first->attempt != 1;
+  // Not the run's first lease (leased before, or rerun since it was read).
+  const bool needs_records = first->first_write.code() == absl::StatusCode::kFailedPrecondition;
   {
     runloom::MutexLock l(&lease_mu_);
     lease_pending_ = false;

@@ -22,6 +22,7 @@
 // lease_mu_ guards the lease, which the lease keeper reads from its thread.
 #pragma once
 
+#include "runloom/mutex.h"
 #include "runloom/run.h"
 #include "runloom/store.h"
 
@@ -30,7 +31,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "runloom/mutex.h"
 #include "absl/time/time.h"
 
 #include <functional>

@@ -1,5 +1,6 @@
 #include "engine/service/run_launcher.h"
 
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
 #include "events/events.h"
@@ -72,11 +73,37 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
         lease, config_.store->AcquireLease(run_id, config_.owner, config_.lease_ttl, started));
     if (on_leased) on_leased(*lease);
   }
+  // Not the run's first lease: the run may have moved on between the read
+  // above and the lease (rerun since, so the lease is attempt 1 of a new
+  // revision). Executing the read revision would write its records anew
+  // (found by the simulation, seed 726; tests/regressions/): give the run
+  // back to the queue to be executed as it is now.
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord leased, config_.store->GetRun(run_id));
+  if (leased.revision != run.revision) {
+    RunWrite back;
+    back.run_id = run_id;
+    back.party = Party::kExecutor;
+    back.lease_token = lease->token;
+    back.expected = {RunStatus::kRunning};
+    back.new_status = RunStatus::kQueued;
+    back.events = {RunReleasedEvent(
+        run_id, {.reason = absl::StrCat("revision ", run.revision, " was read, ", leased.revision,
+                                        " was leased: executed afresh")})};
+    RUNLOOM_RETURN_IF_ERROR(config_.store->Commit(back));
+    return absl::AbortedError(absl::StrCat("run ", run_id,
+                                           " was rerun after it was read (revision ", run.revision,
+                                           " -> ", leased.revision, "); given back to the queue"));
+  }
   // The open budget reservations of an earlier lease belong to an executor
-  // that is gone (a takeover need not pass the sweeper): they are released
-  // before this execution reserves. On failure the lease is left to expire
-  // and the sweeper releases them.
-  if (lease->attempt > 1) {
+  // that is gone (a takeover need not pass the sweeper), or to a call whose
+  // settle never reached the store: they are released before this execution
+  // reserves. Any lease but a never-run run's first: a rerun's or a
+  // decision's lease is attempt 1 again, and an earlier revision's leftover
+  // would count against it (found by the simulation, seed 27,
+  // tests/regressions/). On failure the lease is left to expire and the
+  // sweeper releases them.
+  if (!(never_ran && lease->attempt == 1) &&
+      !RUNLOOM_INJECTED_BUG(InjectedBug::kReservationKeptOnTakeover)) {
     RUNLOOM_RETURN_IF_ERROR(config_.store->ReleaseReservations(run_id).status());
   }
   run.status = RunStatus::kRunning;

@@ -1,5 +1,6 @@
 #include "engine/service/sweeper.h"
 
+#include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/run/event_helpers.h"
@@ -75,7 +76,10 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
   // The dead executor's budget reservations go back to the run and its
   // tenant before anyone else executes the run (its lease expired, so it
   // can reserve no more; a call of it that still finishes settles its cost).
-  RUNLOOM_ASSIGN_OR_RETURN(int64_t released, store_->ReleaseReservations(c.run_id));
+  int64_t released = 0;
+  if (!RUNLOOM_INJECTED_BUG(InjectedBug::kReservationKeptOnTakeover)) {
+    RUNLOOM_ASSIGN_OR_RETURN(released, store_->ReleaseReservations(c.run_id));
+  }
   if (released > 0) {
     Log(logger_, LogLevel::kInfo, "run ", c.run_id, ": released ", released,
         " budget reservation(s) of the expired lease of ", owner);

@@ -86,7 +86,7 @@ class LeaseOp final : public PgGroupOp {
     Fence leased = f;
     status = AddLease(now, &leased, batch);
     leased_in_group_ = status.ok();
-    if (!status.ok() || !FirstWriteDue()) return absl::OkStatus();
+    if (!status.ok() || !FirstWriteDue(IsFirstLease(f))) return absl::OkStatus();
     lease_.first_write = PgWriteBatch::Check(*first_, encoded_, leased);
     if (!lease_.first_write.ok()) return absl::OkStatus();  // refused; the lease stands
     lease_.first_write_applied = true;
@@ -104,7 +104,7 @@ class LeaseOp final : public PgGroupOp {
       PgWriteBatch lease;
       RUNLOOM_RETURN_IF_ERROR(AddLease(now, &leased, lease));
       lease.Defer(c, now);
-      if (!FirstWriteDue()) return absl::OkStatus();
+      if (!FirstWriteDue(IsFirstLease(locked.first))) return absl::OkStatus();
       RUNLOOM_RETURN_IF_ERROR(c.Exec(kSavepoint).status());  // sent with the lease's writes
       lease_.first_write = PgCommitFenced(c, now, *first_, encoded_, leased);
       if (lease_.first_write.ok()) lease_.first_write = c.Flush();
@@ -136,11 +136,11 @@ class LeaseOp final : public PgGroupOp {
 
   // Whether a first write goes with this lease; sets the refusal when the
   // lease is not the run's first.
-  bool FirstWriteDue() {
+  // `first_lease`: IsFirstLease of the run before this lease.
+  bool FirstWriteDue(bool first_lease) {
     if (!first_.has_value()) return false;
-    if (lease_.attempt != 1) {
-      lease_.first_write = absl::FailedPreconditionError(
-          "not the run's first lease: its recorded steps must be read first");
+    if (!first_lease) {
+      lease_.first_write = absl::FailedPreconditionError(kNotFirstLease);
       return false;
     }
     first_->lease_token = lease_.token;

@@ -155,8 +155,9 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
 struct Rider {
   RunWrite* write = nullptr;  // its lease_token is set to the new token
   const EncodedWrite* encoded = nullptr;
-  bool folded = false;  // out: written with the lease's statements (or refused: status)
-  absl::Status status;  // out, when folded: OK, or the refusal (nothing of it written)
+  bool folded = false;       // out: written with the lease's statements (or refused: status)
+  bool first_lease = false;  // out: the lease is the run's first (IsFirstLease)
+  absl::Status status;       // out, when folded: OK, or the refusal (nothing of it written)
 };
 
 // Takes the lease inside the current transaction. `*f` is the run's fence
@@ -174,7 +175,8 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
   const std::string token = h.NewLeaseToken();
   const absl::Time expires = LeaseDeadline(now, ttl);
   const std::optional<std::string>* phase = nullptr;
-  if (rider != nullptr && attempt == 1 && RidesOnLease(*rider->write)) {
+  if (rider != nullptr) rider->first_lease = IsFirstLease(*f);
+  if (rider != nullptr && rider->first_lease && RidesOnLease(*rider->write)) {
     // The rider's checks against the run as the lease leaves it.
     Fence after = *f;
     after.status = RunStatus::kRunning;
@@ -260,9 +262,8 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(LeaseRequest request) {
       out.first_write_applied = rider.status.ok();
       return absl::OkStatus();
     }
-    if (out.attempt != 1) {
-      out.first_write = absl::FailedPreconditionError(
-          "not the run's first lease: its recorded steps must be read first");
+    if (!rider.first_lease) {
+      out.first_write = absl::FailedPreconditionError(kNotFirstLease);
       return absl::OkStatus();
     }
     w->lease_token = out.token;
