@@ -254,10 +254,12 @@ class RunStore {
   // nor a dead letter for it.
   virtual absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(
       absl::Duration queued_grace, int limit) = 0;
-  // Of `run_ids`, those that are `running` with a cancel requested: an
-  // executor asks this often (every EngineOptions::cancel_check) about the
-  // runs it holds, so a cancel from any process stops the step in well
-  // under a second without a shorter lease. Unknown ids are left out.
+  // Of `run_ids`, those whose execution must stop: `running` with a cancel
+  // requested, or already terminal (an admin reset cancelled it while it
+  // ran, or the sweeper failed it at the attempt cap). An executor asks this
+  // often (every EngineOptions::cancel_check) about the runs it holds, so a
+  // cancel or reset from any process stops the step in well under a second
+  // without a shorter lease. Unknown ids are left out.
   virtual absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) = 0;
   // Writes an outbox row for the run unless one is pending, and appends

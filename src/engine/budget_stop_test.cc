@@ -7,6 +7,7 @@
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
 #include "steps/builtin_steps.h"
+#include "steps/http_exchange.h"
 #include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 
@@ -14,6 +15,8 @@
 #include "gtest/gtest.h"
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -46,7 +49,8 @@ struct BudgetEngine {
 // tokens (completions are free): a call of a 40-byte prompt has a worst case
 // of 40 micro-units (a token per byte) and costs 27 (the fake provider
 // counts the prompt's 20 words as 27 tokens).
-BudgetEngine Open() {
+// `more` (may be empty) registers further step kinds.
+BudgetEngine Open(const std::function<void(StepRegistry&)>& more = nullptr) {
   BudgetEngine out;
   out.provider = std::make_shared<CountingProvider>(NewFakeLlmProvider());
   auto providers = std::make_shared<LlmProviderRegistry>();
@@ -58,6 +62,7 @@ BudgetEngine Open() {
                                                 .max_tokens = 100});
   std::shared_ptr<StepRegistry> registry = StepRegistry::WithBuiltins();
   registry->Register("llm", NewLlmStep(providers, nullptr));
+  if (more) more(*registry);
   EngineOptions opts;
   opts.registry = registry;
   opts.enable_sweeper = false;
@@ -165,6 +170,98 @@ TEST(EngineBudgets, TheTenantsLimitStopsARun) {
   ASSERT_OK(events);
   EXPECT_EQ(events->back().type, "run.finished");
   EXPECT_EQ(events->back().data["budget_refused_by"], "tenant");
+}
+
+// Reference 003: a budget stop after an approved gate and an applied
+// external write. The write's ledger row stays as it was (done, its answer
+// recorded), it is sent once, and no step after the refused call starts.
+TEST(EngineBudgets, AStopAfterAnApprovedGateAndAnAppliedWriteKeepsTheWrite) {
+  std::atomic<int> sends{0};
+  BudgetEngine b = Open([&sends](StepRegistry& registry) {
+    registry.Register(
+        "http",
+        steps_internal::NewHttpStepWith(
+            [&sends](const steps_internal::Exchange& e) -> absl::StatusOr<steps_internal::Reply> {
+              if (e.method != "POST") return steps_internal::Reply{404, "{}"};
+              ++sends;
+              return steps_internal::Reply{201, R"({"applied":true})"};
+            }));
+  });
+  Engine* engine = b.engine.get();
+  ASSERT_NE(engine, nullptr);
+  const std::string yaml = absl::StrCat(R"(
+name: gated_spender
+tenant: tenant
+inputs:
+  tenant: {type: string}
+steps:
+  - id: review
+    kind: approval
+    proposal: {action: restart}
+  - id: apply
+    kind: http
+    method: POST
+    url: http://actions.invalid/actions
+    write: true
+    action: remediate
+    body: {action: restart}
+    expect: [201]
+  - {id: ask1, kind: llm, model: priced, prompt: ")",
+                                        kPrompt, R"("}
+  - {id: ask2, kind: llm, model: priced, prompt: ")",
+                                        kPrompt, R"("}
+  - {id: after, kind: noop}
+)");
+  auto wf = LoadWorkflowYaml(yaml, "gated_spender.yaml");
+  ASSERT_OK(wf);
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.inputs = {{"tenant", "acme"}};
+  req.budget_micros = 50;  // ask1 reserves 40 and costs 27: 23 left < 40 for ask2
+  auto started = engine->StartRun(req);
+  ASSERT_OK(started);
+  const std::string id = started->run.id;
+  auto paused = engine->ExecuteRun(id);
+  ASSERT_OK(paused);
+  ASSERT_EQ(paused->status, RunStatus::kPaused);
+  auto gate = engine->GetPendingGate(id);
+  ASSERT_OK(gate);
+  ASSERT_TRUE(gate->has_value());
+  ASSERT_OK(engine->Decide(
+      id, {.proposal_digest = (*gate)->proposal_digest, .decision = Decision::kApprove}, "alice"));
+  auto done = engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kBudgetStopped) << done->error;
+
+  EXPECT_EQ(sends.load(), 1);
+  EXPECT_EQ(b.provider->calls.load(), 1);
+  auto writes = engine->store()->ListWrites(id);
+  ASSERT_OK(writes);
+  ASSERT_EQ(writes->size(), 1u);
+  EXPECT_EQ((*writes)[0].state, WriteState::kDone);
+  ASSERT_TRUE((*writes)[0].result.has_value());
+  EXPECT_EQ((*writes)[0].result->http_status, 201);
+  EXPECT_EQ((*writes)[0].result->source, "sent");
+  auto steps = engine->store()->ListSteps(id, std::nullopt);
+  ASSERT_OK(steps);
+  std::map<std::string, StepRecord> by_path;
+  for (const StepRecord& r : *steps) by_path[r.path] = r;
+  EXPECT_EQ(by_path["review"].output["decision"], "approve");
+  EXPECT_EQ(by_path["apply"].state, StepState::kSucceeded);
+  EXPECT_EQ(by_path["ask1"].state, StepState::kSucceeded);
+  EXPECT_EQ(by_path.count("ask2"), 0u);  // the refused attempt leaves no record
+  EXPECT_EQ(by_path.count("after"), 0u);
+  auto events = engine->store()->ListEvents(id, 0, 1000);
+  ASSERT_OK(events);
+  for (const Event& e : *events) {
+    if (e.type == "step.started") {
+      EXPECT_NE(e.data.value("path", ""), "after");
+    }
+  }
+  auto budget = engine->store()->GetRunBudget(id);
+  ASSERT_OK(budget);
+  EXPECT_EQ(budget->figures.reserved_micros, 0);
+  EXPECT_EQ(budget->figures.spent_micros, kCost);
 }
 
 }  // namespace

@@ -422,6 +422,43 @@ TEST(Decisions, AdminResetCancelsEveryUnfinishedRun) {
   EXPECT_EQ(h.engine->store()->GetRun(done.id)->status, RunStatus::kCompleted);
 }
 
+// Reference 003's admin reset of a running run: the run is cancelled at
+// once, the execution holding it stops (the cancel watch sees the run ended
+// under it), and no later step starts.
+TEST(Decisions, AdminResetOfARunningRunStopsItsExecution) {
+  EngineOptions opts;
+  opts.cancel_check = absl::Milliseconds(20);
+  Harness h(opts);
+  auto wf = LoadWorkflowYaml(R"(
+name: long
+steps:
+  - {id: work, kind: count, block: true}
+  - {id: after, kind: count}
+)",
+                             "long.yaml");
+  ASSERT_OK(wf);
+  auto started = h.engine->StartRun({.workflow = *wf});
+  ASSERT_OK(started);
+  const std::string id = started->run.id;
+  absl::StatusOr<RunRecord> result;
+  std::thread exec([&] { result = h.engine->ExecuteRun(id); });
+  h.kind->entered.WaitForNotification();
+  auto n = h.engine->ResetAll("admin");
+  ASSERT_OK(n);
+  EXPECT_EQ(*n, 1);
+  exec.join();  // the blocked step saw Stopping(): the reset stopped it
+  ASSERT_OK(result);
+  EXPECT_EQ(result->status, RunStatus::kCancelled);
+  EXPECT_EQ(result->error, "admin reset by admin");
+  EXPECT_EQ(h.kind->count.load(), 1);  // `after` never ran
+  bool finished = false;
+  for (const Event& e : h.Events(id)) {
+    if (e.type == "run.finished") finished = true;
+    EXPECT_FALSE(finished && e.type == "step.started") << "a step started after the reset";
+  }
+  EXPECT_TRUE(finished);
+}
+
 // Acceptance (issue 3, point 5): the graph of a pinned version changes while
 // a run is paused: the run fails closed and no step runs.
 TEST(Decisions, ChangedGraphUnderPinnedVersionFailsClosed) {

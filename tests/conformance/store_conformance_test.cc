@@ -158,12 +158,13 @@ TEST_P(StoreConformanceTest, IdempotencyKeyReturnsTheExistingRun) {
 }
 
 // The executor's quick question (CancelWatch): which of the runs it holds
-// were asked to stop.
+// were asked to stop, or were ended under it (an admin reset).
 TEST_P(StoreConformanceTest, FindCancelRequestedNamesRunningRunsAskedToStop) {
   const std::string a = Create();
   const std::string b = Create();
   const std::string queued = Create();
-  for (const std::string& id : {a, b}) {
+  const std::string reset = Create();
+  for (const std::string& id : {a, b, reset}) {
     ASSERT_OK(store_->AcquireLease(id, "w", absl::Seconds(30), {Ev("run.started")}));
   }
   EXPECT_THAT(store_->FindCancelRequested({a, b, queued, "r_unknown"}),
@@ -175,6 +176,14 @@ TEST_P(StoreConformanceTest, FindCancelRequestedNamesRunningRunsAskedToStop) {
   ASSERT_OK(store_->Commit(cancel));
   EXPECT_THAT(store_->FindCancelRequested({a, b, queued, "r_unknown"}),
               IsOkAndHolds(::testing::ElementsAre(a)));
+  RunWrite by_admin;
+  by_admin.run_id = reset;
+  by_admin.party = Party::kAdmin;
+  by_admin.expected = {RunStatus::kRunning};
+  by_admin.new_status = RunStatus::kCancelled;
+  ASSERT_OK(store_->Commit(by_admin));
+  EXPECT_THAT(store_->FindCancelRequested({a, b, queued, reset}),
+              IsOkAndHolds(::testing::UnorderedElementsAre(a, reset)));
   EXPECT_THAT(store_->FindCancelRequested({}), IsOkAndHolds(::testing::IsEmpty()));
 }
 
@@ -940,7 +949,7 @@ TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest, ::testing::ValuesIn(AllBackendsUnderTest()),
-                         FactoryName);
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest,
+                         ::testing::ValuesIn(AllBackendsUnderTest()), FactoryName);
 
 }  // namespace runloom::conformance

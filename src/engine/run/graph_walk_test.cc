@@ -177,5 +177,39 @@ steps:
   EXPECT_EQ(s["fanout"].output["failed"], 1);
 }
 
+// Reference 003: an error (not a deadline) inside one branch fails that
+// branch only; the join fires with the branches that succeeded.
+TEST(Engine, ErrorInAParallelBranchIsFailedAndJoinFires) {
+  Harness h;
+  RunRecord r = h.RunYaml(R"(
+name: par_error
+steps:
+  - id: fanout
+    kind: parallel
+    branches:
+      - name: good
+        steps:
+          - {id: g1, kind: noop, output: {v: 1}}
+      - name: bad
+        steps:
+          - {id: b1, kind: fail, message: the specialist crashed}
+          - {id: b2, kind: noop}
+  - id: join
+    kind: noop
+    output: {good: "{{ steps.g1.output.v }}", bad: "{{ steps.b1.status }}"}
+)");
+  EXPECT_EQ(r.status, RunStatus::kCompleted) << r.error;
+  auto s = h.Steps(r.id);
+  EXPECT_EQ(s["fanout[bad]/b1"].state, StepState::kFailed);
+  EXPECT_EQ(s["fanout[bad]/b1"].error_class, ErrorClass::kError);
+  EXPECT_NE(s["fanout[bad]/b1"].error.find("the specialist crashed"), std::string::npos);
+  EXPECT_EQ(s["fanout[bad]/b2"].state, StepState::kSkipped);
+  EXPECT_EQ(s["fanout[good]/g1"].state, StepState::kSucceeded);
+  EXPECT_EQ(s["fanout"].state, StepState::kSucceeded);
+  EXPECT_EQ(s["fanout"].output["failed"], 1);
+  EXPECT_EQ(s["join"].output["good"], 1);
+  EXPECT_EQ(s["join"].output["bad"], "failed");
+}
+
 }  // namespace
 }  // namespace runloom

@@ -157,29 +157,52 @@ TEST(Engine, SweeperAnnouncesEachExpiryOnce) {
   EXPECT_EQ(done->status, RunStatus::kCompleted);
 }
 
-TEST(Engine, SweeperFailsRunPastAttemptCap) {
-  SimulatedClock clock;
-  EngineOptions opts;
-  opts.lease_ttl = absl::Seconds(10);
+// Options for an attempt cap of 2 with 10 s leases and no sweeper thread.
+EngineOptions CapOfTwo() {
+  EngineOptions opts = SweepOptions();
   opts.max_attempts = 2;
-  opts.enable_sweeper = false;
-  Harness h(opts, &clock);
-  auto wf = LoadWorkflowYaml("name: cap\nsteps:\n  - {id: a, kind: count}\n", "cap.yaml");
-  ASSERT_OK(wf);
-  auto started = h.engine->StartRun({.workflow = *wf});
-  ASSERT_OK(started);
-  const std::string id = started->run.id;
-  Store* store = h.engine->store();
+  return opts;
+}
+
+// Two leases of `id` taken and expired (their executors died), no sweep.
+void TwoLeasesExpire(Harness& h, SimulatedClock& clock, const std::string& id) {
   for (int i = 0; i < 2; ++i) {
-    ASSERT_OK(store->AcquireLease(id, "crashy", absl::Seconds(10), {}));
+    ASSERT_OK(h.engine->store()->AcquireLease(id, "crashy", absl::Seconds(10), {}));
     clock.Advance(absl::Seconds(11));
   }
+}
+
+TEST(Engine, SweeperFailsRunPastAttemptCap) {
+  SimulatedClock clock;
+  Harness h(CapOfTwo(), &clock);
+  const std::string id = StartOneStep(h);
+  Store* store = h.engine->store();
+  ASSERT_NO_FATAL_FAILURE(TwoLeasesExpire(h, clock, id));
   EXPECT_EQ(*h.engine->SweepOnce(), 1);
   auto run = store->GetRun(id);
   ASSERT_OK(run);
   EXPECT_EQ(run->status, RunStatus::kFailed);
   EXPECT_NE(run->error.find("attempt cap"), std::string::npos);
   EXPECT_EQ(h.kind->count.load(), 0);
+}
+
+// Reference 003's executor-side attempt cap: an executor whose lease is past
+// max_attempts (two leases expired before it, no sweep in between) fails the
+// run before any step starts.
+TEST(Engine, ExecutorFailsARunPastTheAttemptCapBeforeAnyStep) {
+  SimulatedClock clock;
+  Harness h(CapOfTwo(), &clock);
+  const std::string id = StartOneStep(h);
+  ASSERT_NO_FATAL_FAILURE(TwoLeasesExpire(h, clock, id));
+  auto done = h.engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kFailed);
+  EXPECT_EQ(done->attempts, 3);
+  EXPECT_NE(done->error.find("attempt cap reached: lease 3 of at most 2"), std::string::npos)
+      << done->error;
+  EXPECT_EQ(h.kind->count.load(), 0);
+  for (const Event& e : h.Events(id)) EXPECT_NE(e.type, "step.started");
+  EXPECT_TRUE(h.Steps(id).empty());
 }
 
 }  // namespace

@@ -55,8 +55,8 @@ constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_STEP_COLUMNS
                                         " FROM step_records WHERE run_id = $1 AND revision = $2 "
                                         "ORDER BY revision, started_at, path";
 constexpr char kCancelRequested[] =
-    "SELECT id FROM runs WHERE id = ANY($1::text[]) AND status = 'running' "
-    "AND cancel_requested = 1";
+    "SELECT id FROM runs WHERE id = ANY($1::text[]) AND ((status = 'running' "
+    "AND cancel_requested = 1) OR status NOT IN ('queued', 'running', 'paused'))";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' "

@@ -48,7 +48,8 @@ constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_SQLITE_STEP_COLUMNS
                                         " FROM step_records WHERE run_id = ?1 AND revision = ?2 "
                                         "ORDER BY revision, started_at, path";
 constexpr char kCancelRequested[] =
-    "SELECT 1 FROM runs WHERE id = ?1 AND status = 'running' AND cancel_requested = 1";
+    "SELECT 1 FROM runs WHERE id = ?1 AND ((status = 'running' AND cancel_requested = 1) OR "
+    "status NOT IN ('queued', 'running', 'paused'))";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
