@@ -63,6 +63,7 @@
 #include <signal.h>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
@@ -201,6 +202,7 @@ class Workers {
   void Kill(int slot) {
     Instance* i = Current(slot);
     ++i->faults;
+    kills_.push_back({i->label, absl::Now()});
     kill(i->pid, SIGKILL);
     Reap(*i, 0);
     Spawn(slot);
@@ -251,6 +253,12 @@ class Workers {
   }
 
   absl::Time last_spawn() const { return last_spawn_; }
+  // Each SIGKILL: the instance killed and when.
+  struct KillAt {
+    std::string label;
+    absl::Time at;
+  };
+  const std::vector<KillAt>& kills() const { return kills_; }
   const std::deque<Instance>& instances() const { return instances_; }
   const Instance* ByPid(pid_t pid) const {
     auto it = by_pid_.find(pid);
@@ -299,7 +307,51 @@ class Workers {
   std::deque<Instance> instances_;
   std::map<pid_t, size_t> by_pid_;
   absl::Time last_spawn_ = absl::InfinitePast();
+  std::vector<KillAt> kills_;
 };
+
+// The recovery time of one kill for one run: from the kill to the run's
+// next step.started under another lease holder, when the killed instance
+// held the run (its last run.started before the kill, and the run not
+// finished); nullopt otherwise. `holders` are the run's events in order,
+// each with the lease holder at that point.
+struct HeldEvent {
+  absl::Time at;
+  std::string type;
+  std::string holder;
+};
+// `type` (default step.started by another holder): with run.lease_expired,
+// the time to the sweeper re-enqueuing the run instead.
+std::optional<absl::Duration> RecoveryOf(const std::vector<HeldEvent>& events,
+                                         const std::string& killed, absl::Time kill_at,
+                                         std::string_view type = event_types::kStepStarted) {
+  std::string holder;
+  size_t i = 0;
+  for (; i < events.size() && events[i].at <= kill_at; ++i) {
+    if (events[i].type == event_types::kRunStarted) holder = events[i].holder;
+    if (events[i].type == event_types::kRunFinished) return std::nullopt;
+  }
+  if (holder != killed) return std::nullopt;
+  for (; i < events.size(); ++i) {
+    if (events[i].type == type &&
+        (type != event_types::kStepStarted || events[i].holder != killed)) {
+      return events[i].at - kill_at;
+    }
+  }
+  return std::nullopt;
+}
+
+// "p50 0.8 s, p99 5.9 s, max 6.1 s (n runs)".
+std::string Percentiles(std::vector<absl::Duration> d) {
+  if (d.empty()) return "none measured";
+  std::sort(d.begin(), d.end());
+  auto at = [&](double q) {
+    const size_t k = std::min(d.size() - 1, static_cast<size_t>(q * static_cast<double>(d.size())));
+    return absl::StrFormat("%.2f s", absl::ToDoubleSeconds(d[k]));
+  };
+  return absl::StrCat("p50 ", at(0.50), ", p99 ", at(0.99), ", max ", at(1.0), " (", d.size(),
+                      " interrupted runs)");
+}
 
 // Admits `n` runs with `runloom run FILE --detach`, a few processes at a
 // time; returns their ids (fewer on failure, with the output on stderr).
@@ -364,6 +416,10 @@ struct Figures {
   int lease_expired_events = 0;  // the sweepers' run.lease_expired events
   int max_run_attempts = 0;
   int leases_lost = 0;  // refusals the workers logged ("lease lost: ...")
+  // Per kill and interrupted run: kill -> its next step started elsewhere,
+  // and kill -> the sweeper's run.lease_expired (re-enqueued).
+  std::vector<absl::Duration> recovery;
+  std::vector<absl::Duration> requeued;
   double admission_s = 0;
   double chaos_s = 0;
   double total_s = 0;
@@ -546,6 +602,7 @@ void RunChaos(const ChaosConfig& cfg) {
     std::set<std::string> lease_holders;   // every instance that took a lease on it
     std::map<std::string, int> succeeded;  // step path -> step.succeeded events
     std::set<int> expiries;                // attempts whose lease expired
+    std::vector<HeldEvent> held;           // for the recovery times
     int finished = 0;
     bool after_finish = false;
     for (const Event& e : *events) {
@@ -568,6 +625,16 @@ void RunChaos(const ChaosConfig& cfg) {
         }
       } else if (e.type == event_types::kRunFinished) {
         ++finished;
+      }
+      held.push_back({e.at, e.type, owner_label});
+    }
+    for (const Workers::KillAt& k : workers.kills()) {
+      if (std::optional<absl::Duration> r = RecoveryOf(held, k.label, k.at)) {
+        fig.recovery.push_back(*r);
+      }
+      if (std::optional<absl::Duration> r =
+              RecoveryOf(held, k.label, k.at, event_types::kRunLeaseExpired)) {
+        fig.requeued.push_back(*r);
       }
     }
     fig.leases_expired += static_cast<int>(expiries.size());
@@ -656,6 +723,11 @@ void RunChaos(const ChaosConfig& cfg) {
             << "  leases lost          " << fig.leases_lost
             << " (stale holders refused: renewals or writes)\n"
             << "  max attempts of a run " << fig.max_run_attempts << "\n"
+            << "  recovery after a kill " << Percentiles(fig.recovery)
+            << ": the kill to the interrupted run's next step started elsewhere (it waits its "
+               "turn in the queue)\n"
+            << "  re-enqueued after    " << Percentiles(fig.requeued)
+            << ": the kill to the sweeper's run.lease_expired\n"
             << "  wall time            admission " << absl::StrFormat("%.1f", fig.admission_s)
             << " s, chaos " << absl::StrFormat("%.1f", fig.chaos_s) << " s, total "
             << absl::StrFormat("%.1f", fig.total_s) << " s\n";
