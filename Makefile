@@ -10,7 +10,7 @@
 #                                    translation units (syntax only)
 #                test-asan           build-asan/ (ASan+UBSan, RUNLOOM_TESTING):
 #                                    unit, conformance and chaos tests but the
-#                                    long DistributedChaos ones (Release runs
+#                                    long KillCampaign ones (Release runs
 #                                    them)
 #                test-tsan           build-tsan/ (TSan, RUNLOOM_TESTING): the
 #                                    engine, decision, write-queue and chaos tests
@@ -155,7 +155,7 @@ test-thread-safety:
 # The long chaos tests (300 runs on 3 worker processes killed at random, about
 # 1.5 minutes each in Release) run in test-release only: a SIGKILLed process
 # leaves ASan nothing to report, and they cost the ASan step minutes.
-ASAN_EXCLUDE := ^DistributedChaos\.
+ASAN_EXCLUDE := ^KillCampaign\.
 test-asan:
 	$(call cmake_configure,$(ASAN_DIR),$(ASAN_FLAGS))
 	cmake --build $(ASAN_DIR) --target asan_tests -j$(JOBS)

@@ -36,8 +36,11 @@ readonly BUILD_PACKAGES=(
 # start on loopback (scripts/test-servers.sh).
 # chromium: the web UI's browser tests (tests/browser, driven by playwright-core).
 # spin: the model check of the run protocol (tests/model/check_model.py).
+# faketime: libfaketime, which skews one worker's wall clock in the kill
+# campaign (tests/chaos/kill_campaign_test.cc).
 # libgtest-dev, libgmock-dev: GoogleTest, which every test binary links.
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server spin
+                        faketime
                         chromium)
 # wrk: the load generator of `bench/http/run.sh post`; nodejs runs
 # bench/http/sse_fanout.mjs; curl starts the server's workflows.

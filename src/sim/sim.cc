@@ -514,6 +514,12 @@ void Sim::CheckRun(const RunRecord& run) {
       status = RunStatus::kQueued;
     } else if (t == "run.cancel_requested") {
       cancel_asked = true;
+    } else if (t == "step.failed" && absl::StrContains(e.data.value("error", ""), "lease lost")) {
+      // A fence refusal stops the execution as lease lost; the step stays
+      // unrecorded for the next holder. Failing it would end the run failed.
+      world_.Violate(absl::StrCat("run ", run.id, ": step ", e.data.value("path", ""),
+                                  " failed on a fence refusal (seq ", e.seq,
+                                  "): ", e.data.value("error", "")));
     } else if (t == "run.finished") {
       std::optional<RunStatus> to = ParseRunStatus(e.data.value("status", ""));
       const bool by_admin = absl::StartsWith(e.data.value("error", ""), "admin reset by ");

@@ -1,5 +1,6 @@
 #include "testing/test_servers.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -116,6 +117,26 @@ absl::StatusOr<std::string> CreateTestPostgresDatabase(const std::string& hint) 
     return absl::InternalError(absl::StrCat("unexpected test URL ", servers->postgres_url));
   }
   return absl::StrCat(base, "/", name);
+}
+
+int UrlPort(const std::string& url) {
+  const size_t colon = url.rfind(':');
+  if (colon == std::string::npos) return 0;
+  const size_t slash = url.find('/', colon);
+  int port = 0;
+  return absl::SimpleAtoi(url.substr(colon + 1, slash == std::string::npos ? std::string::npos
+                                                                           : slash - colon - 1),
+                          &port)
+             ? port
+             : 0;
+}
+
+std::string UrlWithPort(const std::string& url, int port) {
+  const size_t colon = url.rfind(':');
+  if (colon == std::string::npos) return url;
+  const size_t slash = url.find('/', colon);
+  return absl::StrCat(url.substr(0, colon + 1), port,
+                      slash == std::string::npos ? "" : url.substr(slash));
 }
 
 }  // namespace runloom::testing

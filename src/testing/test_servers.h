@@ -38,4 +38,10 @@ absl::StatusOr<std::string> CreateTestPostgresDatabase(const std::string& hint);
 // its own because it restarts them (the fixture's pair is shared).
 int RunTestServersScript(const std::string& cmd, const std::string& dir);
 
+// The port of a server URL "scheme://user@127.0.0.1:PORT/path" (0 when it
+// has none), and the same URL with another port: to put a TcpProxy between
+// a client and the test PostgreSQL.
+int UrlPort(const std::string& url);
+std::string UrlWithPort(const std::string& url, int port);
+
 }  // namespace runloom::testing

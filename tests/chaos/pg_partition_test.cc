@@ -119,20 +119,6 @@ void OpenWorker(const std::string& name, const std::string& url, Ledger* ledger,
 }
 
 // `url` (postgres://user@127.0.0.1:PORT/db) with another port.
-std::string WithPort(const std::string& url, int port) {
-  const size_t colon = url.rfind(':');
-  const size_t slash = url.find('/', colon);
-  return absl::StrCat(url.substr(0, colon + 1), port, url.substr(slash));
-}
-
-int PortOf(const std::string& url) {
-  const size_t colon = url.rfind(':');
-  int port = 0;
-  EXPECT_TRUE(absl::SimpleAtoi(url.substr(colon + 1, url.find('/', colon) - colon - 1), &port))
-      << url;
-  return port;
-}
-
 // Worker A behind the proxy, B direct, and a run of s1..s3 that A has
 // taken and is executing s2 of (s1 recorded) before B starts.
 class PgPartition : public ::testing::Test {
@@ -142,11 +128,11 @@ class PgPartition : public ::testing::Test {
     absl::StatusOr<std::string> url = testing::CreateTestPostgresDatabase("partition");
     ASSERT_OK(url);
     absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
-        testing::TcpProxy::Start("127.0.0.1", PortOf(*url));
+        testing::TcpProxy::Start("127.0.0.1", testing::UrlPort(*url));
     ASSERT_OK(proxy);
     proxy_ = *std::move(proxy);
-    ASSERT_NO_FATAL_FAILURE(
-        OpenWorker("worker-a", WithPort(*url, proxy_->port()), &ledger_, absl::ZeroDuration(), a_));
+    ASSERT_NO_FATAL_FAILURE(OpenWorker("worker-a", testing::UrlWithPort(*url, proxy_->port()),
+                                       &ledger_, absl::ZeroDuration(), a_));
     ASSERT_NO_FATAL_FAILURE(OpenWorker("worker-b", *url, &ledger_, b_sweep_limit, b_));
     absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
 name: partitioned

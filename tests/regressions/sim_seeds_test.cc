@@ -34,11 +34,18 @@ struct Case {
 //   step record of revision 1. Fixed: a first write needs the run never
 //   leased and nothing recorded but its creation (IsFirstLease); an executor
 //   whose lease finds another revision than it read gives the run back.
+// seed 17 (found first by the kill campaign, tests/chaos/kill_campaign_test.cc):
+//   an executor stopped past its lease TTL came back and its llm step's
+//   Reserve was refused by the fence (lease expired); the step failed with
+//   the refusal as an error, and the run ended failed. Fixed: a fence refusal
+//   of BeginWrite or Reserve stops the whole execution as lease lost, the
+//   step unrecorded for the next holder.
 constexpr Case kCases[] = {
     {27, "reservation left open by a failed settle, counted against a rerun"},
     {80, "reservation left open by a lost Reserve reply"},
     {304, "reservation of a run cancelled by the admin reset, its executor crashed"},
     {726, "a stale first lease after a rerun rewrote a step record"},
+    {17, "a fence refusal of a model call's Reserve failed the run"},
 };
 
 TEST(SimulationRegressions, FailingSeedsHoldNow) {

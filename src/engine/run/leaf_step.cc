@@ -39,6 +39,10 @@ class LeafContext final : public StepContext {
     std::function<void(const BudgetStopData&)> on_budget_refused;
     // Called before each reservation is asked for.
     std::function<void()> on_reserving;
+    // Called when the store's fence refuses this execution (kAborted: its
+    // lease expired or was taken): the whole execution stops as lease lost,
+    // so the step is left unrecorded for the next holder, never failed.
+    std::function<void()> on_fenced;
   };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
               const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
@@ -82,10 +86,10 @@ class LeafContext final : public StepContext {
   absl::StatusOr<BeginWriteResult> BeginWrite(const std::string& action,
                                               const std::string& idempotency_key,
                                               const std::string& request_digest) override {
-    return reach_.store->BeginWrite({.key = Key(action),
-                                     .lease_token = reach_.lease_token(),
-                                     .idempotency_key = idempotency_key,
-                                     .request_digest = request_digest});
+    return Fenced(reach_.store->BeginWrite({.key = Key(action),
+                                            .lease_token = reach_.lease_token(),
+                                            .idempotency_key = idempotency_key,
+                                            .request_digest = request_digest}));
   }
   absl::StatusOr<WriteOperation> FinishWrite(const std::string& action,
                                              const WriteResult& result) override {
@@ -120,7 +124,7 @@ class LeafContext final : public StepContext {
       reserved = reach_.store->Reserve(request);
       if (reserved.status().code() != absl::StatusCode::kUnavailable) break;
     }
-    RUNLOOM_ASSIGN_OR_RETURN(ReserveResult r, std::move(reserved));
+    RUNLOOM_ASSIGN_OR_RETURN(ReserveResult r, Fenced(std::move(reserved)));
     if (r.granted) {
       reserved_ = request.key;
       return r;
@@ -154,6 +158,14 @@ class LeafContext final : public StepContext {
   }
 
  private:
+  template <typename T>
+  absl::StatusOr<T> Fenced(absl::StatusOr<T> result) {
+    if (result.status().code() == absl::StatusCode::kAborted && reach_.on_fenced) {
+      reach_.on_fenced();
+    }
+    return result;
+  }
+
   const std::string run_id_;
   const std::string path_;
   const int attempt_;
@@ -222,7 +234,8 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
          .logger = config_.logger,
          .budget = BudgetSpecOf(run_),
          .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); },
-         .on_reserving = [this] { reserved_any_ = true; }});
+         .on_reserving = [this] { reserved_any_ = true; },
+         .on_fenced = [this] { root_.RequestStop(StopReason::kLeaseLost); }});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }
