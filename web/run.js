@@ -78,6 +78,11 @@ export async function runPage(ctx, id) {
         h('a', {href: `#/workflows/${encodeURIComponent(run.workflow)}`}, `${run.workflow} v${run.workflow_version}`),
         run.phase ? ` · phase ${run.phase}` : '', ` · revision ${run.revision}`,
         run.outcome ? ` · outcome ${run.outcome}` : '',
+        // Distinct step records of the revision (reference 002): GET /runs/{id} only.
+        run.step_counts && run.step_counts.revision === run.revision
+          ? h('span', {class: 'step-counts'}, ` · steps ${run.step_counts.succeeded} succeeded, ` +
+              `${run.step_counts.failed} failed, ${run.step_counts.skipped} skipped`)
+          : '',
         run.error ? h('span', {class: 'error'}, ` · ${run.error}`) : ''),
       actions(ctx, run, refresh));
   }

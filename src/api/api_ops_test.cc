@@ -96,6 +96,21 @@ TEST_F(ApiTest, CancelAndRerunNeedAnOperator) {
   EXPECT_EQ(again.json()["revision"], 2);
 }
 
+// GET /runs/{id} carries the step counts of the run's revision: distinct
+// (revision, path) records (reference 002), so a rerun counts its own.
+TEST_F(ApiTest, GetRunCarriesTheStepCountsOfItsRevision) {
+  RunRecord done = StartAndAwait("quick");
+  const std::string url = "/api/v1/runs/" + done.id;
+  ClientResponse first = Get(url);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.json()["step_counts"],
+            nlohmann::json(
+                {{"revision", 1}, {"succeeded", 1}, {"failed", 0}, {"skipped", 0}, {"total", 1}}));
+  RunRecord paused = StartAndAwait("gated");
+  EXPECT_EQ(Get("/api/v1/runs/" + paused.id).json()["step_counts"]["succeeded"], 1)
+      << "the draft; the gate has no record while it waits";
+}
+
 TEST_F(ApiTest, ResetIsForAdminsOnly) {
   RunRecord paused = StartAndAwait("gated");
   EXPECT_EQ(Post("/api/v1/admin/reset", "", "approver-token").status, 403);

@@ -75,8 +75,15 @@ HandlerResult ListRuns(Engine* engine, const Call& c) {
   return {JsonResponse(wire::RunPageToJson(*page).dump())};
 }
 
+// The run with its `step_counts` (of the revision it is in, read after it).
 HandlerResult GetRun(Engine* engine, const Call& c) {
-  return {RunResponse(engine->GetRun(c.params[0]))};
+  absl::StatusOr<RunRecord> run = engine->GetRun(c.params[0]);
+  if (!run.ok()) return {StatusResponse(run.status())};
+  absl::StatusOr<std::vector<StepRecord>> steps = engine->ListSteps(run->id, run->revision);
+  if (!steps.ok()) return {StatusResponse(steps.status())};
+  nlohmann::json j = wire::RunToJson(*run);
+  j["step_counts"] = wire::StepCountsToJson(*steps, run->revision);
+  return {JsonResponse(j.dump())};
 }
 
 HandlerResult ListSteps(Engine* engine, const Call& c) {
@@ -174,9 +181,8 @@ HandlerResult Decide(Engine* engine, const Call& c) {
   if (absl::IsInvalidArgument(run.status())) {
     // A decision the gate does not allow, or (request_revision) a phase it
     // cannot rerun from.
-    const bool phase =
-        d.decision == Decision::kRequestRevision &&
-        absl::StrContains(run.status().message(), "phase");
+    const bool phase = d.decision == Decision::kRequestRevision &&
+                       absl::StrContains(run.status().message(), "phase");
     return {ErrorResponse(400, "invalid_argument", std::string(run.status().message()),
                           phase ? "from_phase" : "decision")};
   }

@@ -52,8 +52,8 @@ int DecideCommand(const DecideFlags& f) {
   auto r = (*engine)->Decide(f.run_id, d, f.as.empty() ? DefaultReviewer() : f.as);
   if (!r.ok()) return ExitForError(r.status());
   std::cout << "run " << r->id << ": decision '" << ToString(*d.decision)
-            << "' recorded; the run is "
-            << std::string(ToString(r->status)) << " (revision " << r->revision << ")\n";
+            << "' recorded; the run is " << std::string(ToString(r->status)) << " (revision "
+            << r->revision << ")\n";
   return 0;
 }
 
@@ -194,6 +194,7 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
     nlohmann::json j = wire::RunToJson(*run);
     j["steps"] = nlohmann::json::array();
     for (const StepRecord& s : *steps) j["steps"].push_back(wire::StepToJson(s));
+    j["step_counts"] = wire::StepCountsToJson(*steps, run->revision);
     // Read from the same record as the rest, so it matches "status".
     auto gate = PendingGateOfPaused(*run);
     if (!gate.ok()) return Failure(std::string(gate.status().message()));
@@ -211,6 +212,9 @@ int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
   if (!run->phase.empty()) std::cout << "phase     " << run->phase << "\n";
   if (!run->lease_owner.empty()) std::cout << "lease     " << run->lease_owner << "\n";
   if (!run->error.empty()) std::cout << "error     " << run->error << "\n";
+  const nlohmann::json counts = wire::StepCountsToJson(*steps, run->revision);
+  std::cout << "counts    " << counts["succeeded"] << " succeeded, " << counts["failed"]
+            << " failed, " << counts["skipped"] << " skipped (revision " << run->revision << ")\n";
   std::cout << "steps:\n";
   for (const StepRecord& s : *steps) {
     std::cout << absl::StrFormat("  r%-2d %-32s %-9s attempt %d", s.revision, s.path,

@@ -428,6 +428,10 @@ TEST(Decisions, AdminResetCancelsEveryUnfinishedRun) {
 TEST(Decisions, AdminResetOfARunningRunStopsItsExecution) {
   EngineOptions opts;
   opts.cancel_check = absl::Milliseconds(20);
+  // No renewal within the test's time: only the cancel watch can stop the
+  // step (reference 003; before, the step lived until the next renewal).
+  opts.lease_ttl = absl::Hours(3);
+  opts.heartbeat = absl::Hours(1);
   Harness h(opts);
   auto wf = LoadWorkflowYaml(R"(
 name: long

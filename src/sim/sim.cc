@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/engine_driver.h"
+#include "engine/rules/step_counts.h"
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
 #include "steps/builtin_steps.h"
@@ -204,7 +205,8 @@ class Sim {
   // The checker's memory: finished step records as first seen, and which
   // digests were current when a decision was sent.
   std::map<std::string, std::string> records_;
-  int64_t checked_at_ = -1;  // FaultState::calls_returned at the last check
+  std::map<std::string, int> counted_;  // "run/revision" -> step counts' total last seen
+  int64_t checked_at_ = -1;             // FaultState::calls_returned at the last check
 };
 
 void Sim::Choose() {
@@ -550,6 +552,19 @@ void Sim::CheckRun(const RunRecord& run) {
     if (!inserted && it->second != value) {
       world_.Violate(absl::StrCat("step record ", key, " changed: ", it->second, " -> ", value));
     }
+  }
+  // Step counts (distinct records of a revision) only grow: no redelivery,
+  // takeover or retried commit takes one back or counts one twice.
+  std::set<int64_t> revisions;
+  for (const StepRecord& s : *steps) revisions.insert(s.revision);
+  for (const int64_t rev : revisions) {
+    const int total = engine_internal::CountSteps(*steps, rev).total();
+    int& seen = counted_[absl::StrCat(run.id, "/", rev)];
+    if (total < seen) {
+      world_.Violate(absl::StrCat("step counts of run ", run.id, " revision ", rev, " fell from ",
+                                  seen, " to ", total));
+    }
+    seen = total;
   }
 }
 

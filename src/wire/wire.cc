@@ -1,6 +1,7 @@
 #include "wire/wire.h"
 
 #include "engine/rules/run_context.h"
+#include "engine/rules/step_counts.h"
 #include "events/events.h"
 
 namespace runloom::wire {
@@ -48,6 +49,15 @@ nlohmann::json RunToJson(const RunRecord& r) {
           {"created_at", FormatEventTime(r.created_at)},
           {"updated_at", FormatEventTime(r.updated_at)},
           {"finished_at", TimeOrNull(r.finished_at)}};
+}
+
+nlohmann::json StepCountsToJson(const std::vector<StepRecord>& steps, int64_t revision) {
+  const engine_internal::StepCounts c = engine_internal::CountSteps(steps, revision);
+  return {{"revision", c.revision},
+          {"succeeded", c.succeeded},
+          {"failed", c.failed},
+          {"skipped", c.skipped},
+          {"total", c.total()}};
 }
 
 nlohmann::json StepToJson(const StepRecord& s) {

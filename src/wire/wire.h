@@ -16,10 +16,16 @@
 
 #include "nlohmann/json.hpp"
 
+#include <cstdint>
+#include <vector>
+
 namespace runloom::wire {
 
 nlohmann::json RunToJson(const RunRecord& run);
 nlohmann::json StepToJson(const StepRecord& step);
+// `step_counts` of a run's `revision` (engine/rules/step_counts.h): {revision,
+// succeeded, failed, skipped, total}, from distinct (revision, path) records.
+nlohmann::json StepCountsToJson(const std::vector<StepRecord>& steps, int64_t revision);
 // `with_definition`: include the canonical definition under "definition".
 nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definition);
 // A paused run's approval gate: path, step_id, phase, proposal,

@@ -180,6 +180,10 @@ try {
   await page.locator('.runhead .badge', {hasText: 'completed'}).waitFor();
   const done = await api('GET', `/runs/${runId}`, viewer);
   check(done.body.status === 'completed' && done.body.revision === 2, 'the run completed in revision 2');
+  const counts = done.body.step_counts;
+  check(counts && counts.revision === 2 && counts.failed === 0 && counts.succeeded === counts.total &&
+        counts.total > 0, `GET /runs/{id} carries the revision's step counts (${JSON.stringify(counts)})`);
+  await page.locator('.runhead .step-counts', {hasText: `steps ${counts.succeeded} succeeded, 0 failed`}).waitFor();
   await page.locator('.timeline li', {hasText: 'run.finished'}).waitFor();
   await page.screenshot({path: path.join(shots, 'run-completed.png'), fullPage: true});
   const seqs = await page.locator('.timeline li').evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));

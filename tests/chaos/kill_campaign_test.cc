@@ -51,6 +51,7 @@
 #include "runloom/status.h"
 #include "runloom/store.h"
 
+#include "engine/rules/step_counts.h"
 #include "events/events.h"
 #include "testing/scripted_http_server.h"
 #include "testing/tcp_proxy.h"
@@ -1229,6 +1230,19 @@ void RunCampaign(const CampaignConfig& cfg) {
         by.erase(by.end() - 1);
       }
       for (const std::string& label : by) ++repeats_of[label];
+    }
+
+    // Step counts are distinct records (reference 002): however often a
+    // step of a completed run was executed, it counts once.
+    if (run->status == RunStatus::kCompleted) {
+      const engine_internal::StepCounts counts = engine_internal::CountSteps(*steps, run->revision);
+      const int want = state.workflow == kGated ? 5 : 4;
+      if (counts.succeeded != want || counts.total() != want) {
+        ++v.bad_logs;
+        ADD_FAILURE() << id << ": step counts of revision " << run->revision << ": "
+                      << counts.succeeded << " succeeded of " << counts.total() << ", want "
+                      << want;
+      }
     }
 
     // 4. The external write: once in effect.

@@ -76,7 +76,15 @@ TEST_F(CliRedisTest, KilledBetweenClaimAndLeaseTheRunIsDeliveredAgain) {
   ClaimAndDie(db_, 2, queue_);
   Result worker = Worker();
   ASSERT_EQ(worker.code, 0) << worker.out;
-  for (const std::string& id : ids) EXPECT_EQ(StatusJson(db_, id)["status"], "completed") << id;
+  for (const std::string& id : ids) {
+    const nlohmann::json st = StatusJson(db_, id);
+    EXPECT_EQ(st["status"], "completed") << id;
+    // Delivered twice, counted once: step counts are distinct records.
+    EXPECT_EQ(st["step_counts"],
+              nlohmann::json(
+                  {{"revision", 1}, {"succeeded", 1}, {"failed", 0}, {"skipped", 0}, {"total", 1}}))
+        << st.dump(2);
+  }
 }
 
 TEST_F(CliRedisTest, MessagePastTheCapIsDeadLetteredListedAndRedrivenToCompletion) {
