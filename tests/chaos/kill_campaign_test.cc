@@ -115,7 +115,8 @@ constexpr char kLibFaketime[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeM
 // completion tokens at 2 per 1,000 cost 0.4 price units.
 constexpr int kPromptTokens = 200;
 constexpr int kCompletionTokens = 100;
-constexpr int kT2Budget = 6;  // price units: t2 runs out after about a dozen calls
+constexpr int64_t kCallMicros = 400'000;  // one answered call's cost
+constexpr int kT2Budget = 6;              // price units: t2 runs out after about a dozen calls
 
 enum class Kind { kSqlite, kPostgres, kPostgresRedis };
 
@@ -607,6 +608,7 @@ struct Figures {
   int64_t t1_spent = 0;
   int64_t t2_spent = 0;
   int budget_checks = 0;
+  int64_t late_settle_overspend = 0;  // the most a tenant was over, within the known gap
   int leases_expired = 0;
   int leases_lost = 0;
   int max_run_attempts = 0;
@@ -703,6 +705,32 @@ void RunCampaign(const CampaignConfig& cfg) {
   int op_n = 0;
   Figures fig;
   Violations v;
+
+  // A known gap of the budget protocol (docs/reliability.md, "What it found"):
+  // an executor stopped or cut off past its lease keeps its model call in
+  // flight; recovery releases the call's reservation and another run may
+  // reserve the amount; the late answer's cost is still booked. So a tenant
+  // may end above its limit by the calls in flight of executors that lost
+  // their lease alive: at most one per executor per stop, partition or server
+  // restart. Any overspend beyond that bound is a violation.
+  auto overspend_allowed = [&] {
+    return static_cast<int64_t>(cfg.executors) *
+           (fig.stops + fig.partitions + fig.postgres_restarts + fig.redis_restarts) * kCallMicros;
+  };
+  auto check_budget = [&](const TenantBudget& b, const char* when) {
+    const BudgetFigures& f = b.figures;
+    if (!f.limit_micros.has_value()) return;
+    const int64_t over = f.spent_micros + f.reserved_micros - *f.limit_micros;
+    if (over <= 0) return;
+    if (over <= overspend_allowed()) {
+      fig.late_settle_overspend = std::max(fig.late_settle_overspend, over);
+      return;
+    }
+    ++v.overspent;
+    ADD_FAILURE() << "tenant " << b.tenant << " overspent " << when << ": spent " << f.spent_micros
+                  << " + reserved " << f.reserved_micros << " > " << *f.limit_micros
+                  << ", beyond the " << overspend_allowed() << " micros late settles may add";
+  };
 
   auto send = [&](Op op, const std::vector<std::string>& args) -> Op* {
     op.log = absl::StrCat(dir, "/op-", op_n++ % 64, ".log");
@@ -898,14 +926,7 @@ void RunCampaign(const CampaignConfig& cfg) {
       absl::StatusOr<std::vector<TenantBudget>> budgets = store.ListTenantBudgets();
       if (budgets.ok()) {
         ++fig.budget_checks;
-        for (const TenantBudget& b : *budgets) {
-          const BudgetFigures& f = b.figures;
-          if (f.limit_micros.has_value() && f.spent_micros + f.reserved_micros > *f.limit_micros) {
-            ++v.overspent;
-            ADD_FAILURE() << "tenant " << b.tenant << " overspent: spent " << f.spent_micros
-                          << " + reserved " << f.reserved_micros << " > " << *f.limit_micros;
-          }
-        }
+        for (const TenantBudget& b : *budgets) check_budget(b, "during the campaign");
       }
     }
 
@@ -1282,11 +1303,7 @@ void RunCampaign(const CampaignConfig& cfg) {
     const BudgetFigures& f = b.figures;
     if (b.tenant == "t1") fig.t1_spent = f.spent_micros;
     if (b.tenant == "t2") fig.t2_spent = f.spent_micros;
-    if (f.limit_micros.has_value() && f.spent_micros + f.reserved_micros > *f.limit_micros) {
-      ++v.overspent;
-      ADD_FAILURE() << "tenant " << b.tenant << " overspent at the end: " << f.spent_micros << " + "
-                    << f.reserved_micros << " > " << *f.limit_micros;
-    }
+    check_budget(b, "at the end");
     EXPECT_EQ(f.reserved_micros, 0) << "tenant " << b.tenant << " still has reservations";
   }
 
@@ -1327,7 +1344,9 @@ void RunCampaign(const CampaignConfig& cfg) {
             << "  actions applied      " << fig.actions_applied << "\n"
             << "  model requests       " << fig.model_requests << " (429: " << fig.model_429s
             << "); spent t1 " << fig.t1_spent << ", t2 " << fig.t2_spent << " of " << kT2Budget
-            << "000000 micros; " << fig.budget_checks << " budget checks\n"
+            << "000000 micros; " << fig.budget_checks
+            << " budget checks; over by late settles at most " << fig.late_settle_overspend
+            << " micros\n"
             << "  leases expired       " << fig.leases_expired << ", stale holders refused "
             << fig.leases_lost << ", max attempts of a run " << fig.max_run_attempts << "\n"
             << "  violations           lost " << v.lost << ", double decisions "
