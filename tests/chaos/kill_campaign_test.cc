@@ -682,6 +682,7 @@ void RunCampaign(const CampaignConfig& cfg) {
     servers = std::make_unique<PrivateServers>();
     ASSERT_TRUE(servers->Start()) << "scripts/test-servers.sh start failed";
     store_url = servers->postgres_url();
+    ASSERT_NE(testing::UrlPort(store_url), 0) << store_url;
     absl::StatusOr<std::unique_ptr<testing::TcpProxy>> p =
         testing::TcpProxy::Start("127.0.0.1", testing::UrlPort(store_url));
     ASSERT_TRUE(p.ok()) << p.status();
@@ -733,7 +734,9 @@ void RunCampaign(const CampaignConfig& cfg) {
   };
 
   auto send = [&](Op op, const std::vector<std::string>& args) -> Op* {
-    op.log = absl::StrCat(dir, "/op-", op_n++ % 64, ".log");
+    // A log of its own: commands overlap (an admission's answer is read
+    // from it), and one that succeeded is removed once read.
+    op.log = absl::StrCat(dir, "/op-", op_n++, ".log");
     std::vector<std::string> full = args;
     full.insert(full.end(), backend.begin(), backend.end());
     op.sent = absl::Now();
@@ -768,6 +771,7 @@ void RunCampaign(const CampaignConfig& cfg) {
       op.exit_code = *code;
       op.answered = absl::Now();
       const std::string out = ReadFile(op.log);
+      if (op.exit_code == 0) std::filesystem::remove(op.log);
       if (op.what == "admit") {
         --admissions_in_flight;
         const std::string id = testing::RunIdFrom(out);

@@ -12,7 +12,6 @@
 #include "testing/tcp_proxy.h"
 #include "testing/test_servers.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -118,7 +117,6 @@ void OpenWorker(const std::string& name, const std::string& url, Ledger* ledger,
   w.engine = *std::move(engine);
 }
 
-// `url` (postgres://user@127.0.0.1:PORT/db) with another port.
 // Worker A behind the proxy, B direct, and a run of s1..s3 that A has
 // taken and is executing s2 of (s1 recorded) before B starts.
 class PgPartition : public ::testing::Test {
@@ -127,6 +125,7 @@ class PgPartition : public ::testing::Test {
   void Start(absl::Duration b_sweep_limit) {
     absl::StatusOr<std::string> url = testing::CreateTestPostgresDatabase("partition");
     ASSERT_OK(url);
+    ASSERT_NE(testing::UrlPort(*url), 0) << *url;
     absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
         testing::TcpProxy::Start("127.0.0.1", testing::UrlPort(*url));
     ASSERT_OK(proxy);
