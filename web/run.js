@@ -1,6 +1,7 @@
 // One run: its status, its graph with each step's state changing live, the
 // approval panel when it waits at a gate, its step records (outputs, errors,
-// attempts, revisions) and a timeline of events that resumes after a cut.
+// attempts, revisions), its external writes with the decision each carried
+// out, and a timeline of events that resumes after a cut.
 
 import {follow, get, post} from './api.js';
 import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
@@ -37,6 +38,24 @@ function stepsTable(records) {
           : '')))));
 }
 
+// The write ledger (reference 003: "the decision records hold the
+// evidence"): one row per external write, keyed by the decision it carried out.
+function writesTable(writes) {
+  if (!writes.length) return h('p', {class: 'writes-none'}, 'No external writes.');
+  return h('table', {class: 'writes'},
+    h('caption', {}, 'External writes (each once per decision)'),
+    h('thead', {}, h('tr', {}, ['Step', 'Action', 'Decision', 'State', 'HTTP', 'Source', 'Response']
+      .map((c) => h('th', {scope: 'col'}, c)))),
+    h('tbody', {}, writes.map((w) => h('tr', {},
+      h('td', {}, w.path), h('td', {}, w.action),
+      h('td', {}, w.decision ? h('code', {title: w.decision}, w.decision.replace(/:sha256:(.{12}).*/, ':$1…')) : '—'),
+      h('td', {}, h('span', {class: `badge s-${w.state === 'done' ? 'succeeded' : 'running'}`}, w.state)),
+      h('td', {}, w.http_status ?? '—'), h('td', {}, w.source ?? '—'),
+      h('td', {}, w.response !== null && w.response !== undefined
+        ? h('details', {}, h('summary', {}, 'response'), h('pre', {}, pretty(w.response)))
+        : '')))));
+}
+
 function actions(ctx, run, refresh) {
   if (!ctx.can('operator')) return null;
   const box = h('div', {class: 'actions'});
@@ -66,6 +85,7 @@ export async function runPage(ctx, id) {
   const gatePanelBox = h('div');
   const gateBox = h('section', {class: 'gatebox', 'aria-live': 'polite'}, notice, gatePanelBox);
   const stepsBox = h('section', {}, h('p', {}, 'Loading steps…'));
+  const writesBox = h('section', {'aria-label': 'External writes'});
   const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
   const live = h('span', {class: 'live', 'aria-live': 'polite'});
   let gateDigest = null;
@@ -113,13 +133,14 @@ export async function runPage(ctx, id) {
   let pending = null;
   let lastRecords = [];
   async function refresh() {
-    const [r, steps] = await Promise.all([get(path), get(`${path}/steps`)]);
+    const [r, steps, writes] = await Promise.all([get(path), get(`${path}/steps`), get(`${path}/writes`)]);
     run = r;
     const records = Array.isArray(steps) ? steps : steps.steps || [];
     drawHead();
     lastRecords = records;
     graph.update(records);
     replace(stepsBox, stepsTable(records));
+    replace(writesBox, writesTable(writes.writes || []));
     await refreshGate();
   }
   function soon() {
@@ -132,7 +153,7 @@ export async function runPage(ctx, id) {
 
   replace(ctx.main, head,
     h('section', {'aria-label': 'Graph', class: 'graphbox'}, graph.element),
-    gateBox, stepsBox,
+    gateBox, stepsBox, writesBox,
     h('section', {}, h('h2', {}, 'Timeline ', live), timeline));
   drawHead();
   await refresh();

@@ -12,7 +12,9 @@
 // A reservation is keyed by (run, step path, attempt, lease): recovery releases
 // the reservations an executor left when it died (Store::ReleaseReservations,
 // called when a run's expired lease is reclaimed), so nothing is leaked. A
-// late settle of a released reservation still books the cost as spent.
+// released amount is charged as spent (the call's fate is unknown: it may
+// have been answered and paid); a late settle replaces the charge with the
+// real cost.
 //
 // These are plain values; Store (store.h) reads and writes them.
 // Thread-safety: values only.
@@ -70,8 +72,8 @@ struct RunBudget {
 };
 
 // kReserved: the call may be in flight; kSettled: its cost is booked;
-// kReleased: recovery gave the amount back (the executor died or lost its
-// lease before settling).
+// kReleased: recovery ended it (the executor died or lost its lease before
+// settling) and charged its amount.
 enum class ReservationState { kReserved, kSettled, kReleased };
 std::string_view ToString(ReservationState s);
 std::optional<ReservationState> ParseReservationState(std::string_view s);
@@ -82,7 +84,9 @@ struct Reservation {
   std::string tenant;
   ReservationState state = ReservationState::kReserved;
   int64_t amount_micros = 0;
-  std::optional<int64_t> cost_micros;  // set when settled
+  // Settled: the real cost. Released: the amount charged (amount_micros;
+  // nullopt in rows released before releases charged).
+  std::optional<int64_t> cost_micros;
   absl::Time created_at;
   std::optional<absl::Time> finished_at;  // settled or released
 };

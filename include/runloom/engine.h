@@ -246,6 +246,11 @@ class Engine {
   absl::StatusOr<std::vector<StepRecord>> ListSteps(const std::string& run_id,
                                                     std::optional<int64_t> revision);
 
+  // The run's external writes (runloom/write_ledger.h), in the order their
+  // intents were recorded: the evidence of what the run did outside, each
+  // keyed by the decision it carried out. kNotFound: no such run.
+  absl::StatusOr<std::vector<WriteOperation>> ListWrites(const std::string& run_id);
+
   // The run's events with seq > `after_seq`, oldest first, at most `limit`
   // (clamped to kMaxReadLimit). Does not wait (WatchEvents does).
   // kNotFound: no such run; kInvalidArgument: after_seq < 0 or limit < 1.

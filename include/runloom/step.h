@@ -72,6 +72,14 @@ class StepContext {
   // ---- external writes and secrets (the engine implements these; a
   // context of one's own may leave them: they answer kUnimplemented) ----
   //
+  // The decision this step's writes carry out (WriteKey::decision, "" =
+  // none): the nearest approval gate before the step, as decided. Part of
+  // every write's key and Idempotency-Key (DeriveIdempotencyKey), so a new
+  // decision may write again and the same decision never writes twice.
+  virtual const std::string& write_decision() const {
+    static const std::string kNone;
+    return kNone;
+  }
   // Records the intent of this step's write `action` in the run's
   // write_operations ledger, fenced by the run's lease (Store::BeginWrite
   // with this run, this step's path and the lease token), before anything

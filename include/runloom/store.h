@@ -372,14 +372,17 @@ class BudgetStore {
   virtual absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) = 0;
   // Books the real cost of the call `key`: its reservation leaves the
   // reserved figures and `cost_micros` is added to spent (run and tenant).
-  // A released reservation (recovery ran) books the cost alone. Not fenced:
+  // A released reservation (recovery ran) books the cost less what the
+  // release charged. Not fenced:
   // a cost is a fact. The first settle wins; a later one returns the row.
   // kNotFound: no reservation for `key`. kInvalidArgument: negative cost.
   virtual absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key,
                                                         int64_t cost_micros) = 0;
   // Releases every `reserved` reservation of the run (recovery: its
-  // executor died or lost the lease): their amounts leave the reserved
-  // figures. Returns how many were released (0 for an unknown run).
+  // executor died or lost the lease): their amounts move from the reserved
+  // to the spent figures, and each row records its amount as charged
+  // (cost_micros): its call may have been answered and paid. Returns how
+  // many were released (0 for an unknown run).
   virtual absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) = 0;
 };
 

@@ -3,7 +3,11 @@
 // A step that changes something outside runloom (an `http` step with
 // `write: true`) records its intent in the store's write_operations table
 // before it sends anything, and the result after. The key is (run, step
-// path, action). When a retry or a resumed execution finds an intent with no
+// path, action, decision): the decision is the approval the write carries
+// out (the nearest gate before the step, decided), so a new decision, in a
+// later revision, may write again, and a retry or a resumed execution of
+// the same decision never does (reference 003: "keyed by run, proposal and
+// action"). When a retry or a resumed execution finds an intent with no
 // result, the response was lost (or never sent): the step reconciles first
 // (a lookup request, or the same Idempotency-Key the first send carried) and
 // never sends the write blindly again.
@@ -31,7 +35,17 @@ struct WriteKey {
   std::string run_id;
   std::string step_path;  // e.g. "apply" or "fixes[2]/apply"
   std::string action;     // chosen by the workflow (default: the step id)
+  // The decision the write carries out: "<gate path>@<revision decided
+  // in>:<digest of the approved proposal>" (WriteDecision), or "" when no
+  // decided gate comes before the step.
+  std::string decision;
 };
+
+// WriteKey::decision for the gate at `gate_path`, decided in `revision`
+// (0 = unknown: a record from before decisions carried their revision) on
+// the proposal whose digest is `proposal_digest`.
+std::string WriteDecision(const std::string& gate_path, int64_t revision,
+                          const std::string& proposal_digest);
 
 // kIntent: recorded before the request was sent; the outcome is unknown
 // until a result is recorded. kDone: the result is recorded.
@@ -84,9 +98,10 @@ struct WriteOperation {
 };
 
 // The Idempotency-Key of the write `key`: "rl-" and the first 32 hex digits
-// of SHA-256 over run id, step path and action (separated by a byte no part
-// contains). Stable across executors and processes; reveals nothing of the
-// request.
+// of SHA-256 over run id, step path, action and, when there is one, the
+// decision (separated by a byte no part contains; a key without a decision
+// is derived as before decisions were part of it). Stable across executors
+// and processes; reveals nothing of the request.
 std::string DeriveIdempotencyKey(const WriteKey& key);
 
 struct BeginWriteResult {

@@ -96,6 +96,16 @@ HandlerResult ListSteps(Engine* engine, const Call& c) {
   return {JsonResponse(nlohmann::json{{"steps", std::move(out)}}.dump())};
 }
 
+// The run's external writes, each with the decision it carried out: the
+// evidence reference 003 asks the decision records to hold.
+HandlerResult ListWrites(Engine* engine, const Call& c) {
+  absl::StatusOr<std::vector<WriteOperation>> writes = engine->ListWrites(c.params[0]);
+  if (!writes.ok()) return {StatusResponse(writes.status())};
+  nlohmann::json out = nlohmann::json::array();
+  for (const WriteOperation& op : *writes) out.push_back(wire::WriteToJson(op));
+  return {JsonResponse(nlohmann::json{{"writes", std::move(out)}}.dump())};
+}
+
 HandlerResult GetGate(Engine* engine, const Call& c) {
   absl::StatusOr<std::optional<PendingGate>> gate = engine->GetPendingGate(c.params[0]);
   if (!gate.ok()) return {StatusResponse(gate.status())};
@@ -224,6 +234,7 @@ std::vector<Route> RunRoutes(Engine* engine) {
       {"GET", "/api/v1/runs", Role::kViewer, bind(ListRuns)},
       {"GET", kRun, Role::kViewer, bind(GetRun)},
       {"GET", absl::StrCat(kRun, "/steps"), Role::kViewer, bind(ListSteps)},
+      {"GET", absl::StrCat(kRun, "/writes"), Role::kViewer, bind(ListWrites)},
       {"GET", absl::StrCat(kRun, "/gate"), Role::kViewer, bind(GetGate)},
       {"GET", absl::StrCat(kRun, "/events"), Role::kViewer, bind(ListEvents)},
       {"POST", absl::StrCat(kRun, "/decisions"), Role::kApprover, bind(Decide)},

@@ -183,6 +183,33 @@ int WorkerCommand(const WorkerFlags& f) {
   return 0;
 }
 
+int WritesCommand(const CommonFlags& c, const std::string& run_id, bool json) {
+  auto engine = OpenEngine(c);
+  if (!engine.ok()) return DbOpenFailure(c, engine.status());
+  auto writes = (*engine)->ListWrites(run_id);
+  if (!writes.ok()) return RunReadFailure(c, run_id, writes.status());
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const WriteOperation& op : *writes) arr.push_back(wire::WriteToJson(op));
+    std::cout << nlohmann::json{{"run_id", run_id}, {"writes", std::move(arr)}}.dump(2) << "\n";
+    return 0;
+  }
+  if (writes->empty()) {
+    std::cout << "run " << run_id << " has made no external write\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-28s %-20s %-6s %-4s %-7s %s\n", "PATH", "ACTION", "STATE", "HTTP",
+                               "SOURCE", "DECISION");
+  for (const WriteOperation& op : *writes) {
+    const bool done = op.result.has_value();
+    std::cout << absl::StrFormat(
+        "%-28s %-20s %-6s %-4s %-7s %s\n", op.key.step_path, op.key.action,
+        std::string(ToString(op.state)), done ? absl::StrCat(op.result->http_status) : "-",
+        done ? op.result->source : "-", op.key.decision.empty() ? "-" : op.key.decision);
+  }
+  return 0;
+}
+
 int StatusCommand(const CommonFlags& c, const std::string& run_id, bool json) {
   auto engine = OpenEngine(c);
   if (!engine.ok()) return DbOpenFailure(c, engine.status());

@@ -167,6 +167,9 @@ int ResetCommand(const CommonFlags& common, bool yes);
 int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
 int WorkflowsCommand(const CommonFlags& common, bool json);
+// `runloom writes RUN`: the run's external writes (the write ledger), each
+// with the decision it carried out and its result.
+int WritesCommand(const CommonFlags& common, const std::string& run_id, bool json);
 // `runloom budgets`: spent, reserved and left per tenant (with --config,
 // the configured limits are written first).
 int BudgetsCommand(const CommonFlags& common, const std::string& config, bool json);

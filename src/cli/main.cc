@@ -213,6 +213,16 @@ Command AddEvents(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return EventsCommand(f->common, f->run_id, f->json, f->follow); }};
 }
 
+Command AddWrites(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "writes", "Show a run's external writes: each decision's write and its result");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  cmd->add_flag("--json", f->json, "JSON output");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return WritesCommand(f->common, f->run_id, f->json); }};
+}
+
 Command AddWorkflows(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("workflows", "List the workflow catalog");
@@ -339,7 +349,7 @@ int main(int argc, char** argv) {
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
       cli::AddToken(app, backend),  cli::AddBudgets(app, backend),
-      cli::AddBench(app),
+      cli::AddWrites(app, backend), cli::AddBench(app),
   };
   try {
     app.parse(argc, argv);

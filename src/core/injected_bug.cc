@@ -7,9 +7,10 @@ namespace runloom {
 namespace {
 
 constexpr std::array kAllBugs = {
-    InjectedBug::kStoreSkipsTokenCheck,   InjectedBug::kDecisionIgnoresDigest,
-    InjectedBug::kWriteIntentNotRecorded, InjectedBug::kLeaseTakenWhileLive,
-    InjectedBug::kRerunKeepsCancel,       InjectedBug::kReservationKeptOnTakeover,
+    InjectedBug::kStoreSkipsTokenCheck,       InjectedBug::kDecisionIgnoresDigest,
+    InjectedBug::kWriteIntentNotRecorded,     InjectedBug::kLeaseTakenWhileLive,
+    InjectedBug::kRerunKeepsCancel,           InjectedBug::kReservationKeptOnTakeover,
+    InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -32,6 +33,10 @@ std::string_view ToString(InjectedBug b) {
       return "rerun_keeps_cancel";
     case InjectedBug::kReservationKeptOnTakeover:
       return "reservation_kept_on_takeover";
+    case InjectedBug::kReleaseFreesUnsettledCalls:
+      return "release_frees_unsettled_calls";
+    case InjectedBug::kWriteKeyIgnoresDecision:
+      return "write_key_ignores_decision";
   }
   return "unknown";
 }

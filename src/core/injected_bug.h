@@ -34,6 +34,14 @@ enum class InjectedBug : uint32_t {
   // A takeover keeps the budget reservations of the lease before it (the
   // executor's release, and the sweeper's).
   kReservationKeptOnTakeover,
+  // Releasing an open reservation gives its amount back uncharged, though
+  // its call may have been answered and paid (a late settle, or a settle
+  // that never came).
+  kReleaseFreesUnsettledCalls,
+  // A write's key leaves out the decision it carries out (as before issue
+  // 22.1): a rerun approved by another reviewer is refused as another
+  // request under the same key.
+  kWriteKeyIgnoresDecision,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -3,6 +3,10 @@
 
 #include "core/digest.h"
 
+#include "absl/strings/str_cat.h"
+
+#include <string>
+
 namespace runloom {
 
 std::string_view ToString(WriteState s) {
@@ -30,7 +34,17 @@ std::string DeriveIdempotencyKey(const WriteKey& key) {
   material += key.step_path;
   material += '\x1f';
   material += key.action;
+  if (!key.decision.empty()) {
+    material += '\x1f';
+    material += key.decision;
+  }
   return "rl-" + Sha256Hex(material).substr(0, kHexDigits);
+}
+
+std::string WriteDecision(const std::string& gate_path, int64_t revision,
+                          const std::string& proposal_digest) {
+  if (revision > 0) return absl::StrCat(gate_path, "@", revision, ":", proposal_digest);
+  return absl::StrCat(gate_path, ":", proposal_digest);
 }
 
 }  // namespace runloom

@@ -45,36 +45,7 @@ Admission::ResolveWorkflow(const StartRunRequest& req) {
     RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion version, RegisterWorkflow(*req.workflow));
     return std::make_pair(std::move(version), std::make_shared<const Workflow>(*req.workflow));
   }
-  // A catalog version never changes (a changed definition gets the next
-  // number), so an explicit version read once is reused for admission;
-  // executors still verify the pinned definition (PinnedCatalog).
-  const std::string key = absl::StrCat(req.workflow_name, "@", req.workflow_version);
-  if (req.workflow_version > 0) {
-    runloom::MutexLock l(&mu_);
-    auto it = versions_.find(key);
-    if (it != versions_.end()) return it->second;
-  }
-  RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion version,
-                           store_->GetWorkflow(req.workflow_name, req.workflow_version));
-  // "Latest" is read from the store every time (another process may have
-  // registered a newer version), but the version it names is built once.
-  const std::string read_key = absl::StrCat(version.name, "@", version.version);
-  if (req.workflow_version == 0) {
-    runloom::MutexLock l(&mu_);
-    auto it = versions_.find(read_key);
-    if (it != versions_.end() && it->second.first.digest == version.digest) {
-      return std::make_pair(it->second.first, it->second.second);
-    }
-  }
-  RUNLOOM_ASSIGN_OR_RETURN(Workflow loaded, WorkflowFromCanonical(version.canonical));
-  auto wf = std::make_shared<const Workflow>(std::move(loaded));
-  WorkflowVersion meta = version;
-  meta.canonical = nullptr;  // not needed for admission
-  {
-    runloom::MutexLock l(&mu_);
-    versions_[read_key] = {std::move(meta), wf};
-  }
-  return std::make_pair(std::move(version), std::move(wf));
+  return catalog_->Resolve(req.workflow_name, req.workflow_version);
 }
 
 absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) {

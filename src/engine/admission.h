@@ -1,12 +1,12 @@
 // Admission: the creation seam. Validates and registers a workflow, resolves
-// the version a new run pins (with a cache of explicit catalog versions,
-// which never change), freezes the inputs, and creates the run with its
+// the version a new run pins (through the engine's one parsed-workflow
+// cache, PinnedCatalog), freezes the inputs, and creates the run with its
 // run.created event and its queue message in one store transaction. Secret
 // inputs are never stored: admission keeps them in RunSecrets, in this
 // process's memory, for this process's executions of the run.
 //
-// Thread-safety: Admission and RunSecrets are thread-safe (each has its own
-// mutex; store calls happen outside it).
+// Thread-safety: Admission is thread-safe (its state is the catalog's and
+// RunSecrets', each with its own mutex; store calls happen outside them).
 #pragma once
 
 #include "runloom/clock.h"
@@ -15,16 +15,13 @@
 #include "runloom/workflow.h"
 
 #include "engine/observe/engine_metrics.h"
+#include "engine/run/secrets.h"
+#include "engine/service/pinned_catalog.h"
 #include "engine/service/random_source.h"
 
-#include "engine/run/secrets.h"
-
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "runloom/mutex.h"
 #include "nlohmann/json.hpp"
 
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,12 +31,15 @@ namespace runloom::engine_internal {
 class Admission {
  public:
   // Every pointer must outlive the admission.
+  // Every pointer must outlive the admission.
   Admission(Store* store, Clock* clock, const StepRegistry* registry, int max_attempts,
-            RunSecrets* secrets, RandomSource* random, EngineMetrics* metrics)
+            PinnedCatalog* catalog, RunSecrets* secrets, RandomSource* random,
+            EngineMetrics* metrics)
       : store_(store),
         clock_(clock),
         registry_(registry),
         max_attempts_(max_attempts),
+        catalog_(catalog),
         secrets_(secrets),
         random_(random),
         metrics_(metrics) {}
@@ -48,26 +48,22 @@ class Admission {
 
   // See Engine::RegisterWorkflow and Engine::StartRun.
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf);
-  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& req);
 
  private:
   // The version a new run pins, and its definition.
   absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> ResolveWorkflow(
-      const StartRunRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+      const StartRunRequest& req);
 
   // Constant after construction.
   Store* const store_;
   Clock* const clock_;
   const StepRegistry* const registry_;
   const int max_attempts_;
+  PinnedCatalog* const catalog_;
   RunSecrets* const secrets_;
   RandomSource* const random_;  // run ids
   EngineMetrics* const metrics_;
-
-  runloom::Mutex mu_;
-  // name@version -> the version's metadata and definition.
-  std::map<std::string, std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> versions_
-      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace runloom::engine_internal

@@ -132,6 +132,9 @@ absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::strin
                      "; allowed: ", nlohmann::json(gate.allowed_decisions).dump()));
   }
   RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json output, DecisionOutput(gate, req, reviewer));
+  // The revision a write after the gate names as its decision's, carried
+  // with the record into later revisions (WriteKey::decision).
+  output["decided_in_revision"] = run.revision;
   RunWrite w;
   w.run_id = run_id;
   w.party = Party::kDecision;
@@ -301,10 +304,11 @@ absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& 
         w.events.push_back(events::RunFinished(r.id, RunStatus::kCancelled, "", *w.error));
         absl::Status s = ctx.store->Commit(w);
         if (s.ok() && st == RunStatus::kRunning) {
-          // Its executor no longer holds it: the run's open reservations go
-          // back now (a call still in flight settles its cost alone), or a
-          // crash of that executor would keep them reserved for good (found
-          // by the simulation, tests/regressions/).
+          // Its executor no longer holds it: the run's open reservations are
+          // released now, charged (a call still in flight settles its real
+          // cost in place of the charge), or a crash of that executor would
+          // keep them reserved for good (found by the simulation,
+          // tests/regressions/).
           absl::Status released = ctx.store->ReleaseReservations(r.id).status();
           if (!released.ok()) {
             return absl::Status(

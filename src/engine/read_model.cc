@@ -131,6 +131,13 @@ absl::StatusOr<std::vector<StepRecord>> Engine::ListSteps(const std::string& run
   return steps;
 }
 
+absl::StatusOr<std::vector<WriteOperation>> Engine::ListWrites(const std::string& run_id) {
+  RUNLOOM_RETURN_IF_ERROR(CheckName("run id", run_id));
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<WriteOperation> writes, store()->ListWrites(run_id));
+  if (writes.empty()) RUNLOOM_RETURN_IF_ERROR(store()->GetRun(run_id).status());
+  return writes;
+}
+
 absl::StatusOr<std::vector<Event>> Engine::ListEvents(const std::string& run_id, int64_t after_seq,
                                                       int limit) {
   RUNLOOM_RETURN_IF_ERROR(CheckName("run id", run_id));

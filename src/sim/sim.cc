@@ -27,6 +27,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace runloom::sim {
@@ -73,6 +75,7 @@ Workload MakeWorkload(Rng& rng, int index) {
   std::string steps;
   const int n = 2 + static_cast<int>(rng.Below(4));
   bool gate = false;
+  std::string gate_id;  // the gate's step id, once generated
   for (int i = 1; i <= n; ++i) {
     const std::string id = absl::StrCat("s", i);
     const std::string phase = absl::StrCat("p", i);
@@ -118,6 +121,7 @@ Workload MakeWorkload(Rng& rng, int index) {
           break;
         }
         gate = true;
+        gate_id = id;
         absl::StrAppend(&steps, head,
                         "    kind: approval\n    title: simulated review\n"
                         "    proposal: {action: restart, step: ",
@@ -138,6 +142,12 @@ Workload MakeWorkload(Rng& rng, int index) {
                         "    kind: http\n    method: POST\n    url: http://sim.invalid/actions\n"
                         "    write: true\n    action: act",
                         i, "\n    body: {step: ", id,
+                        // After a gate the body names its reviewer, as triage's
+                        // does: a rerun approved by another reviewer sends
+                        // another request, under its decision's key.
+                        gate_id.empty()
+                            ? std::string()
+                            : absl::StrCat(", by: \"{{ steps.", gate_id, ".output.reviewer }}\""),
                         "}\n    expect: [201]\n"
                         "    lookup: {url: http://sim.invalid/actions/lookup}\n"
                         "    retry: {max_attempts: 4, initial_delay: 100ms, on: [unavailable]}\n");
@@ -152,6 +162,39 @@ Workload MakeWorkload(Rng& rng, int index) {
                         steps);
   return w;
 }
+
+// The model provider's side of the books: every answered call is paid for,
+// whatever becomes of its settle, so its cost is charged to the tenant named
+// in its prompt ("step N of TENANT: ...", MakeWorkload) the moment it answers.
+// The invariant: what a tenant was charged never exceeds its spent plus
+// reserved figures (and so, with them, never its limit).
+class ChargingProvider final : public LlmProvider {
+ public:
+  ChargingProvider(std::shared_ptr<LlmProvider> inner, ModelRoute prices)
+      : inner_(std::move(inner)), prices_(std::move(prices)) {}
+
+  absl::Status ValidateOptions(const nlohmann::json& options) const override {
+    return inner_->ValidateOptions(options);
+  }
+  absl::StatusOr<LlmResponse> Complete(StepContext& ctx, const LlmRequest& request) override {
+    absl::StatusOr<LlmResponse> r = inner_->Complete(ctx, request);
+    if (r.ok()) charged_[TenantOf(request.prompt)] += CostMicros(prices_, r->usage);
+    return r;
+  }
+  const std::map<std::string, int64_t>& charged() const { return charged_; }
+
+ private:
+  static std::string TenantOf(std::string_view prompt) {
+    const size_t of = prompt.find(" of ");
+    if (of == std::string_view::npos) return "";
+    const size_t colon = prompt.find(':', of);
+    return std::string(prompt.substr(of + 4, colon == std::string_view::npos ? 0 : colon - of - 4));
+  }
+
+  std::shared_ptr<LlmProvider> inner_;
+  ModelRoute prices_;
+  std::map<std::string, int64_t> charged_;  // tenant -> micros the provider charged
+};
 
 // One simulated process: its lives, each an engine over the shared backend.
 struct Process {
@@ -193,6 +236,7 @@ class Sim {
   FaultState faults_;
   Backend base_;
   std::unique_ptr<SimService> service_;
+  std::shared_ptr<ChargingProvider> provider_;
   std::shared_ptr<StepRegistry> registry_;
   std::vector<Workload> workloads_;
   std::shared_ptr<Incarnation> client_inc_;
@@ -205,6 +249,7 @@ class Sim {
   // The checker's memory: finished step records as first seen, and which
   // digests were current when a decision was sent.
   std::map<std::string, std::string> records_;
+  std::map<std::string, int> reviews_;  // run id -> pauses the client decided on
   std::map<std::string, int> counted_;  // "run/revision" -> step counts' total last seen
   int64_t checked_at_ = -1;             // FaultState::calls_returned at the last check
 };
@@ -249,12 +294,15 @@ absl::Status Sim::Open() {
   // A priced model on the fake provider: every call reserves its worst case
   // and settles its cost (docs/operations.md "Budgets").
   auto providers = std::make_shared<LlmProviderRegistry>();
-  providers->RegisterModel("priced", ModelRoute{.provider = NewFakeLlmProvider(),
-                                                .provider_name = "fake",
-                                                .model = "priced",
-                                                .input_micros_per_1k = 1000,
-                                                .output_micros_per_1k = 1000,
-                                                .max_tokens = 64});
+  ModelRoute priced{.provider = NewFakeLlmProvider(),
+                    .provider_name = "fake",
+                    .model = "priced",
+                    .input_micros_per_1k = 1000,
+                    .output_micros_per_1k = 1000,
+                    .max_tokens = 64};
+  provider_ = std::make_shared<ChargingProvider>(priced.provider, priced);
+  priced.provider = provider_;
+  providers->RegisterModel("priced", std::move(priced));
   registry_->Register("llm", NewLlmStep(providers, nullptr));
   for (const char* tenant : {"t1", "t2"}) {
     const int64_t limit = 200 + static_cast<int64_t>(world_.rng().Below(1800));
@@ -441,10 +489,14 @@ void Sim::Decide(const std::string& run_id) {
   req.decision = rng.Chance(0.75) ? Decision::kApprove : Decision::kReject;
   const int tries = rng.Chance(0.3) ? 2 : 1;  // a second reviewer racing the first
   int accepted = 0;
+  // Each pause of a run gets reviewers of its own (no draw: the seeds'
+  // interleavings stay), so a rerun's approval names another reviewer.
+  const int round = reviews_[run_id]++;
   for (int t = 0; t < tries; ++t) {
-    absl::StatusOr<RunRecord> r = client_->Decide(run_id, req, absl::StrCat("reviewer", t));
+    const std::string reviewer = absl::StrCat("reviewer", t, "-", round);
+    absl::StatusOr<RunRecord> r = client_->Decide(run_id, req, reviewer);
     world_.Record(
-        absl::StrCat(world_.Stamp(), " reviewer", t, " decides ", Name(*req.decision),
+        absl::StrCat(world_.Stamp(), " ", reviewer, " decides ", Name(*req.decision),
                      stale ? " (stale digest)" : "", " on ", run_id, ": ",
                      r.ok() ? std::string("accepted") : std::string(r.status().message())));
     if (!r.ok()) continue;
@@ -522,6 +574,15 @@ void Sim::CheckRun(const RunRecord& run) {
       world_.Violate(absl::StrCat("run ", run.id, ": step ", e.data.value("path", ""),
                                   " failed on a fence refusal (seq ", e.seq,
                                   "): ", e.data.value("error", "")));
+    } else if (t == "step.failed" && absl::StrContains(e.data.value("error", ""),
+                                                       "a changed request is a different write")) {
+      // A write's key names the decision it carries out: another decision
+      // (a rerun approved by another reviewer) is another write, never a
+      // refused one.
+      world_.Violate(absl::StrCat("run ", run.id, ": step ", e.data.value("path", ""),
+                                  " failed: its write was refused as another request under its key"
+                                  " (seq ",
+                                  e.seq, "): ", e.data.value("error", "")));
     } else if (t == "run.finished") {
       std::optional<RunStatus> to = ParseRunStatus(e.data.value("status", ""));
       const bool by_admin = absl::StartsWith(e.data.value("error", ""), "admin reset by ");
@@ -590,6 +651,14 @@ void Sim::Check() {
   };
   absl::StatusOr<std::vector<TenantBudget>> tenants = base_.store->ListTenantBudgets();
   for (const TenantBudget& t : tenants.ok() ? *tenants : std::vector<TenantBudget>{}) {
+    auto paid = provider_->charged().find(t.tenant);
+    if (paid != provider_->charged().end() &&
+        paid->second > t.figures.spent_micros + t.figures.reserved_micros) {
+      world_.Violate(absl::StrCat("tenant ", t.tenant, " was charged ", paid->second,
+                                  " micros by the provider but its books hold spent ",
+                                  t.figures.spent_micros, " + reserved ",
+                                  t.figures.reserved_micros));
+    }
     if (overspent(t.figures)) {
       world_.Violate(absl::StrCat("tenant ", t.tenant, " overspent: spent ", t.figures.spent_micros,
                                   " + reserved ", t.figures.reserved_micros, " > limit ",

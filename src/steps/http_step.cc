@@ -184,8 +184,10 @@ absl::StatusOr<std::optional<StepOutput>> HttpStep::Reconcile(StepContext& ctx,
 
 absl::StatusOr<StepOutput> HttpStep::Write(StepContext& ctx, const HttpStepConfig& cfg,
                                            Exchange request) const {
-  const std::string key = DeriveIdempotencyKey(
-      {.run_id = ctx.run_id(), .step_path = ctx.step_path(), .action = cfg.action});
+  const std::string key = DeriveIdempotencyKey({.run_id = ctx.run_id(),
+                                                .step_path = ctx.step_path(),
+                                                .action = cfg.action,
+                                                .decision = ctx.write_decision()});
   // Headers stay out of the digest: they may hold secrets.
   const std::string digest = JsonDigest(
       {{"method", request.method},

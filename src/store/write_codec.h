@@ -21,7 +21,7 @@
 // The write_operations columns in the order WriteFromRow reads them.
 #define RUNLOOM_WRITE_COLUMNS                                                   \
   "run_id, step_path, action, state, idempotency_key, request_digest, begins, " \
-  "http_status, response, source, created_at, finished_at"
+  "http_status, response, source, created_at, finished_at, decision"
 
 namespace runloom::store_internal {
 
@@ -46,9 +46,11 @@ inline absl::Status CheckWriteIntent(const WriteIntent& intent) {
   return absl::OkStatus();
 }
 
-// "run r_x: write apply/open_ticket" for messages.
+// "run r_x: write apply/open_ticket" (and " for decision review@1:sha256:...")
+// for messages.
 inline std::string WriteName(const WriteKey& key) {
-  return absl::StrCat("run ", key.run_id, ": write ", key.step_path, "/", key.action);
+  return absl::StrCat("run ", key.run_id, ": write ", key.step_path, "/", key.action,
+                      key.decision.empty() ? "" : " for decision ", key.decision);
 }
 
 // The refusal of a BeginWrite whose digest differs from the recorded one.
@@ -87,6 +89,7 @@ absl::StatusOr<WriteOperation> WriteFromRow(const Row& st) {
   w.key.run_id = st.ColumnText(0);
   w.key.step_path = st.ColumnText(1);
   w.key.action = st.ColumnText(2);
+  w.key.decision = st.ColumnText(12);
   const std::string state = st.ColumnText(3);
   std::optional<WriteState> parsed = ParseWriteState(state);
   if (!parsed.has_value()) {

@@ -76,6 +76,22 @@ nlohmann::json StepToJson(const StepRecord& s) {
           {"finished_at", FormatEventTime(s.finished_at)}};
 }
 
+nlohmann::json WriteToJson(const WriteOperation& op) {
+  const bool done = op.result.has_value();
+  return {{"path", op.key.step_path},
+          {"action", op.key.action},
+          {"decision", op.key.decision},
+          {"state", std::string(ToString(op.state))},
+          {"idempotency_key", op.idempotency_key},
+          {"request_digest", op.request_digest},
+          {"begins", op.begins},
+          {"http_status", done ? nlohmann::json(op.result->http_status) : nlohmann::json(nullptr)},
+          {"source", done ? nlohmann::json(op.result->source) : nlohmann::json(nullptr)},
+          {"response", done ? op.result->response : nlohmann::json(nullptr)},
+          {"created_at", FormatEventTime(op.created_at)},
+          {"finished_at", TimeOrNull(op.finished_at)}};
+}
+
 nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definition) {
   nlohmann::json j = {{"name", v.name},
                       {"version", v.version},

@@ -11,6 +11,7 @@
 #include "runloom/gate.h"
 #include "runloom/run.h"
 #include "runloom/store.h"
+#include "runloom/write_ledger.h"
 
 #include "events/events.h"
 
@@ -26,6 +27,11 @@ nlohmann::json StepToJson(const StepRecord& step);
 // `step_counts` of a run's `revision` (engine/rules/step_counts.h): {revision,
 // succeeded, failed, skipped, total}, from distinct (revision, path) records.
 nlohmann::json StepCountsToJson(const std::vector<StepRecord>& steps, int64_t revision);
+// An external write (runloom/write_ledger.h): path, action, decision
+// ("" = none), state (intent | done), idempotency_key, request_digest,
+// begins, http_status / source / response (null while an intent),
+// created_at, finished_at.
+nlohmann::json WriteToJson(const WriteOperation& op);
 // `with_definition`: include the canonical definition under "definition".
 nlohmann::json WorkflowVersionToJson(const WorkflowVersion& v, bool with_definition);
 // A paused run's approval gate: path, step_id, phase, proposal,

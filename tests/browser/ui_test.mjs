@@ -14,7 +14,10 @@
 //   4. runs that ended unresolved and budget_stopped (made with the CLI
 //      before the server starts) show no Cancel button, and the status
 //      filter offers and finds both (the UI's statuses come from the engine's
-//      tables, vocabulary.js); a paused run does show Cancel.
+//      tables, vocabulary.js); a paused run does show Cancel;
+//   5. a run that approves a gate and then writes to the example actions
+//      server shows the write on its page, with the decision it carried out
+//      (GET /runs/{id}/writes), and a run without writes says so.
 // Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
 // first failed check, after stopping the server (SIGTERM: it must exit 0).
 
@@ -246,6 +249,43 @@ try {
       await page.locator('table.runs tbody tr').count() === 1 &&
       await page.locator('table.runs tbody tr', {hasText: id}).count() === 1);
     check(true, `the ${status} filter finds that run alone`);
+  }
+
+  // 5. The write ledger on the run page: a gate approved, then one write to
+  // the example actions server, named by that decision.
+  const actionsPortFile = path.join(outDir, 'actions.port');
+  const actions = spawn(path.join(path.dirname(binary), 'runloom-example-actions'),
+    ['--port', '0', '--port-file', actionsPortFile], {stdio: ['ignore', 'inherit', 'inherit']});
+  try {
+    await waitFor('the actions server to listen', async () =>
+      fs.existsSync(actionsPortFile) && fs.readFileSync(actionsPortFile, 'utf8').trim() !== '');
+    const actionsUrl = `http://127.0.0.1:${fs.readFileSync(actionsPortFile, 'utf8').trim()}`;
+    const writeYaml = 'name: ui_write\nsteps:\n' +
+      '  - {id: review, kind: approval, proposal: {action: restart}}\n' +
+      `  - {id: apply, kind: http, method: POST, url: "${actionsUrl}/actions", write: true, ` +
+      'action: restart, body: {by: "{{ steps.review.output.reviewer }}"}, expect: [200, 201]}\n';
+    check((await api('POST', '/workflows', admin, {yaml: writeYaml})).status < 300, 'a workflow with a write is registered');
+    const w = await api('POST', '/runs', approver, {workflow: 'ui_write', inputs: {}});
+    await waitFor('the write run to pause', async () => (await api('GET', `/runs/${w.body.id}`, viewer)).body.status === 'paused');
+    const gate = await api('GET', `/runs/${w.body.id}/gate`, viewer);
+    const decided = await api('POST', `/runs/${w.body.id}/decisions`, approver,
+      {decision: 'approve', digest: gate.body.proposal_digest});
+    check(decided.status === 200, 'the write run\'s gate is approved over the API');
+    await waitFor('the write run to complete', async () => (await api('GET', `/runs/${w.body.id}`, viewer)).body.status === 'completed');
+    const writes = (await api('GET', `/runs/${w.body.id}/writes`, viewer)).body.writes;
+    check(writes.length === 1 && writes[0].state === 'done' && writes[0].http_status === 201 &&
+          writes[0].decision.startsWith('review@1:sha256:'),
+      `GET /runs/{id}/writes names the decision the write carried out (${writes[0] && writes[0].decision})`);
+    await page.goto(`${base}/#/runs/${w.body.id}`);
+    await page.locator('table.writes tbody tr', {hasText: 'restart'}).waitFor();
+    check(await page.locator('table.writes tbody tr code', {hasText: 'review@1:'}).count() === 1,
+      'the run page shows the write with its decision');
+    await page.screenshot({path: path.join(shots, 'run-writes.png'), fullPage: true});
+    await page.goto(`${base}/#/runs/${unresolvedId}`);
+    await page.locator('.writes-none').waitFor();
+    check(true, 'a run without writes says it made none');
+  } finally {
+    actions.kill('SIGTERM');
   }
 
   // The other pages render.

@@ -193,7 +193,11 @@ TEST_P(BudgetTest, SameKeyIsReservedOnce) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
-TEST_P(BudgetTest, RecoveryReleasesAndALateSettleStillBooksTheCost) {
+// A released reservation's call may have been answered and paid (its
+// executor was killed after the answer, or stopped and settles late): it is
+// charged its whole amount, its worst case, and a late settle corrects the
+// charge to the real cost. The books never hold less than was paid.
+TEST_P(BudgetTest, RecoveryChargesTheReleasedAmountAndALateSettleCorrectsIt) {
   ASSERT_OK(store_->SetTenantBudget("acme", 1000));
   Lease lease;
   const std::string id = DriveTo(RunStatus::kRunning, &lease);
@@ -207,27 +211,32 @@ TEST_P(BudgetTest, RecoveryReleasesAndALateSettleStillBooksTheCost) {
   EXPECT_EQ(*released, 2);
   BudgetFigures t = Tenant("acme");
   EXPECT_EQ(t.reserved_micros, 0);
-  EXPECT_EQ(t.spent_micros, 50);
+  EXPECT_EQ(t.spent_micros, 50 + 300 + 200);
   EXPECT_EQ(Run(id).reserved_micros, 0);
+  EXPECT_EQ(Run(id).spent_micros, 550);
   absl::StatusOr<std::vector<Reservation>> all = store_->ListReservations(id);
   ASSERT_OK(all);
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ((*all)[0].state, ReservationState::kReleased);
+  EXPECT_EQ((*all)[0].cost_micros, 300);  // what was charged
   EXPECT_EQ((*all)[1].state, ReservationState::kReleased);
+  EXPECT_EQ((*all)[1].cost_micros, 200);
   EXPECT_EQ((*all)[2].state, ReservationState::kSettled);
   // Releasing again releases nothing; an unknown run has nothing.
   EXPECT_EQ(*store_->ReleaseReservations(id), 0);
   EXPECT_EQ(*store_->ReleaseReservations("r_unknown"), 0);
-  // The dead executor's call did happen after all: its cost is booked,
-  // the released amount is not taken twice.
-  absl::StatusOr<Reservation> late = store_->SettleReservation(
-      BudgetKey{.run_id = id, .step_path = "a", .attempt = 1, .lease_token = lease.token}, 80);
+  // The stopped executor's call did finish: its real cost replaces the
+  // charge, and a second settle changes nothing.
+  const BudgetKey a{.run_id = id, .step_path = "a", .attempt = 1, .lease_token = lease.token};
+  absl::StatusOr<Reservation> late = store_->SettleReservation(a, 80);
   ASSERT_OK(late);
   EXPECT_EQ(late->state, ReservationState::kSettled);
+  EXPECT_EQ(late->cost_micros, 80);
+  ASSERT_OK(store_->SettleReservation(a, 80));
   t = Tenant("acme");
   EXPECT_EQ(t.reserved_micros, 0);
-  EXPECT_EQ(t.spent_micros, 130);
-  EXPECT_EQ(Run(id).spent_micros, 130);
+  EXPECT_EQ(t.spent_micros, 50 + 80 + 200);
+  EXPECT_EQ(Run(id).spent_micros, 330);
   // The next executor runs the step again from attempt 1: under its own
   // lease that is a new reservation.
   Advance(absl::Seconds(31));

@@ -149,6 +149,42 @@ TEST_P(WriteConformanceTest, AnotherRequestUnderTheSameKeyIsRefused) {
   EXPECT_TRUE(other->created);
 }
 
+// The key names the decision a write carries out: the same step and action
+// under another decision is another write (its own intent, its own
+// Idempotency-Key, another request allowed); under the same decision it is
+// the same write.
+TEST_P(WriteConformanceTest, AnotherDecisionIsAnotherWrite) {
+  Lease lease;
+  const std::string id = DriveTo(RunStatus::kRunning, &lease);
+  WriteIntent first = Intent(lease, "open_ticket", "sha256:aaa");
+  first.key.decision = WriteDecision("review", 1, "sha256:p1");
+  first.idempotency_key = DeriveIdempotencyKey(first.key);
+  ASSERT_OK(store_->BeginWrite(first));
+  ASSERT_OK(store_->FinishWrite(first.key, Result(201, {{"ticket", "T-1"}})));
+  WriteIntent second = Intent(lease, "open_ticket", "sha256:bbb");
+  second.key.decision = WriteDecision("review", 2, "sha256:p1");
+  second.idempotency_key = DeriveIdempotencyKey(second.key);
+  EXPECT_NE(second.idempotency_key, first.idempotency_key);
+  absl::StatusOr<BeginWriteResult> b = store_->BeginWrite(second);
+  ASSERT_OK(b);
+  EXPECT_TRUE(b->created);
+  EXPECT_EQ(b->op.key.decision, "review@2:sha256:p1");
+  // A retry of the first decision finds its result.
+  absl::StatusOr<BeginWriteResult> again = store_->BeginWrite(first);
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->op.state, WriteState::kDone);
+  absl::StatusOr<std::vector<WriteOperation>> all = store_->ListWrites(id);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].key.decision, "review@1:sha256:p1");
+  EXPECT_EQ((*all)[1].key.decision, "review@2:sha256:p1");
+  // Without a decision the Idempotency-Key is derived as it always was.
+  EXPECT_EQ(
+      DeriveIdempotencyKey({.run_id = "r_1", .step_path = "a", .action = "b"}),
+      DeriveIdempotencyKey({.run_id = "r_1", .step_path = "a", .action = "b", .decision = ""}));
+}
+
 TEST_P(WriteConformanceTest, BadArgumentsAreInvalid) {
   Lease lease;
   DriveTo(RunStatus::kRunning, &lease);
@@ -222,8 +258,8 @@ TEST_P(WriteConformanceTest, ResponseRoundTrips) {
   EXPECT_EQ((*all)[0].result->source, "resent");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WriteConformanceTest, ::testing::ValuesIn(AllBackendsUnderTest()),
-                         FactoryName);
+INSTANTIATE_TEST_SUITE_P(Backends, WriteConformanceTest,
+                         ::testing::ValuesIn(AllBackendsUnderTest()), FactoryName);
 
 }  // namespace
 }  // namespace runloom::conformance

@@ -5,12 +5,17 @@
 
 #include "actions_server/actions_server.h"
 #include "cli_harness.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <map>
+#include <string>
+#include <vector>
 
 namespace runloom::testing {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Waits until the run has the given status (a background worker moves it).
 nlohmann::json AwaitStatus(const std::string& db, const std::string& id, const std::string& want) {
@@ -185,6 +190,66 @@ TEST_F(Triage, ApprovedFixCompletesAndSlowSpecialistFailsAtDeadline) {
   EXPECT_EQ(applied[0], steps["apply"]["output"]["body"]);
   EXPECT_EQ(steps["apply"]["output"]["write"]["source"], "sent");
   EXPECT_EQ(steps["apply"]["output"]["write"]["idempotency_key"], applied[0]["idempotency_key"]);
+}
+
+// Issue 22.1 (reference 003: writes "keyed by run, proposal and action"):
+// a rerun whose gate another reviewer approves writes again (the body names
+// the reviewer, so under a key without the decision the store refused it
+// and the step failed); a rerun after the gate carries the same decision
+// out again and writes nothing. `runloom writes` shows both decisions.
+TEST_F(Triage, ANewDecisionWritesAgainAndTheSameDecisionNever) {
+  Result run = RunCli({"run", SourceDir() + "/examples/triage.yaml", "--db", db_, "--input",
+                       "scenario=fixable", "--input", "actions_url=" + actions_->url()});
+  ASSERT_EQ(run.code, 3) << run.out;
+  const std::string id = RunIdFrom(run.out);
+  auto decide_as = [&](const std::string& reviewer) {
+    Result d = RunCli({"decide", id, "--db", db_, "--digest", PendingDigest(StatusJson(db_, id)),
+                       "--approve", "--as", reviewer});
+    EXPECT_EQ(d.code, 0) << d.out;
+    Result w = RunCli({"worker", "--db", db_, "--until-idle"});
+    EXPECT_EQ(w.code, 0) << w.out;
+  };
+  decide_as("alice");
+  ASSERT_EQ(StatusJson(db_, id)["status"], "completed");
+  // Rerun from the gate's phase: a new decision, by bob.
+  Result rerun = RunCli({"rerun", id, "--db", db_, "--from", "approve"});
+  ASSERT_EQ(rerun.code, 0) << rerun.out;
+  Result to_gate = RunCli({"worker", "--db", db_, "--until-idle"});
+  ASSERT_EQ(to_gate.code, 0) << to_gate.out;
+  ASSERT_EQ(StatusJson(db_, id)["status"], "paused");
+  decide_as("bob");
+  nlohmann::json st = StatusJson(db_, id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  std::vector<nlohmann::json> applied = actions_->Applied();
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[0]["request"]["approved_by"], "alice");
+  EXPECT_EQ(applied[1]["request"]["approved_by"], "bob");
+  EXPECT_NE(applied[0]["idempotency_key"], applied[1]["idempotency_key"]);
+  // Rerun from after the gate: the same decision (bob's, carried), no write.
+  rerun = RunCli({"rerun", id, "--db", db_, "--from", "apply"});
+  ASSERT_EQ(rerun.code, 0) << rerun.out;
+  Result w = RunCli({"worker", "--db", db_, "--until-idle"});
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_EQ(StatusJson(db_, id)["status"], "completed");
+  EXPECT_EQ(actions_->Applied().size(), 2u);
+  // The evidence: one write per decision.
+  Result writes = RunCli({"writes", id, "--db", db_, "--json"});
+  ASSERT_EQ(writes.code, 0) << writes.out;
+  nlohmann::json j = nlohmann::json::parse(writes.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << writes.out;
+  ASSERT_EQ(j["writes"].size(), 2u) << writes.out;
+  EXPECT_EQ(j["writes"][0]["path"], "apply");
+  EXPECT_EQ(j["writes"][0]["action"], "remediate");
+  EXPECT_THAT(j["writes"][0]["decision"].get<std::string>(), HasSubstr("approve_fix@1:sha256:"));
+  EXPECT_THAT(j["writes"][1]["decision"].get<std::string>(), HasSubstr("approve_fix@2:sha256:"));
+  EXPECT_EQ(j["writes"][1]["state"], "done");
+  EXPECT_EQ(j["writes"][1]["http_status"], 201);
+  EXPECT_EQ(j["writes"][1]["idempotency_key"], applied[1]["idempotency_key"]);
+  Result text = RunCli({"writes", id, "--db", db_});
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("approve_fix@2:sha256:"));
+  Result unknown = RunCli({"writes", "r_nosuchrun", "--db", db_});
+  EXPECT_NE(unknown.code, 0) << unknown.out;
 }
 
 TEST_F(Triage, RejectedProposalEndsRejected) {

@@ -2,7 +2,10 @@
 // building the pending gate, RunExecution::RunApproval and Pause.
 #include "engine/run/approval_gate.h"
 
+#include "runloom/write_ledger.h"
+
 #include "core/digest.h"
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "engine/rules/step_paths.h"
 #include "engine/run/event_helpers.h"
@@ -10,6 +13,9 @@
 #include "workflow/template.h"
 
 #include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <string>
 
 namespace runloom::engine_internal {
 namespace {
@@ -110,6 +116,31 @@ absl::StatusOr<StepResult> RunExecution::RunApproval(const StepDef& step, const 
   StepResult pending;
   pending.state = StepState::kSkipped;  // not recorded; the walk stops here
   return pending;
+}
+
+std::string RunExecution::WriteDecisionFor(const std::string& path) const {
+  if (RUNLOOM_INJECTED_BUG(InjectedBug::kWriteKeyIgnoresDecision)) return "";
+  const std::string top = TopLevelId(path);
+  const std::vector<StepDef>& steps = workflow_->steps;
+  auto at = std::find_if(steps.begin(), steps.end(), [&](const StepDef& s) { return s.id == top; });
+  // Gates are top-level steps (ValidateApprovalStep), and every gate before
+  // a running step was decided before this execution began: its record is
+  // among those read at the start.
+  while (at != steps.begin()) {
+    --at;
+    if (at->kind != "approval") continue;
+    auto rec = records_.find(at->id);
+    if (rec == records_.end() || rec->second.state != StepState::kSucceeded) continue;
+    const nlohmann::json& out = rec->second.output;
+    const std::string decision = out.is_object() ? out.value("decision", "") : "";
+    if (decision != "approve" && decision != "edit") continue;
+    auto revision = out.find("decided_in_revision");
+    return WriteDecision(
+        at->id,
+        revision != out.end() && revision->is_number_integer() ? revision->get<int64_t>() : 0,
+        JsonDigest(out.value("proposal", nlohmann::json(nullptr))));
+  }
+  return "";
 }
 
 Disposition RunExecution::Pause() {

@@ -43,6 +43,8 @@ class LeafContext final : public StepContext {
     // lease expired or was taken): the whole execution stops as lease lost,
     // so the step is left unrecorded for the next holder, never failed.
     std::function<void()> on_fenced;
+    // The decision the step's writes carry out (WriteKey::decision).
+    std::string write_decision;
   };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
               const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
@@ -61,6 +63,7 @@ class LeafContext final : public StepContext {
   const std::string& step_path() const override { return path_; }
   int attempt() const override { return attempt_; }
   const std::string& working_dir() const override { return working_dir_; }
+  const std::string& write_decision() const override { return reach_.write_decision; }
   Clock* clock() override { return clock_; }
   absl::Time deadline() const override { return deadline_; }
   bool Stopping() override { return stop_.stopped() || clock_->Now() >= deadline_; }
@@ -181,7 +184,8 @@ class LeafContext final : public StepContext {
   std::vector<Event> events_ ABSL_GUARDED_BY(events_mu_);
 
   WriteKey Key(const std::string& action) const {
-    return {.run_id = run_id_, .step_path = path_, .action = action};
+    return {
+        .run_id = run_id_, .step_path = path_, .action = action, .decision = reach_.write_decision};
   }
 };
 
@@ -235,7 +239,8 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
          .budget = BudgetSpecOf(run_),
          .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); },
          .on_reserving = [this] { reserved_any_ = true; },
-         .on_fenced = [this] { root_.RequestStop(StopReason::kLeaseLost); }});
+         .on_fenced = [this] { root_.RequestStop(StopReason::kLeaseLost); },
+         .write_decision = WriteDecisionFor(path)});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }

@@ -107,7 +107,8 @@ void RunExecution::ReleaseLeftoverReservations() {
         n.status().ToString());
   } else if (*n > 0) {
     Log(config_.logger, LogLevel::kWarning, "run ", run_.id, ": released ", *n,
-        " budget reservation(s) left open by calls whose reserve reply or settle was lost");
+        " budget reservation(s) left open by calls whose reserve reply or settle was lost, "
+        "charged at their worst case");
   }
 }
 

@@ -182,6 +182,10 @@ class RunExecution {
   // reservation still open is an orphan (its reply was lost, or its settle
   // never reached the store) and goes back to the run and its tenant.
   void ReleaseLeftoverReservations();
+  // The decision a write at `path` carries out (WriteKey::decision): the
+  // nearest approval gate before its top-level step, as recorded in this
+  // revision (approved or edited); "" when there is none.
+  std::string WriteDecisionFor(const std::string& path) const;
 
   // Constant after construction.
   const ExecutionConfig config_;

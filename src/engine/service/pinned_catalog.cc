@@ -1,15 +1,69 @@
 #include "engine/service/pinned_catalog.h"
 
+#include "core/status_macros.h"
+
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
 
 namespace runloom::engine_internal {
+namespace {
+
+std::string Key(const std::string& name, int64_t version, const std::string& digest) {
+  return absl::StrCat(name, "@", version, "@", digest);
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> PinnedCatalog::Cache(
+    WorkflowVersion v, absl::Time read_at, bool compare) {
+  const std::string key = Key(v.name, v.version, v.digest);
+  {
+    runloom::MutexLock l(&mu_);
+    auto it = workflows_.find(key);
+    if (it != workflows_.end() && (!compare || it->second.canonical == v.canonical)) {
+      it->second.verified_at = std::max(it->second.verified_at, read_at);
+      return std::make_pair(it->second.version, it->second.workflow);
+    }
+  }
+  // Parsed outside the lock: another thread may parse the same definition
+  // at the same time, and the last one's copy is kept; both are equal.
+  auto wf = WorkflowFromCanonical(v.canonical);
+  if (!wf.ok() || WorkflowDigest(*wf) != v.digest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("workflow ", v.name, " version ", v.version, " changed under its digest ",
+                     v.digest, wf.ok() ? "" : absl::StrCat(" (", wf.status().message(), ")")));
+  }
+  nlohmann::json canonical = std::move(v.canonical);
+  v.canonical = nullptr;
+  CachedWorkflow cached{std::move(v), std::move(canonical),
+                        std::make_shared<const Workflow>(*std::move(wf)), read_at};
+  auto out = std::make_pair(cached.version, cached.workflow);
+  runloom::MutexLock l(&mu_);
+  by_version_[absl::StrCat(cached.version.name, "@", cached.version.version)] = key;
+  workflows_[key] = std::move(cached);
+  return out;
+}
+
+absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> PinnedCatalog::Resolve(
+    const std::string& name, int64_t version) {
+  if (version > 0) {
+    runloom::MutexLock l(&mu_);
+    auto key = by_version_.find(absl::StrCat(name, "@", version));
+    if (key != by_version_.end()) {
+      const CachedWorkflow& c = workflows_.at(key->second);
+      return std::make_pair(c.version, c.workflow);
+    }
+  }
+  const absl::Time read_at = clock_->Now();
+  RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion v, store_->GetWorkflow(name, version));
+  // Admission trusts the digest (executors verify the definition).
+  return Cache(std::move(v), read_at, /*compare=*/false);
+}
 
 absl::StatusOr<std::shared_ptr<const Workflow>> PinnedCatalog::LoadPinned(const RunRecord& run,
                                                                           bool first_execution) {
-  const std::string pinned =
-      absl::StrCat(run.workflow_name, "@", run.workflow_version, "@", run.workflow_digest);
+  const std::string pinned = Key(run.workflow_name, run.workflow_version, run.workflow_digest);
   {
     // A definition this process verified against the catalog (its digest
     // is the pinned one: it is part of the key) is trusted for a run's
@@ -35,25 +89,13 @@ absl::StatusOr<std::shared_ptr<const Workflow>> PinnedCatalog::LoadPinned(const 
         "workflow ", run.workflow_name, " version ", run.workflow_version, " has digest ",
         v->digest, " but the run pinned ", run.workflow_digest, "; the run fails closed"));
   }
-  const std::string& key = pinned;
-  {
-    runloom::MutexLock l(&mu_);
-    auto it = workflows_.find(key);
-    if (it != workflows_.end() && it->second.canonical == v->canonical) {
-      it->second.verified_at = std::max(it->second.verified_at, verified_at);
-      return it->second.workflow;
-    }
-  }
-  auto wf = WorkflowFromCanonical(v->canonical);
-  if (!wf.ok() || WorkflowDigest(*wf) != run.workflow_digest) {
+  auto c = Cache(*std::move(v), verified_at, /*compare=*/true);
+  if (!c.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "workflow ", run.workflow_name, " version ", run.workflow_version,
         " changed under its pinned digest ", run.workflow_digest, "; the run fails closed"));
   }
-  auto shared = std::make_shared<const Workflow>(*std::move(wf));
-  runloom::MutexLock l(&mu_);
-  workflows_[key] = CachedWorkflow{v->canonical, shared, verified_at};
-  return shared;
+  return c->second;
 }
 
 }  // namespace runloom::engine_internal

@@ -1,8 +1,10 @@
-// PinnedCatalog: the workflow definition a run pinned (name, version,
-// digest), loaded from the catalog and verified, with a cache so a run of a
-// hot workflow costs no catalog read. Fails closed: a version missing from
-// the catalog, a different digest, or a definition changed under its digest
-// is kFailedPrecondition, and the run fails.
+// PinnedCatalog: the engine's one cache of parsed workflow definitions.
+// Admission resolves the version a new run pins through it (Resolve), and
+// executors load the definition a run pinned (name, version, digest) from
+// it, verified against the catalog (LoadPinned), so a run of a hot workflow
+// costs no catalog read and no parse. LoadPinned fails closed: a version
+// missing from the catalog, a different digest, or a definition changed
+// under its digest is kFailedPrecondition, and the run fails.
 //
 // Trust rule: a cached definition (its digest is part of the key) is trusted
 // for a run's first execution and for runs created after it was verified; a
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace runloom::engine_internal {
 
@@ -35,6 +38,14 @@ class PinnedCatalog {
   PinnedCatalog(const PinnedCatalog&) = delete;
   PinnedCatalog& operator=(const PinnedCatalog&) = delete;
 
+  // The version a new run of `name` pins, and its definition: `version` 0
+  // is the latest, read from the catalog every time (another process may
+  // have registered a newer one); an explicit version is read once, as a
+  // catalog version never changes. Either way a definition is parsed once.
+  // kNotFound (or the store's error) when the catalog has no such version.
+  absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> Resolve(
+      const std::string& name, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Loads `run`'s pinned workflow version; fails closed on any mismatch.
   // `first_execution`: the run has never been leased before.
   absl::StatusOr<std::shared_ptr<const Workflow>> LoadPinned(const RunRecord& run,
@@ -43,10 +54,18 @@ class PinnedCatalog {
 
  private:
   struct CachedWorkflow {
+    WorkflowVersion version;  // canonical left out: it is below
     nlohmann::json canonical;
     std::shared_ptr<const Workflow> workflow;
     absl::Time verified_at;  // runs created after this may trust `workflow`
   };
+
+  // Caches `v` (read from the catalog at `read_at`) parsed, unless it is
+  // cached already (same key and, with `compare`, the same canonical form);
+  // returns the cached one. kFailedPrecondition when `v` does not parse
+  // to its digest.
+  absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> Cache(
+      WorkflowVersion v, absl::Time read_at, bool compare) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   CatalogStore* const store_;
@@ -55,6 +74,8 @@ class PinnedCatalog {
   runloom::Mutex mu_;
   // "name@version@digest" -> the verified definition.
   std::map<std::string, CachedWorkflow> workflows_ ABSL_GUARDED_BY(mu_);
+  // "name@version" -> its key in workflows_ (a version's digest never changes).
+  std::map<std::string, std::string> by_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace runloom::engine_internal

@@ -73,9 +73,10 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
     Log(logger_, LogLevel::kWarning, "run ", c.run_id,
         ": sweeper could not read the expired lease's owner: ", run.status().ToString());
   }
-  // The dead executor's budget reservations go back to the run and its
-  // tenant before anyone else executes the run (its lease expired, so it
-  // can reserve no more; a call of it that still finishes settles its cost).
+  // The dead executor's budget reservations are released, charged at their
+  // amounts, before anyone else executes the run (its lease expired, so it
+  // can reserve no more; a call of it that still finishes settles its real
+  // cost in place of the charge).
   int64_t released = 0;
   if (!RUNLOOM_INJECTED_BUG(InjectedBug::kReservationKeptOnTakeover)) {
     RUNLOOM_ASSIGN_OR_RETURN(released, store_->ReleaseReservations(c.run_id));

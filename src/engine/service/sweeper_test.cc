@@ -84,7 +84,8 @@ TEST(Engine, SweeperReenqueuesExpiredLeaseAndWorkerFinishes) {
 }
 
 // The budget reservations of an executor that died with the lease are
-// released by the sweep that recovers the run: nothing stays reserved.
+// released by the sweep that recovers the run: nothing stays reserved, and
+// the amount is charged (its call may have been answered and paid).
 TEST(Engine, SweeperReleasesTheDeadExecutorsReservations) {
   SimulatedClock clock;
   Harness h(SweepOptions(), &clock);
@@ -98,7 +99,8 @@ TEST(Engine, SweeperReleasesTheDeadExecutorsReservations) {
   ASSERT_OK(tenants);
   ASSERT_EQ(tenants->size(), 1u);
   EXPECT_EQ((*tenants)[0].figures.reserved_micros, 0);
-  EXPECT_EQ((*tenants)[0].figures.left_micros(), 1'000'000);
+  EXPECT_EQ((*tenants)[0].figures.spent_micros, 400'000);
+  EXPECT_EQ((*tenants)[0].figures.left_micros(), 600'000);
   auto rows = store->ListReservations(id);
   ASSERT_OK(rows);
   ASSERT_EQ(rows->size(), 1u);

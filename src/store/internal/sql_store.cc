@@ -7,6 +7,7 @@
 // PostgreSQL schema has the same columns).
 #include "store/internal/sql_store.h"
 
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "store/budget_codec.h"
 #include "store/record_codec.h"
@@ -116,27 +117,27 @@ absl::Status CheckLeaseFence(SqlSession& s, const std::string& run_id, const std
 // Concurrent begins of one key: one inserts, the others see no row here and
 // read the winner's (the unique key waits for the inserter to commit).
 constexpr Sql kInsertIntent = BothDialects(
-    "INSERT INTO write_operations (run_id, step_path, action, state, idempotency_key,"
-    " request_digest, begins, created_at) VALUES ($1, $2, $3, 'intent', $4, $5, 0,"
+    "INSERT INTO write_operations (run_id, step_path, action, decision, state, idempotency_key,"
+    " request_digest, begins, created_at) VALUES ($1, $2, $3, $4, 'intent', $5, $6, 0,"
     " runloom_now()) ON CONFLICT DO NOTHING RETURNING " RUNLOOM_WRITE_COLUMNS);
-constexpr Sql kCountBegin = BothDialects(
-    "UPDATE write_operations SET begins = begins + 1"
-    " WHERE run_id = $1 AND step_path = $2 AND action = $3 RETURNING " RUNLOOM_WRITE_COLUMNS);
+#define RUNLOOM_WRITE_KEY "run_id = $1 AND step_path = $2 AND action = $3 AND decision = $4"
+constexpr Sql kCountBegin =
+    BothDialects("UPDATE write_operations SET begins = begins + 1 WHERE " RUNLOOM_WRITE_KEY
+                 " RETURNING " RUNLOOM_WRITE_COLUMNS);
 // Only an intent takes a result: the first result wins.
 constexpr Sql kFinish = BothDialects(
-    "UPDATE write_operations SET state = 'done', http_status = $4, response = $5, source = $6,"
-    " finished_at = runloom_now()"
-    " WHERE run_id = $1 AND step_path = $2 AND action = $3 AND state = 'intent'");
-constexpr Sql kSelectWrite = BothDialects("SELECT " RUNLOOM_WRITE_COLUMNS
-                                          " FROM write_operations"
-                                          " WHERE run_id = $1 AND step_path = $2 AND action = $3");
+    "UPDATE write_operations SET state = 'done', http_status = $5, response = $6, source = $7,"
+    " finished_at = runloom_now() WHERE " RUNLOOM_WRITE_KEY " AND state = 'intent'");
+constexpr Sql kSelectWrite =
+    BothDialects("SELECT " RUNLOOM_WRITE_COLUMNS " FROM write_operations WHERE " RUNLOOM_WRITE_KEY);
+#undef RUNLOOM_WRITE_KEY
 constexpr Sql kListWrites = BothDialects("SELECT " RUNLOOM_WRITE_COLUMNS
                                          " FROM write_operations WHERE run_id = $1"
-                                         " ORDER BY created_at, step_path, action");
+                                         " ORDER BY created_at, step_path, action, decision");
 
 SqlArgs WriteKeyArgs(const WriteKey& key) {
   SqlArgs a;
-  a.Text(key.run_id).Text(key.step_path).Text(key.action);
+  a.Text(key.run_id).Text(key.step_path).Text(key.action).Text(key.decision);
   return a;
 }
 
@@ -199,7 +200,16 @@ constexpr Sql kSettle = BothDialects(
     " finished_at = runloom_now()"
     " WHERE run_id = $1 AND step_path = $2 AND attempt = $3 AND lease_token = $4"
     " AND state <> 'settled' RETURNING " RUNLOOM_RESERVATION_COLUMNS);
+// A released reservation is charged its whole amount (cost_micros =
+// amount_micros): its call's fate is unknown, and the amount is its worst
+// case. A late settle corrects the charge to the real cost.
 constexpr Sql kReleaseOpen = BothDialects(
+    "UPDATE budget_reservations SET state = 'released', cost_micros = amount_micros,"
+    " finished_at = runloom_now() WHERE run_id = $1 AND state = 'reserved'"
+    " RETURNING amount_micros");
+// The injected bug release_frees_unsettled_calls (core/injected_bug.h): the
+// amount goes back uncharged, as before the kill campaign found late settles.
+constexpr Sql kReleaseOpenUncharged = BothDialects(
     "UPDATE budget_reservations SET state = 'released', finished_at = runloom_now()"
     " WHERE run_id = $1 AND state = 'reserved' RETURNING amount_micros");
 
@@ -559,14 +569,16 @@ absl::StatusOr<Reservation> SqlStore::SettleReservation(const BudgetKey& key, in
     RUNLOOM_RETURN_IF_ERROR(s.Exec(kLockRunBudget, SqlArgs().Text(key.run_id)));
     RUNLOOM_ASSIGN_OR_RETURN(out, LoadReservation(s, key));
     if (!out.has_value() || out->state == ReservationState::kSettled) return absl::OkStatus();
-    // A released amount already left the reserved figures.
-    const int64_t unreserve =
-        out->state == ReservationState::kReserved ? -out->amount_micros : int64_t{0};
+    // A released amount already left the reserved figures, and was charged
+    // (cost_micros): the settle books the difference to the real cost.
+    const bool reserved = out->state == ReservationState::kReserved;
+    const int64_t unreserve = reserved ? -out->amount_micros : int64_t{0};
+    const int64_t charged = reserved ? int64_t{0} : out->cost_micros.value_or(0);
     SqlArgs a = BudgetKeyArgs(key);
     a.Int(cost_micros);
     RUNLOOM_ASSIGN_OR_RETURN(out, QueryOne<Reservation>(s, kSettle, a, ReservationFromRow<SqlRow>));
     if (!out.has_value()) return absl::InternalError(ReservationName(key) + " vanished");
-    return Book(s, key.run_id, out->tenant, unreserve, cost_micros);
+    return Book(s, key.run_id, out->tenant, unreserve, cost_micros - charged);
   }));
   if (!out.has_value()) {
     return absl::NotFoundError(absl::StrCat(ReservationName(key), " was never reserved"));
@@ -582,12 +594,14 @@ absl::StatusOr<int64_t> SqlStore::ReleaseReservations(const std::string& run_id)
         std::optional<RunBudget> run,
         QueryOne<RunBudget>(s, kLockRunBudget, SqlArgs().Text(run_id), RunBudgetFromRow));
     if (!run.has_value()) return absl::OkStatus();  // never reserved
-    RUNLOOM_ASSIGN_OR_RETURN(SqlRows r, s.Query(kReleaseOpen, SqlArgs().Text(run_id)));
+    const bool charges = !RUNLOOM_INJECTED_BUG(InjectedBug::kReleaseFreesUnsettledCalls);
+    RUNLOOM_ASSIGN_OR_RETURN(
+        SqlRows r, s.Query(charges ? kReleaseOpen : kReleaseOpenUncharged, SqlArgs().Text(run_id)));
     int64_t amount = 0;
     for (int i = 0; i < r.rows(); ++i) amount += r.row(i).ColumnInt(0);
     released = r.rows();
     if (released == 0) return absl::OkStatus();
-    return Book(s, run_id, run->tenant, -amount, /*spent=*/0);
+    return Book(s, run_id, run->tenant, -amount, charges ? amount : int64_t{0});
   }));
   return released;
 }

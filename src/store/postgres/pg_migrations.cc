@@ -444,9 +444,20 @@ ALTER TABLE queue DROP CONSTRAINT IF EXISTS queue_run_id_fkey;
 CREATE INDEX IF NOT EXISTS queue_delivered ON queue (deliveries) WHERE deliveries > 0;
 )sql";
 
-constexpr std::array kMigrations = {Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
-                                    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6},
-                                    Migration{7, kV7}, Migration{8, kV8}, Migration{9, kV9}};
+// Version 10: a write's key names the decision it carries out, as SQLite's
+// version 7 (docs/formats/sqlite-schema.md "write_operations"); rows written
+// before have none (''). Re-runnable (IF NOT EXISTS, IF EXISTS).
+constexpr char kV10[] = R"sql(
+ALTER TABLE write_operations ADD COLUMN IF NOT EXISTS decision TEXT NOT NULL DEFAULT '';
+ALTER TABLE write_operations DROP CONSTRAINT IF EXISTS write_operations_pkey;
+ALTER TABLE write_operations ADD CONSTRAINT write_operations_pkey
+  PRIMARY KEY (run_id, step_path, action, decision);
+)sql";
+
+constexpr std::array kMigrations = {Migration{1, kV1},  Migration{2, kV2}, Migration{3, kV3},
+                                    Migration{4, kV4},  Migration{5, kV5}, Migration{6, kV6},
+                                    Migration{7, kV7},  Migration{8, kV8}, Migration{9, kV9},
+                                    Migration{10, kV10}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -207,9 +207,39 @@ CREATE TABLE budget_reservations (
 );
 )sql";
 
+// Version 7: a write's key names the decision it carries out (issue 22.1,
+// reference 003: "keyed by run, proposal and action";
+// docs/formats/sqlite-schema.md "write_operations"). The primary key
+// changes, so the table is rebuilt; every row written before has no
+// decision ('').
+constexpr char kV7[] = R"sql(
+CREATE TABLE write_operations_v7 (
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  step_path TEXT NOT NULL,
+  action TEXT NOT NULL,
+  decision TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK (state IN ('intent', 'done')),
+  idempotency_key TEXT NOT NULL,
+  request_digest TEXT NOT NULL,
+  begins INTEGER NOT NULL DEFAULT 0,
+  http_status INTEGER,
+  response TEXT,
+  source TEXT,
+  created_at INTEGER NOT NULL,
+  finished_at INTEGER,
+  PRIMARY KEY (run_id, step_path, action, decision)
+);
+INSERT INTO write_operations_v7 (run_id, step_path, action, decision, state, idempotency_key,
+  request_digest, begins, http_status, response, source, created_at, finished_at)
+  SELECT run_id, step_path, action, '', state, idempotency_key, request_digest, begins,
+  http_status, response, source, created_at, finished_at FROM write_operations;
+DROP TABLE write_operations;
+ALTER TABLE write_operations_v7 RENAME TO write_operations;
+)sql";
+
 constexpr std::array kMigrations = {
-    Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},
-    Migration{4, kV4}, Migration{5, kV5}, Migration{6, kV6},
+    Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}, Migration{4, kV4},
+    Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7},
 };
 
 absl::Status MigrateLocked(Db& db) {

@@ -79,7 +79,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -99,7 +99,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 6; "
+                                     " has schema version 99 but this runloom supports up to 7; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -142,7 +142,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -181,7 +181,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -249,7 +249,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -283,7 +283,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -302,7 +302,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -325,7 +325,7 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -342,12 +342,38 @@ TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
   Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "6");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
   EXPECT_OK(b->store->GetRun("r_v5"));
   absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
   ASSERT_OK(t);
   EXPECT_EQ(t->figures.left_micros(), 5'000'000);
   EXPECT_EQ(Raw("SELECT tenant || ' ' || limit_micros FROM budget_tenants"), "acme 5000000");
+}
+
+// Version 7 keys a write by the decision it carries out; a version 6
+// file's writes are kept, with no decision, and still found by their key.
+TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
+  ASSERT_NO_FATAL_FAILURE(CreateRunInNewFile("r_v6"));
+  Raw("DROP TABLE write_operations; "
+      "CREATE TABLE write_operations (run_id TEXT NOT NULL REFERENCES runs (id),"
+      " step_path TEXT NOT NULL, action TEXT NOT NULL,"
+      " state TEXT NOT NULL CHECK (state IN ('intent', 'done')), idempotency_key TEXT NOT NULL,"
+      " request_digest TEXT NOT NULL, begins INTEGER NOT NULL DEFAULT 0, http_status INTEGER,"
+      " response TEXT, source TEXT, created_at INTEGER NOT NULL, finished_at INTEGER,"
+      " PRIMARY KEY (run_id, step_path, action));"
+      " INSERT INTO write_operations VALUES ('r_v6', 'apply', 'restart', 'done', 'rl-k',"
+      " 'sha256:d', 1, 201, '{}', 'sent', 1, 2); PRAGMA user_version = 6");
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "7");
+  absl::StatusOr<std::vector<WriteOperation>> kept = b->store->ListWrites("r_v6");
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].key.decision, "");
+  EXPECT_EQ((*kept)[0].idempotency_key, "rl-k");
+  EXPECT_EQ((*kept)[0].begins, 1);
+  ASSERT_TRUE((*kept)[0].result.has_value());
+  EXPECT_EQ((*kept)[0].result->http_status, 201);
 }
 
 TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {
