@@ -69,6 +69,10 @@ struct StepDef {
   // Optional stage this leaf step reports when it starts (stage events, see
   // StageEventsDef): "", or one of kStepStages. Needs Workflow::stage_events.
   std::string stage;
+  // Optional stage it reports when it succeeds (`stage: [pending,
+  // processing]`: reference 004's save_metadata enters `processing` once
+  // its upsert is done): "", or one of kStepStages. Needs `stage`.
+  std::string success_stage;
   std::vector<std::string> needs;  // sibling step ids; empty = after the previous step
   bool explicit_needs = false;     // `needs:` was written (even as []), so no implicit edge
   TriggerRule trigger = TriggerRule::kAllSuccess;

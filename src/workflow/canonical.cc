@@ -70,6 +70,7 @@ json CanonicalStep(const StepDef& s) {
   // Written only when set, so workflows without stage events keep the
   // digests they had before stage events existed.
   if (!s.stage.empty()) out["stage"] = s.stage;
+  if (!s.success_stage.empty()) out["success_stage"] = s.success_stage;
   if (s.kind == kLoop) {
     out["max_iterations"] = s.max_iterations;
     out["until"] = CanonicalCondition(s.until);
@@ -160,6 +161,7 @@ absl::StatusOr<StepDef> ReadStep(const json& v) {
   RUNLOOM_ASSIGN_OR_RETURN(s.when, ReadCondition(v.at("when")));
   s.config = v.at("config");
   if (v.contains("stage")) s.stage = v.at("stage").get<std::string>();
+  if (v.contains("success_stage")) s.success_stage = v.at("success_stage").get<std::string>();
   if (s.kind == kLoop) {
     s.max_iterations = v.at("max_iterations").get<int>();
     RUNLOOM_ASSIGN_OR_RETURN(s.until, ReadCondition(v.at("until")));

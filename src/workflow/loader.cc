@@ -31,13 +31,12 @@
 namespace runloom {
 namespace {
 
-using workflow_internal::LineAtPath;
 using workflow_internal::kLoop;
 using workflow_internal::kParallel;
+using workflow_internal::LineAtPath;
 using workflow_internal::LineOf;
 using workflow_internal::ScalarToJson;
 using workflow_internal::YamlToJson;
-
 
 const std::vector<std::string> kTopKeys = {"name",  "description",  "inputs", "outcome", "defaults",
                                            "steps", "stage_events", "budget", "tenant"};
@@ -386,7 +385,21 @@ class Loader {
     if (k == "phase") {
       RUNLOOM_ASSIGN_OR_RETURN(s->phase, ReadText(v, what));
     } else if (k == "stage") {
-      RUNLOOM_ASSIGN_OR_RETURN(s->stage, ReadText(v, what));
+      // One stage (reported when the step starts) or two (the second when
+      // it succeeds).
+      if (v.IsSequence()) {
+        RUNLOOM_ASSIGN_OR_RETURN(std::vector<std::string> stages, ReadTextList(v, what));
+        if (stages.empty() || stages.size() > 2) {
+          return Err(v, absl::StrCat(what, " lists ", stages.size(),
+                                     " stages; give one (stage: parsing) or two, the first "
+                                     "reported when the step starts and the second when it "
+                                     "succeeds (stage: [pending, processing])"));
+        }
+        s->stage = stages[0];
+        if (stages.size() == 2) s->success_stage = stages[1];
+      } else {
+        RUNLOOM_ASSIGN_OR_RETURN(s->stage, ReadText(v, what));
+      }
     } else if (k == "needs") {
       RUNLOOM_ASSIGN_OR_RETURN(s->needs, ReadTextList(v, what));
       s->explicit_needs = true;

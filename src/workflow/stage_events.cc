@@ -36,12 +36,20 @@ bool IsStepStage(const std::string& stage) {
 absl::Status CheckStepStages(const Workflow& wf, const std::vector<StepDef>& steps,
                              const FailAt& fail) {
   for (const StepDef& s : steps) {
+    if (s.stage.empty() && !s.success_stage.empty()) {
+      return fail(Location{&s, {"stage"}},
+                  absl::StrCat("success stage '", s.success_stage,
+                               "' without a stage: a second stage needs a first (stage: "
+                               "[pending, processing])"));
+    }
     if (!s.stage.empty()) {
       const Location at{&s, {"stage"}};
-      if (!IsStepStage(s.stage)) {
-        return fail(at, absl::StrCat("unknown stage '", s.stage, "'; a step reports one of ",
-                                     absl::StrJoin(kStepStages, ", "),
-                                     " (completed and failed are the run's own)"));
+      for (const std::string& stage : {s.stage, s.success_stage}) {
+        if (!stage.empty() && !IsStepStage(stage)) {
+          return fail(at, absl::StrCat("unknown stage '", stage, "'; a step reports one of ",
+                                       absl::StrJoin(kStepStages, ", "),
+                                       " (completed and failed are the run's own)"));
+        }
       }
       if (s.kind == kLoop || s.kind == kParallel) {
         return fail(at, absl::StrCat("a ", s.kind,

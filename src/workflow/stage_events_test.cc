@@ -43,6 +43,29 @@ TEST(StageEventsWorkflow, LoadsTheBlockAndStepStages) {
   EXPECT_TRUE(wf->steps[0].config.empty());  // stage is not step config
 }
 
+// Reference 004's save_metadata reports `pending` when it starts and
+// `processing` once its upsert is done.
+TEST(StageEventsWorkflow, AStepMayReportASecondStageWhenItSucceeds) {
+  auto wf = LoadWorkflowYaml(
+      "name: w\ninputs:\n  d: {type: string}\nstage_events: {document_id: d, tenant_id: d, "
+      "node_id: d}\nsteps:\n  - {id: save, kind: noop, stage: [pending, processing]}\n",
+      "w.yaml");
+  ASSERT_OK(wf);
+  EXPECT_EQ(wf->steps[0].stage, "pending");
+  EXPECT_EQ(wf->steps[0].success_stage, "processing");
+  auto back = WorkflowFromCanonical(CanonicalWorkflow(*wf));
+  ASSERT_OK(back);
+  EXPECT_EQ(back->steps[0].success_stage, "processing");
+  EXPECT_EQ(WorkflowDigest(*back), WorkflowDigest(*wf));
+  Workflow other = *wf;
+  other.steps[0].success_stage = "";
+  EXPECT_NE(WorkflowDigest(other), WorkflowDigest(*wf));
+  other.steps[0].stage = "";
+  other.steps[0].success_stage = "processing";
+  EXPECT_THAT(ValidateWorkflow(other), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("a second stage needs a first")));
+}
+
 TEST(StageEventsWorkflow, CanonicalFormRoundTripsAndChangesTheDigest) {
   auto wf = LoadWorkflowYaml(kPipeline, "ingest.yaml");
   ASSERT_OK(wf);
@@ -91,6 +114,11 @@ TEST(StageEventsWorkflow, RefusesWhatCannotBeRoutedOrIsOutsideTheVocabulary) {
       {inputs + block + "steps:\n  - {id: a, kind: noop, stage: completed}\n",
        "unknown stage 'completed'"},
       {inputs + block + "steps:\n  - {id: a, kind: noop, stage: Parsing}\n", "unknown stage"},
+      {inputs + block + "steps:\n  - {id: a, kind: noop, stage: [pending, failed]}\n",
+       "unknown stage 'failed'"},
+      {inputs + block + "steps:\n  - {id: a, kind: noop, stage: [pending, processing, parsing]}\n",
+       "lists 3 stages; give one"},
+      {inputs + block + "steps:\n  - {id: a, kind: noop, stage: []}\n", "lists 0 stages"},
       {inputs + "steps:\n  - {id: a, kind: noop, stage: parsing}\n",
        "stage: needs a top-level stage_events: block"},
       {inputs + "stage_events: {document_id: d, tenant_id: nope, node_id: n}\n" +

@@ -56,9 +56,10 @@ inline std::string ReadFile(const std::string& path) {
 struct ChildSetup {
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;
+  std::string program;  // "" = the runloom binary; else this executable's path
 };
 
-// A child process running `runloom args...`, stdout+stderr to `log`.
+// A child process running `runloom args...` (or setup.program's), stdout+stderr to `log`.
 class Child {
  public:
   Child(const std::vector<std::string>& args, const std::string& log,
@@ -79,7 +80,7 @@ class Child {
       int null = open("/dev/null", O_RDONLY);
       dup2(null, 0);
       std::vector<char*> argv;
-      std::string bin = Binary();
+      std::string bin = setup.program.empty() ? Binary() : setup.program;
       argv.push_back(bin.data());
       std::vector<std::string> copy = args;
       for (std::string& a : copy) argv.push_back(a.data());

@@ -2,21 +2,26 @@
 // publishes to the test Redis from each command that executes runs (`run`,
 // `worker`, `serve`), refuses a malformed URL with exit 2, and finishes its
 // run with a warning per event when Redis is down.
+#include "runloom/clock.h"
+
 #include "core/status_macros.h"
-#include "redis/redis_client.h"
 #include "testing/status_matchers.h"
 #include "testing/tcp_probe.h"
 #include "testing/test_servers.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis/redis_client.h"
 
 #include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace runloom::testing {
@@ -41,9 +46,17 @@ std::string WorkflowFile() {
   return dir;
 }
 
+// A tenant of this process alone: ctest runs this binary's tests in
+// processes side by side on one Redis, and a subscriber of a shared channel
+// read another test's events.
+const std::string& Tenant() {
+  static const std::string tenant = absl::StrCat("t", getpid());
+  return tenant;
+}
+
 std::vector<std::string> RunArgs(const std::string& dir) {
-  return {"run",    dir + "/wf.yaml", "--db",      dir + "/r.db", "--input",
-          "doc=d9", "--input",        "tenant=t9", "--input",     "node=n9"};
+  return {"run",     dir + "/wf.yaml",     "--db",    dir + "/r.db", "--input", "doc=d9",
+          "--input", "tenant=" + Tenant(), "--input", "node=n9"};
 }
 
 // A subscriber to the run's channel on the test Redis.
@@ -52,7 +65,8 @@ class StageSubscriber {
   static absl::StatusOr<std::unique_ptr<StageSubscriber>> Open(const std::string& redis_url) {
     RUNLOOM_ASSIGN_OR_RETURN(redis::RedisUrl url, redis::ParseRedisUrl(redis_url));
     auto s = std::unique_ptr<StageSubscriber>(new StageSubscriber(url));
-    RUNLOOM_RETURN_IF_ERROR(s->client_.Command({"SUBSCRIBE", "pipeline:t9:n9"}).status());
+    RUNLOOM_RETURN_IF_ERROR(
+        s->client_.Command({"SUBSCRIBE", absl::StrCat("pipeline:", Tenant(), ":n9")}).status());
     return s;
   }
 
@@ -67,7 +81,8 @@ class StageSubscriber {
       const nlohmann::json p = nlohmann::json::parse(m->elements[2].str);
       EXPECT_EQ(p["correlation_id"], run_id);
       EXPECT_EQ(p["document_id"], "d9");
-      got.push_back(absl::StrCat(p["stage"].get<std::string>(), "/", p["status"].get<std::string>()));
+      got.push_back(
+          absl::StrCat(p["stage"].get<std::string>(), "/", p["status"].get<std::string>()));
     }
     return got;
   }
@@ -147,6 +162,52 @@ TEST_F(DetachedStageRun, ServeExecutorsPublishEveryStage) {
   EXPECT_EQ(server.Wait(), 0) << ReadFile(log);
 }
 
+// Reference 004's own verification, on the example: `redis-cli PSUBSCRIBE
+// 'pipeline:*'` while the ingest example runs with stage events on shows
+// one JSON per stage (save_metadata's pending and processing, parsing,
+// chunking, indexing) and the terminal completed.
+TEST(StageEventsCli, IngestExampleShowsEveryStageToRedisCliPsubscribe) {
+  auto servers = GetTestServers();
+  ASSERT_OK(servers);
+  const std::string dir = MakeTempDir("stage-ingest");
+  const std::string port = servers->redis_url.substr(servers->redis_url.rfind(':') + 1);
+  const std::string log = dir + "/psubscribe.log";
+  Child cli({"-h", "127.0.0.1", "-p", port, "PSUBSCRIBE", "pipeline:*"}, log,
+            {.program = "/usr/bin/redis-cli"});
+  auto subscribed = [&] { return ReadFile(log).find("pipeline:*\n1") != std::string::npos; };
+  for (int i = 0; i < 500 && !subscribed(); ++i) RealClock()->SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(subscribed()) << ReadFile(log);
+  Result r = RunCli({"run", SourceDir() + "/examples/ingest.yaml", "--db", dir + "/i.db", "--input",
+                     "document_id=doc-1", "--input", "tenant=" + Tenant(), "--input", "node=n1",
+                     "--stage-events", servers->redis_url});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string run_id = RunIdFrom(r.out);
+  std::vector<std::string> stages;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    stages.clear();
+    for (absl::string_view line : absl::StrSplit(ReadFile(log), '\n')) {
+      if (!absl::StartsWith(line, "{")) continue;
+      const nlohmann::json p = nlohmann::json::parse(line, nullptr, false);
+      if (!p.is_object() || p.value("correlation_id", "") != run_id) continue;
+      EXPECT_EQ(p["document_id"], "doc-1");
+      EXPECT_EQ(p["tenant_id"], Tenant());
+      EXPECT_EQ(p["node_id"], "n1");
+      stages.push_back(
+          absl::StrCat(p["stage"].get<std::string>(), "/", p["status"].get<std::string>()));
+    }
+    if (!stages.empty() && stages.back() == "completed/succeeded") break;
+    RealClock()->SleepFor(absl::Milliseconds(20));
+  }
+  cli.Kill(SIGTERM);
+  cli.Wait();
+  EXPECT_THAT(stages,
+              ::testing::ElementsAre("pending/started", "processing/started", "parsing/started",
+                                     "chunking/started", "indexing/started", "completed/succeeded"))
+      << ReadFile(log);
+  EXPECT_THAT(ReadFile(log), HasSubstr(absl::StrCat("pipeline:", Tenant(), ":n1")));
+}
+
 TEST(StageEventsCli, MalformedUrlIsExitTwoNamingTheSetting) {
   const std::string dir = WorkflowFile();
   std::vector<std::string> args = RunArgs(dir);
@@ -171,7 +232,8 @@ TEST(StageEventsCli, RedisDownStillCompletesWithAWarningPerEvent) {
   unsetenv("RUNLOOM_STAGE_EVENTS");
   EXPECT_EQ(r.code, 0) << r.out;
   size_t warnings = 0;
-  for (size_t at = 0; (at = r.out.find("not published to pipeline:t9:n9", at)) != std::string::npos;
+  for (size_t at = 0; (at = r.out.find(absl::StrCat("not published to pipeline:", Tenant(), ":n9"),
+                                       at)) != std::string::npos;
        ++at) {
     ++warnings;
   }

@@ -2,12 +2,9 @@
 // connection subscribes and sees what the engine published. Each test uses
 // its own channel prefix; a sentinel published after the run marks the end of
 // what the run published, so "nothing published" is checked without waiting.
-#include "engine/observe/stage_events.h"
-
 #include "runloom/engine.h"
 
-#include "redis/redis_client.h"
-#include "redis/redis_publisher.h"
+#include "engine/observe/stage_events.h"
 #include "testing/capturing_logger.h"
 #include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
@@ -17,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis/redis_client.h"
+#include "redis/redis_publisher.h"
 
 #include <atomic>
 #include <string>
@@ -242,15 +241,15 @@ TEST(StageEvents, RedisDownRunCompletesWithAWarningPerPublish) {
   for (const auto& line : logger.lines()) EXPECT_THAT(line.message, Not(HasSubstr("TOP-SECRET")));
 }
 
-TEST_F(StageEventsOnRedis, MissingTenantOrNodeSkipsThePublishWithAWarning) {
+TEST_F(StageEventsOnRedis, MissingTenantOrNodeSkipsThePublishWithAnError) {
   json no_tenant = Inputs();
   no_tenant.erase("tenant");
   EXPECT_EQ(h_.RunYaml(kPipeline, no_tenant).status, RunStatus::kCompleted);
-  EXPECT_EQ(logger_.Count(LogLevel::kWarning, "input 'tenant' (tenant_id) is missing or empty"), 4);
+  EXPECT_EQ(logger_.Count(LogLevel::kError, "input 'tenant' (tenant_id) is missing or empty"), 4);
   json empty_node = Inputs();
   empty_node.erase("node");
   EXPECT_EQ(h_.RunYaml(kPipeline, empty_node).status, RunStatus::kCompleted);
-  EXPECT_EQ(logger_.Count(LogLevel::kWarning, "input 'node' (node_id) is missing or empty"), 4);
+  EXPECT_EQ(logger_.Count(LogLevel::kError, "input 'node' (node_id) is missing or empty"), 4);
   EXPECT_THAT(sub_.Drain(), ::testing::IsEmpty());
 }
 
@@ -324,7 +323,8 @@ TEST(StageEvents, SweeperFailingARunAtTheAttemptCapPublishesFailed) {
 
 TEST(StageEvents, BadSettingsAreRefused) {
   for (const char* url : {"localhost:6379", "", "http://h:1"}) {
-    EXPECT_THAT(redis::NewRedisPublisher(url), testing::StatusIs(absl::StatusCode::kInvalidArgument))
+    EXPECT_THAT(redis::NewRedisPublisher(url),
+                testing::StatusIs(absl::StatusCode::kInvalidArgument))
         << url;
   }
   EXPECT_THAT(redis::NewRedisPublisher("redis://h:1", absl::ZeroDuration()),

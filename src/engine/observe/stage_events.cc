@@ -82,7 +82,9 @@ void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
   std::optional<std::string> node = StageIdValue(run.inputs, ids.node_id);
   if (!tenant || !node) {
     const std::string& missing = !tenant ? ids.tenant_id : ids.node_id;
-    Log(logger_, LogLevel::kWarning, what, ": input '", missing, "' (",
+    // An error (reference 004's I/O matrix: "Publisher logs ERROR, returns"):
+    // the workflow promised these ids and the run lacks one.
+    Log(logger_, LogLevel::kError, what, ": input '", missing, "' (",
         !tenant ? "tenant_id" : "node_id",
         ") is missing or empty; start the run with it to route its events");
     return;

@@ -301,6 +301,12 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
           Record(step, path, result, attempt, started, std::move(out->stderr_tail),
                  WithLast(std::move(executed.events),
                           events::StepSucceeded(run_.id, path, step.id, attempt, ms))));
+      // After the commit: the stage the step's success enters (stage:
+      // [pending, processing]).
+      if (config_.stage_events != nullptr && !step.success_stage.empty()) {
+        config_.stage_events->Publish(run_, *workflow_,
+                                      {.stage = step.success_stage, .status = "started"});
+      }
       return result;
     }
     absl::Status err = out.status();
