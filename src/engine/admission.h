@@ -31,7 +31,6 @@ namespace runloom::engine_internal {
 class Admission {
  public:
   // Every pointer must outlive the admission.
-  // Every pointer must outlive the admission.
   Admission(Store* store, Clock* clock, const StepRegistry* registry, int max_attempts,
             PinnedCatalog* catalog, RunSecrets* secrets, RandomSource* random,
             EngineMetrics* metrics)

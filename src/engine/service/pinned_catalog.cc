@@ -22,7 +22,9 @@ absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>> Pinn
     runloom::MutexLock l(&mu_);
     auto it = workflows_.find(key);
     if (it != workflows_.end() && (!compare || it->second.canonical == v.canonical)) {
-      it->second.verified_at = std::max(it->second.verified_at, read_at);
+      // Only a comparison verifies: a read that trusted the digest leaves
+      // LoadPinned's trust window where it was.
+      if (compare) it->second.verified_at = std::max(it->second.verified_at, read_at);
       return std::make_pair(it->second.version, it->second.workflow);
     }
   }
