@@ -40,9 +40,12 @@ class CountingKind final : public StepKind {
     int n = ++count;
     if (config.value("block", false)) {
       entered.Notify();
-      while (!release.HasBeenNotified()) {
+      // Waits in real time, not on ctx's clock: on a SimulatedClock that
+      // nobody advances any more, a sleep that began after the test's last
+      // Advance would never end, and the release would go unseen (a rare
+      // hang of Engine.StaleExecutorIsFencedAndStops under ASan).
+      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
         if (ctx.Stopping()) return absl::CancelledError("stopped");
-        ctx.SleepUntil(ctx.clock()->Now() + absl::Milliseconds(5));
       }
     }
     StepOutput out;
