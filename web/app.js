@@ -90,4 +90,19 @@ async function start() {
   await route();
 }
 
-start();
+// ?emulator: the fixture emulator answers every API request (emulator.js;
+// only the build's web-emulator/ holds it, the server does not serve it).
+async function boot() {
+  if (new URLSearchParams(location.search).has('emulator')) {
+    try {
+      (await import('./emulator.js')).install();
+    } catch (e) {
+      replace(main, h('p', {class: 'error', role: 'alert'},
+        'The fixture emulator is not served here: open the build\'s web-emulator/ (docs/operations.md).'));
+      return;
+    }
+  }
+  await start();
+}
+
+boot();

@@ -11,6 +11,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kWriteIntentNotRecorded,     InjectedBug::kLeaseTakenWhileLive,
     InjectedBug::kRerunKeepsCancel,           InjectedBug::kReservationKeptOnTakeover,
     InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
+    InjectedBug::kCatalogErrorFailsRun,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -37,6 +38,8 @@ std::string_view ToString(InjectedBug b) {
       return "release_frees_unsettled_calls";
     case InjectedBug::kWriteKeyIgnoresDecision:
       return "write_key_ignores_decision";
+    case InjectedBug::kCatalogErrorFailsRun:
+      return "catalog_error_fails_run";
   }
   return "unknown";
 }

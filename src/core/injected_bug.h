@@ -42,6 +42,9 @@ enum class InjectedBug : uint32_t {
   // 22.1): a rerun approved by another reviewer is refused as another
   // request under the same key.
   kWriteKeyIgnoresDecision,
+  // A store error reading a run's pinned workflow (the database away for a
+  // moment) fails the run closed, as poison does (as before issue 22.6).
+  kCatalogErrorFailsRun,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -71,6 +71,13 @@ absl::StatusOr<RunRecord> FaultStore::GetRun(const std::string& run_id) {
   return StoreWrapper::GetRun(run_id);
 }
 
+// The executor's check of a run's pinned workflow (PinnedCatalog): a
+// failed read must leave the run to be tried again, not fail it.
+absl::StatusOr<WorkflowVersion> FaultStore::GetWorkflow(const std::string& name, int64_t version) {
+  if (absl::Status s = Before("GetWorkflow", false); !s.ok()) return s;
+  return StoreWrapper::GetWorkflow(name, version);
+}
+
 absl::StatusOr<Lease> FaultStore::AcquireLease(LeaseRequest request) {
   if (absl::Status s = Before("AcquireLease", true); !s.ok()) return s;
   absl::StatusOr<RunRecord> before = base_->GetRun(request.run_id);

@@ -60,6 +60,7 @@ class FaultStore final : public StoreWrapper {
 
   absl::StatusOr<CreateRunResult> CreateRun(const NewRun& run, std::vector<Event> events) override;
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id) override;
+  absl::StatusOr<WorkflowVersion> GetWorkflow(const std::string& name, int64_t version) override;
   using Store::AcquireLease;
   absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override;
   absl::StatusOr<RunRecord> RenewLease(const std::string& run_id, const std::string& token,

@@ -679,6 +679,14 @@ void Sim::Check() {
 // reserved on a run at rest.
 void Sim::CheckEnd() {
   for (const std::string& id : runs_) {
+    // Nobody changes the catalog here: a run failed closed on its pinned
+    // workflow was failed for a store error, which only poison may do.
+    absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+    if (run.ok() && run->status == RunStatus::kFailed &&
+        absl::StrContains(run->error, "fails closed")) {
+      world_.Violate(
+          absl::StrCat("run ", id, " failed closed on a catalog nobody changed: ", run->error));
+    }
     absl::StatusOr<std::vector<Reservation>> held = base_.store->ListReservations(id);
     for (const Reservation& r : held.ok() ? *held : std::vector<Reservation>{}) {
       if (r.state == ReservationState::kReserved) {

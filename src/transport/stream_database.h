@@ -31,6 +31,8 @@ class StreamDatabase : public Outbox {
   struct LeasableRuns {
     std::vector<std::string> queued;
     std::vector<std::string> expired;  // running, lease expired
+    // Not in the store at all: a message naming one is poison.
+    std::vector<std::string> missing;
   };
   virtual absl::StatusOr<LeasableRuns> Leasable(const std::vector<std::string>& run_ids) = 0;
   // Records a dead letter (table row and run event), once per message id.

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sqlite3.h>
 
 namespace runloom::testing {
 namespace {
@@ -165,6 +166,47 @@ TEST(Cli, DetachedRunIsQueuedUntilAWorkerCompletesIt) {
   EXPECT_EQ(unknown.code, 2) << unknown.out;
   EXPECT_NE(unknown.out.find("nope"), std::string::npos) << unknown.out;
   EXPECT_FALSE(std::filesystem::exists(fresh));
+}
+
+// Poison (issue 22.6, reference 002): a run whose pinned workflow no longer
+// decodes (its stored text damaged, or written by a release that stores it
+// otherwise) is failed with the reason once, not retried forever, and the
+// worker goes on with the next run.
+TEST(Cli, ARunWhosePinnedWorkflowNoLongerDecodesFailsWithTheReason) {
+  const std::string dir = MakeTempDir("poison");
+  const std::string db = dir + "/poison.db";
+  const std::string wf = dir + "/noop.yaml";
+  WriteFile(wf, kNoop);
+  Result detached = RunStdout({"run", wf, "--db", db, "--detach"});
+  ASSERT_EQ(detached.code, 0) << detached.out;
+  const std::string id = detached.out.substr(0, detached.out.find('\n'));
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  sqlite3_busy_timeout(raw, 5000);
+  char* err = nullptr;
+  ASSERT_EQ(
+      sqlite3_exec(
+          raw, "UPDATE workflows SET canonical = '{\"name\": \"noop\", trunc' WHERE name = 'noop'",
+          nullptr, nullptr, &err),
+      SQLITE_OK)
+      << (err != nullptr ? err : "");
+  sqlite3_close(raw);
+  // Another workflow's run in the same database is not held up.
+  const std::string other = dir + "/other.yaml";
+  WriteFile(other, "name: other\nsteps:\n  - {id: a, kind: noop}\n");
+  Result second = RunStdout({"run", other, "--db", db, "--detach"});
+  ASSERT_EQ(second.code, 0) << second.out;
+  const std::string other_id = second.out.substr(0, second.out.find('\n'));
+
+  Result worker = RunCli({"worker", "--db", db, "--until-idle"});
+  ASSERT_EQ(worker.code, 0) << worker.out;
+  nlohmann::json st = StatusJson(db, id);
+  EXPECT_EQ(st["status"], "failed") << st.dump(2);
+  EXPECT_NE(st["error"].get<std::string>().find("no longer decodes"), std::string::npos)
+      << st.dump(2);
+  EXPECT_NE(st["error"].get<std::string>().find("fails closed"), std::string::npos) << st.dump(2);
+  EXPECT_EQ(st["attempts"], 1) << "failed at once, not retried";
+  EXPECT_EQ(StatusJson(db, other_id)["status"], "completed");
 }
 
 nlohmann::json DeadLetters(const std::string& db) {

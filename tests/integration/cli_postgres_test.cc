@@ -178,5 +178,45 @@ TEST(CliPostgres, AVersion4DatabaseMigratesToTheLatest) {
   EXPECT_EQ(StatusJson(*db, id)["status"], "queued");
 }
 
+// Poison (issue 22.6, reference 002) on PostgreSQL: a pinned workflow whose
+// stored text no longer decodes, and one that decodes to something that is
+// no workflow, each fail their run once with the reason; a worker goes on.
+TEST(CliPostgres, ARunWhosePinnedWorkflowNoLongerParsesFailsWithTheReason) {
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_poison");
+  ASSERT_OK(db);
+  const std::string dir = MakeTempDir("clipgpoison");
+  std::vector<std::string> ids;
+  for (const char* name : {"torn", "alien", "fine"}) {
+    WriteFile(absl::StrCat(dir, "/", name, ".yaml"),
+              absl::StrCat("name: ", name, "\nsteps:\n  - {id: a, kind: noop}\n"));
+    Result admitted =
+        RunCli({"run", absl::StrCat(dir, "/", name, ".yaml"), "--detach", "--db", *db}, Clean(dir));
+    ASSERT_EQ(admitted.code, 0) << admitted.out;
+    ids.push_back(RunIdFrom(admitted.out));
+  }
+  absl::StatusOr<std::unique_ptr<store_internal::PgConn>> c =
+      store_internal::PgConn::Connect(*db, "");
+  ASSERT_OK(c);
+  ASSERT_OK((*c)->ExecScript(
+      "UPDATE runloom.workflows SET canonical = '{\"name\": \"torn\", \"st' WHERE name = 'torn';"
+      "UPDATE runloom.workflows SET canonical = '{\"name\": \"alien\", \"steps\": 7}' "
+      "WHERE name = 'alien'"));
+  Result worker = RunCli({"worker", "--until-idle", "--db", *db}, Clean(dir));
+  ASSERT_EQ(worker.code, 0) << worker.out;
+  const nlohmann::json torn = StatusJson(*db, ids[0]);
+  EXPECT_EQ(torn["status"], "failed") << torn.dump(2);
+  EXPECT_NE(torn["error"].get<std::string>().find("no longer decodes"), std::string::npos)
+      << torn.dump(2);
+  const nlohmann::json alien = StatusJson(*db, ids[1]);
+  EXPECT_EQ(alien["status"], "failed") << alien.dump(2);
+  EXPECT_NE(alien["error"].get<std::string>().find("changed under its pinned digest"),
+            std::string::npos)
+      << alien.dump(2);
+  for (const nlohmann::json& st : {torn, alien}) {
+    EXPECT_EQ(st["attempts"], 1) << "failed at once, not retried: " << st.dump(2);
+  }
+  EXPECT_EQ(StatusJson(*db, ids[2])["status"], "completed");
+}
+
 }  // namespace
 }  // namespace runloom::testing

@@ -8,7 +8,6 @@
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
-#include "redis/redis_client.h"
 #include "store/event_check.h"
 #include "store/postgres/pg_conn.h"
 #include "testing/own_redis.h"
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis/redis_client.h"
 
 #include <atomic>
 #include <memory>
@@ -201,6 +201,35 @@ TEST_F(RedisTransportTest, DeadLetteredAtTheCapListedAndRedrivenToAClaim) {
   EXPECT_THAT(backend_.transport->FindMessages({id}),
               IsOkAndHolds(AllOf(Field(&MessagePresence::pending, IsEmpty()),
                                  Field(&MessagePresence::dead_lettered, IsEmpty()))));
+}
+
+// Poison (issue 22.6, reference 002): a stream entry that names no run, or a
+// run the database does not have, is dead-lettered at its first claim with
+// the reason, never returned and never delivered again; the run beside them
+// is claimed as usual.
+TEST_F(RedisTransportTest, PoisonEntriesAreDeadLetteredAtOnceWithTheReason) {
+  OpenDefault();
+  const std::string good = Create();
+  ASSERT_THAT(ClaimAtLeast(1), ElementsAre(Field(&QueueMessage::run_id, good)));
+  EXPECT_EQ(RedisCommand({"XADD", Key("jobs"), "*", "junk", "1"}).type, RedisReply::Type::kString);
+  EXPECT_EQ(RedisCommand({"XADD", Key("jobs"), "*", "run", "r_nobody"}).type,
+            RedisReply::Type::kString);
+  EXPECT_THAT(Claim(), IsEmpty()) << "poison is never returned";
+  absl::StatusOr<std::vector<DeadLetter>> dl = backend_.transport->ListDeadLetters(0);
+  ASSERT_OK(dl);
+  EXPECT_THAT(*dl, UnorderedElementsAre(
+                       AllOf(Field(&DeadLetter::run_id, ""), Field(&DeadLetter::deliveries, 1),
+                             Field(&DeadLetter::reason, HasSubstr("no 'run' field"))),
+                       AllOf(Field(&DeadLetter::run_id, "r_nobody"),
+                             Field(&DeadLetter::reason, HasSubstr("does not have")))));
+  EXPECT_EQ(RedisCommand({"XLEN", Key("jobs")}).integer, 1) << "only the good run's entry is left";
+  EXPECT_EQ(RedisCommand({"XLEN", Key("dead")}).integer, 2);
+  Advance(absl::Seconds(120));  // past every visibility deadline
+  EXPECT_THAT(Claim(), ElementsAre(Field(&QueueMessage::run_id, good)));
+  EXPECT_THAT(backend_.transport->ListDeadLetters(0), IsOkAndHolds(SizeIs(2)));
+  // Redriving one is allowed and sends nothing: no run can take it.
+  for (const DeadLetter& d : *dl) ASSERT_OK(backend_.transport->Redrive(d.id));
+  EXPECT_THAT(Claim(), IsEmpty());
 }
 
 // A queued run whose stream entry was deleted (by hand, or trimmed): its

@@ -1,5 +1,6 @@
 #include "engine/service/pinned_catalog.h"
 
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -81,10 +82,19 @@ absl::StatusOr<std::shared_ptr<const Workflow>> PinnedCatalog::LoadPinned(const 
   const absl::Time verified_at = clock_->Now();
   auto v = store_->GetWorkflow(run.workflow_name, run.workflow_version);
   if (!v.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("workflow ", run.workflow_name, " version ", run.workflow_version,
-                     " pinned by this run is not in the catalog (", v.status().message(),
-                     "); the run fails closed"));
+    // Poison (reference 002): a version that is gone, or whose stored text
+    // no longer decodes, fails the run with the reason. Any other error (the
+    // database unreachable for a moment) is returned as it is, so the run
+    // is tried again, not failed.
+    const absl::StatusCode code = v.status().code();
+    if (code != absl::StatusCode::kNotFound && code != absl::StatusCode::kDataLoss &&
+        !RUNLOOM_INJECTED_BUG(InjectedBug::kCatalogErrorFailsRun)) {
+      return v.status();
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "workflow ", run.workflow_name, " version ", run.workflow_version, " pinned by this run ",
+        code == absl::StatusCode::kNotFound ? "is not in the catalog" : "no longer decodes", " (",
+        v.status().message(), "); the run fails closed"));
   }
   if (v->digest != run.workflow_digest) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -93,9 +103,12 @@ absl::StatusOr<std::shared_ptr<const Workflow>> PinnedCatalog::LoadPinned(const 
   }
   auto c = Cache(*std::move(v), verified_at, /*compare=*/true);
   if (!c.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "workflow ", run.workflow_name, " version ", run.workflow_version,
-        " changed under its pinned digest ", run.workflow_digest, "; the run fails closed"));
+    // It no longer parses (a release that reads the stored form otherwise),
+    // or parses to another digest: poison too.
+    return absl::FailedPreconditionError(
+        absl::StrCat("workflow ", run.workflow_name, " version ", run.workflow_version,
+                     " changed under its pinned digest ", run.workflow_digest, " (",
+                     c.status().message(), "); the run fails closed"));
   }
   return c->second;
 }

@@ -3,8 +3,10 @@
 // executors load the definition a run pinned (name, version, digest) from
 // it, verified against the catalog (LoadPinned), so a run of a hot workflow
 // costs no catalog read and no parse. LoadPinned fails closed: a version
-// missing from the catalog, a different digest, or a definition changed
-// under its digest is kFailedPrecondition, and the run fails.
+// missing from the catalog, stored text that no longer decodes or parses, a
+// different digest, or a definition changed under its digest is
+// kFailedPrecondition, and the run fails with that reason; any other store
+// error is returned unchanged (transient: the run is tried again).
 //
 // Trust rule: a cached definition (its digest is part of the key) is trusted
 // for a run's first execution and for runs created after it was verified; a

@@ -62,6 +62,11 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
   // that the executor reads (decisions and reruns need a paused or
   // terminal run).
   auto wf = catalog_->LoadPinned(run, /*first_execution=*/never_ran);
+  // kFailedPrecondition: the pinned definition is poison and the run fails
+  // below, with the reason. Any other error is the store's: try again later.
+  if (!wf.ok() && wf.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return wf.status();
+  }
   std::optional<Lease> lease;
   if (never_ran && wf.ok()) {
     FirstExecution first = ExecuteFirst(config, run, started, *wf, on_leased, want_record);

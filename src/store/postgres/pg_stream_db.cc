@@ -14,6 +14,7 @@
 #include "store/postgres/pg_store.h"
 #include "transport/stream_database.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -38,10 +39,12 @@ constexpr char kPublished[] = "DELETE FROM queue WHERE id = ANY($1::text[]::bigi
 constexpr char kFailed[] =
     "UPDATE queue SET claimed_by = '', last_error = $2, visible_at = runloom_now() + "
     "LEAST(200000 * power(2, LEAST(deliveries - 1, 10)), 30000000)::bigint WHERE id = $1";
-// The lease rule of CheckLeasable (store/write_checks.h), for many runs.
+// The lease rule of CheckLeasable (store/write_checks.h), for many runs; a
+// run of $1 with no row here is one the store does not have.
 constexpr char kLeasable[] =
-    "SELECT id, status FROM runs WHERE id = ANY($1::text[]) AND (status = 'queued' OR "
-    "(status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= runloom_now())))";
+    "SELECT id, status, status = 'queued' OR (status = 'running' AND "
+    "(lease_expires_at IS NULL OR lease_expires_at <= runloom_now())) "
+    "FROM runs WHERE id = ANY($1::text[])";
 constexpr char kInstanceId[] = "SELECT value FROM meta WHERE key = 'instance_id'";
 
 class PgStreamDatabase final : public transport_internal::StreamDatabase {
@@ -86,9 +89,15 @@ class PgStreamDatabase final : public transport_internal::StreamDatabase {
     RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
       RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kLeasable, PgParams().TextArray(run_ids)));
       out = LeasableRuns{};
+      absl::flat_hash_set<std::string> found;
       for (int i = 0; i < r.rows(); ++i) {
+        found.insert(r.row(i).ColumnText(0));
+        if (r.row(i).ColumnInt(2) == 0) continue;  // not leasable now
         (r.row(i).ColumnText(1) == "queued" ? out.queued : out.expired)
             .push_back(r.row(i).ColumnText(0));
+      }
+      for (const std::string& id : run_ids) {
+        if (!found.contains(id)) out.missing.push_back(id);
       }
       return absl::OkStatus();
     }));
@@ -137,7 +146,8 @@ absl::StatusOr<std::string> PgInstanceId(PgHandle& h) {
   return id;
 }
 
-std::shared_ptr<transport_internal::StreamDatabase> NewPgStreamDatabase(std::shared_ptr<PgHandle> h) {
+std::shared_ptr<transport_internal::StreamDatabase> NewPgStreamDatabase(
+    std::shared_ptr<PgHandle> h) {
   return std::make_shared<PgStreamDatabase>(std::move(h));
 }
 

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -217,6 +219,7 @@ class RedisTransport final : public Transport {
         claims_(options_.key_prefix + ":claims"),
         index_(options_.key_prefix + ":runs"),
         dead_(options_.key_prefix + ":dead"),
+        address_(url.Address()),
         outbox_(db_.get(), url.Address()),
         client_(url, options_.client) {
     relay_ = NewOutboxRelay(&outbox_, this, options_.relay_batch);
@@ -301,6 +304,7 @@ class RedisTransport final : public Transport {
   const std::string claims_;
   const std::string index_;
   const std::string dead_;
+  const std::string address_;  // host:port, for logs
   LoggingOutbox outbox_;
   std::unique_ptr<OutboxRelay> relay_;
 
@@ -412,16 +416,43 @@ absl::StatusOr<std::vector<QueueMessage>> RedisTransport::Claim(const std::strin
   for (const QueueMessage& m : dead) runs.push_back(m.run_id);
   absl::flat_hash_set<std::string> queued;
   absl::flat_hash_set<std::string> expired;
+  absl::flat_hash_set<std::string> missing;
   if (!runs.empty()) {
     RUNLOOM_ASSIGN_OR_RETURN(StreamDatabase::LeasableRuns l, db_->Leasable(runs));
     queued.insert(l.queued.begin(), l.queued.end());
     expired.insert(l.expired.begin(), l.expired.end());
+    missing.insert(l.missing.begin(), l.missing.end());
   }
   auto leasable = [&](const QueueMessage& m) {
     return queued.contains(m.run_id) || (expired.contains(m.run_id) && m.deliveries == 1);
   };
+  // Poison (reference 002: "acknowledged and captured rather than retried
+  // forever"): an entry that names no run (written to the stream by
+  // something else, or damaged), or a run the database does not have,
+  // can never be carried out. It is dead-lettered with the reason, now.
+  auto poison = [&](const QueueMessage& m) -> std::optional<std::string> {
+    if (m.run_id.empty()) {
+      return "poison: the stream entry has no 'run' field, so nothing can carry it out";
+    }
+    if (missing.contains(m.run_id)) {
+      return absl::StrCat("poison: the stream entry names run '", m.run_id,
+                          "', which the database does not have");
+    }
+    return std::nullopt;
+  };
+  auto capture = [&](const QueueMessage& m, std::string reason) -> absl::Status {
+    DeadMessage d{m.deliveries, std::move(reason)};
+    Log(DefaultLogger(), LogLevel::kError, "Redis ", address_, ": message ", m.id,
+        " dead-lettered: ", d.reason);
+    RUNLOOM_RETURN_IF_ERROR(db_->RecordDeadLetter(m.id, m.run_id, d.deliveries, d.reason));
+    return Finish(m.id, m.run_id, &d);
+  };
   // Residue (see the header): acknowledge it, never return it.
   for (const QueueMessage& m : dead) {
+    if (std::optional<std::string> why = poison(m)) {
+      RUNLOOM_RETURN_IF_ERROR(capture(m, *std::move(why)));
+      continue;
+    }
     if (!queued.contains(m.run_id) && !expired.contains(m.run_id)) {
       RUNLOOM_RETURN_IF_ERROR(Finish(m.id, m.run_id, nullptr));
       continue;
@@ -433,7 +464,9 @@ absl::StatusOr<std::vector<QueueMessage>> RedisTransport::Claim(const std::strin
   }
   std::vector<QueueMessage> out;
   for (QueueMessage& m : claimed) {
-    if (leasable(m)) {
+    if (std::optional<std::string> why = poison(m)) {
+      RUNLOOM_RETURN_IF_ERROR(capture(m, *std::move(why)));
+    } else if (leasable(m)) {
       out.push_back(std::move(m));
     } else {
       RUNLOOM_RETURN_IF_ERROR(Finish(m.id, m.run_id, nullptr));

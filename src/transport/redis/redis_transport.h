@@ -19,7 +19,13 @@
 // Release make one message visible at once. Each Claim is one Lua script, so
 // two consumers never reclaim the same message for one deadline.
 //
-// Residue: a message whose run is leased, finished, paused or gone is
+// Poison: an entry that names no run (no 'run' field: written by something
+// else, or damaged), or a run the database does not have, can never be
+// carried out; it is dead-lettered at once with that reason (logged as an
+// error), never returned and never retried (reference 002). The queue
+// tables cannot hold either: their run_id is a foreign key of runs.
+//
+// Residue: a message whose run is leased, finished or paused is
 // acknowledged instead of returned (the lease, or the end, stands for it;
 // the queue-table transports delete the message when the lease is taken,
 // which a stream apart from the database cannot). So is a message delivered
@@ -47,12 +53,12 @@
 
 #include "runloom/transport.h"
 
-#include "redis/redis_client.h"
 #include "transport/stream_database.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "redis/redis_client.h"
 
 #include <cstdint>
 #include <memory>
