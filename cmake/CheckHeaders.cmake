@@ -15,6 +15,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   gate.h
   limits.h
   mutex.h
+  pool_use.h
   postgres.h
   run.h
   scheduler.h

@@ -19,6 +19,7 @@
 
 #include "runloom/clock.h"
 #include "runloom/event_bus.h"
+#include "runloom/pool_use.h"
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
@@ -49,9 +50,11 @@ struct Backend {
   // only; a PostgreSQL backend with a Redis queue shares a Redis key among
   // its workers, and counts their calls in flight together on Redis.
   std::shared_ptr<CapBoard> llm_caps;
-  // Connections in the store's pool (PostgreSQL pool_size), the LLM cap's
-  // pool limiter; 0 = no pool (SQLite's single writer batches instead).
-  int pool_connections = 0;
+  // What the store's connection pool has done (PostgreSQL), the LLM cap's
+  // pool limiter measures it (runloom/pool_use.h); null = no pool (SQLite's
+  // single writer batches instead). Safe to call after the store is gone
+  // (then a PoolUse of size 0).
+  std::function<PoolUse()> pool_use;
 };
 
 // Options OpenBackend maps onto the backend it opens. Each backend uses what

@@ -68,7 +68,10 @@ absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptio
   } else {
     b.transport = store_internal::NewPgTransport(h);
   }
-  b.pool_connections = options.pool_size;
+  b.pool_use = [weak = std::weak_ptr<store_internal::PgHandle>(h)] {
+    std::shared_ptr<store_internal::PgHandle> handle = weak.lock();
+    return handle != nullptr ? handle->Use() : PoolUse{};
+  };
   b.store = std::make_unique<store_internal::PgStore>(std::move(h));
   return b;
 }

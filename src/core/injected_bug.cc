@@ -11,7 +11,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kWriteIntentNotRecorded,     InjectedBug::kLeaseTakenWhileLive,
     InjectedBug::kRerunKeepsCancel,           InjectedBug::kReservationKeptOnTakeover,
     InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
-    InjectedBug::kCatalogErrorFailsRun,
+    InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -40,6 +40,8 @@ std::string_view ToString(InjectedBug b) {
       return "write_key_ignores_decision";
     case InjectedBug::kCatalogErrorFailsRun:
       return "catalog_error_fails_run";
+    case InjectedBug::kCapPublishIgnoresLease:
+      return "cap_publish_ignores_lease";
   }
   return "unknown";
 }

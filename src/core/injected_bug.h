@@ -45,6 +45,11 @@ enum class InjectedBug : uint32_t {
   // A store error reading a run's pinned workflow (the database away for a
   // moment) fails the run closed, as poison does (as before issue 22.6).
   kCatalogErrorFailsRun,
+  // The cap board publishes an LLM cap whoever asks, not only the holder of
+  // the controller lease (as before issue 22.2, every process's controller
+  // wrote the cap): a controller stopped past its lease overwrites the
+  // cap its successor decided.
+  kCapPublishIgnoresLease,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

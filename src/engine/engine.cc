@@ -221,7 +221,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
   RUNLOOM_ASSIGN_OR_RETURN(
       std::unique_ptr<engine_internal::LlmCaps> llm_caps,
       engine_internal::LlmCaps::Create(LlmConcurrencyOf(*options.registry), backend.llm_caps,
-                                       backend.pool_connections, options.env));
+                                       backend.pool_use, options.env));
   return std::unique_ptr<Engine>(
       new Engine(std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics),
                                         std::move(stage_events), std::move(llm_caps))));

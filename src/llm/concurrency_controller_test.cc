@@ -201,15 +201,15 @@ TEST(ConcurrencyController, TheLowestLimiterWins) {
   FixedCpu cpu(0.99);
   int in_flight = 40;
   ControllerDeps deps = Deps(&clock, board, NullLogger());
-  deps.pool_connections = [] { return 2; };
   deps.cpu = &cpu;
   deps.in_flight = [&in_flight] { return in_flight; };
-  ConcurrencyController c("p", {.static_cap = 100, .calls_per_connection = 8}, deps);
+  ConcurrencyController c("p", {.static_cap = 100}, deps);
   CapLimits l = c.Tick();
-  EXPECT_EQ(l.pool, 16);
   EXPECT_EQ(l.cpu, 36);  // 40 * 0.9 / 0.99
-  EXPECT_EQ(l.cap, 16);
-  EXPECT_EQ(l.aimd, 17);  // held within one step of the binding limiter
+  EXPECT_EQ(l.cap, 36);
+  EXPECT_EQ(l.aimd, 37);  // held within one step of the binding limiter
+  EXPECT_TRUE(l.leader);
+  EXPECT_EQ(l.in_flight, 40);
   in_flight = 10;
   EXPECT_EQ(c.Tick().cap, 9);
   // Telemetry: 600 per minute at 1 s per call is 10 in flight.
@@ -224,6 +224,99 @@ TEST(ConcurrencyController, TheLowestLimiterWins) {
   EXPECT_EQ(t.limits().cap, 10);
   clock.Advance(absl::Seconds(11));  // telemetry_ttl passed
   EXPECT_FALSE(t.Tick().telemetry.has_value());
+}
+
+// 002: "the pool limiter, not the provider, is the binding constraint in
+// practice". It measures the store's pool: its size alone limits nothing;
+// acquisitions that waited for a connection, or gave up, cut the cap from
+// the calls in flight; ticks without pool pressure let it rise again.
+TEST(ConcurrencyController, ThePoolLimiterFollowsMeasuredWaitsNotThePoolSize) {
+  SimulatedClock clock;
+  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
+  int in_flight = 40;
+  PoolUse pool{.size = 2, .acquires = 1000, .waited = 900};  // before the controller: not counted
+  ControllerDeps deps = Deps(&clock, board, NullLogger());
+  deps.in_flight = [&in_flight] { return in_flight; };
+  deps.pool = [&pool] { return pool; };
+  ConcurrencyController c("p", {.static_cap = 60}, deps);
+  c.Tick();  // the first reading: the baseline
+  pool.acquires += 100;
+  pool.waited += 10;
+  CapLimits l = c.Tick();
+  EXPECT_FALSE(l.pool.has_value());  // 2 connections, 40 calls: nothing waited much
+  EXPECT_EQ(l.cap, 60);
+  // Most acquisitions waited for a connection: the pool binds at 0.95 times
+  // the calls in flight.
+  pool.acquires += 100;
+  pool.waited += 90;
+  pool.wait += absl::Seconds(3);
+  l = c.Tick();
+  EXPECT_EQ(l.pool, 38);
+  EXPECT_EQ(l.cap, 38);
+  // One acquisition gave up: cut again, from the limit in force.
+  pool.acquires += 10;
+  pool.exhausted += 1;
+  EXPECT_EQ(c.Tick().pool, 36);
+  // Calm: it rises by one a tick (and AIMD stays within a step of it).
+  pool.acquires += 100;
+  pool.waited += 10;
+  l = c.Tick();
+  EXPECT_EQ(l.pool, 37);
+  EXPECT_EQ(l.cap, 37);
+  EXPECT_EQ(l.aimd, 37);  // no demand: AIMD does not rise on its own
+  // A pool reset (the counters went back): read as new, not as negative.
+  pool = PoolUse{.size = 2, .acquires = 5};
+  EXPECT_EQ(c.Tick().pool, 38);
+}
+
+// Two controllers (two processes in production) on one board make one cap:
+// the lease holder decides from both processes' reports, the other only
+// reports and follows; when the holder stops, the other takes over within
+// the lease and starts from the cap in force, not from the static cap.
+TEST(ConcurrencyController, TwoProcessesMakeOneCapAndTheSecondTakesOver) {
+  SimulatedClock clock;
+  CapturingLogger log;
+  std::shared_ptr<CapBoard> board = NewInProcessCapBoard(&clock);
+  ConcurrencyOptions o{.static_cap = 4, .lease = absl::Seconds(3)};
+  ConcurrencyController a("p", o, {.clock = &clock, .logger = &log, .board = board, .id = "a"});
+  ConcurrencyController b("p", o, {.clock = &clock, .logger = &log, .board = board, .id = "b"});
+  EXPECT_TRUE(a.Tick().leader);
+  EXPECT_FALSE(b.Tick().leader);
+  EXPECT_EQ(log.Count(LogLevel::kInfo, "provider p: a decides the cap now"), 1);
+  // Only B's calls wait for a slot: A grows the cap on B's report.
+  for (int i = 1; i <= 5; ++i) {
+    clock.Advance(absl::Seconds(1));
+    b.Observe(Ok(clock.Now(), /*waited=*/true));
+    CapLimits follower = b.Tick();
+    EXPECT_FALSE(follower.leader);
+    CapLimits leader = a.Tick();
+    EXPECT_EQ(leader.cap, 4 + i);
+    EXPECT_EQ(**board->Read("p"), 4 + i);
+  }
+  // B's own view is the published cap, and B cannot publish one.
+  EXPECT_EQ(b.Tick().cap, 9);
+  EXPECT_EQ(board->Publish("p", "b", 100, absl::Seconds(5)).value_or(true), false);
+  EXPECT_EQ(**board->Read("p"), 9);
+  // A 429 in B cuts the cap at once, for every process; A's next decision
+  // starts from the cut, not from its own 9.
+  clock.Advance(absl::Seconds(1));
+  b.Observe({.kind = CallOutcome::Kind::kRateLimited, .started = clock.Now()});
+  EXPECT_EQ(**board->Read("p"), 4);
+  b.Tick();
+  EXPECT_LE(a.Tick().cap, 4);
+  // A stops ticking (its process died). Within the lease B still follows;
+  // after it, B decides, from the cap in force.
+  clock.Advance(absl::Seconds(2));
+  EXPECT_FALSE(b.Tick().leader);
+  clock.Advance(absl::Seconds(2));
+  b.Observe(Ok(clock.Now(), /*waited=*/false));
+  CapLimits took = b.Tick();
+  EXPECT_TRUE(took.leader);
+  EXPECT_EQ(took.cap, 4);
+  EXPECT_EQ(log.Count(LogLevel::kInfo, "provider p: this process decides the cap now (b)"), 1);
+  // A comes back: it follows B now.
+  EXPECT_FALSE(a.Tick().leader);
+  EXPECT_EQ(a.limits().cap, 4);
 }
 
 // Slots of provider "p" (static cap 6) following a started controller that

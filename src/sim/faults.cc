@@ -2,6 +2,8 @@
 
 #include "runloom/status.h"
 
+#include "core/status_macros.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace runloom::sim {
@@ -275,6 +277,99 @@ absl::StatusOr<steps_internal::Reply> SimService::Send(const steps_internal::Exc
     return absl::UnavailableError("connection reset after the request was applied");
   }
   return steps_internal::Reply{201, absl::StrCat(R"({"applied":)", n, "}")};
+}
+
+absl::Status FaultCapBoard::Before(const char* what) {
+  auto crashed = [&] {
+    return absl::UnavailableError(absl::StrCat(inc_->name, " crashed; ", what, " never sent"));
+  };
+  if (!inc_->alive) return crashed();
+  if (!faults_->on) return absl::OkStatus();
+  Rng& rng = world_->rng();
+  if (rng.Chance(faults_->rates.stop)) {
+    ++faults_->faults;
+    inc_->paused_until = world_->now() + faults_->rates.stop_for;
+    world_->Record(absl::StrCat(world_->Stamp(), " ", inc_->name, " stopped before cap board ",
+                                what, " for ", absl::FormatDuration(faults_->rates.stop_for)));
+    world_->AdvanceTo(inc_->paused_until);
+  } else if (rng.Chance(faults_->rates.slow)) {
+    world_->AdvanceTo(world_->now() + rng.Millis(1, 400));
+  }
+  if (!inc_->alive) return crashed();
+  if (rng.Chance(faults_->rates.store_fail)) {
+    ++faults_->faults;
+    world_->Record(
+        absl::StrCat(world_->Stamp(), " ", inc_->name, " cap board ", what, " fails (injected)"));
+    return absl::UnavailableError(absl::StrCat("injected: cap board ", what, " failed"));
+  }
+  return absl::OkStatus();
+}
+
+void FaultCapBoard::CheckCap(const char* what, int cap) {
+  if (cap < 1 || cap > ledger_->max_cap) {
+    world_->Violate(absl::StrCat(inc_->name, " ", what, " the LLM cap ", cap, ", outside [1, ",
+                                 ledger_->max_cap, "]"));
+  }
+}
+
+absl::StatusOr<std::string> FaultCapBoard::Lead(const std::string& provider,
+                                                const std::string& candidate,
+                                                absl::Duration lease) {
+  RUNLOOM_RETURN_IF_ERROR(Before("lead"));
+  absl::StatusOr<std::string> holder = base_->Lead(provider, candidate, lease);
+  if (!holder.ok()) return holder;
+  const absl::Time now = world_->now();
+  if (*holder != ledger_->holder) {
+    if (!ledger_->holder.empty() && ledger_->expires > now) {
+      world_->Violate(absl::StrCat(
+          "two controllers hold the lease on the LLM cap of ", provider, ": ", ledger_->holder,
+          " until ", absl::FormatDuration(ledger_->expires - now), " from now, and ", *holder));
+    }
+    ++ledger_->takeovers;
+    world_->Record(absl::StrCat(world_->Stamp(), " ", *holder, " decides the LLM cap"));
+    ledger_->holder = *holder;
+  }
+  if (*holder == candidate) ledger_->expires = now + lease;
+  return holder;
+}
+
+absl::StatusOr<bool> FaultCapBoard::Publish(const std::string& provider, const std::string& leader,
+                                            int cap, absl::Duration ttl) {
+  RUNLOOM_RETURN_IF_ERROR(Before("publish"));
+  absl::StatusOr<bool> published = base_->Publish(provider, leader, cap, ttl);
+  if (!published.ok() || !*published) return published;
+  if (leader != ledger_->holder || ledger_->expires <= world_->now()) {
+    world_->Violate(absl::StrCat(leader, " published the LLM cap ", cap, " of ", provider,
+                                 " without a live lease (the lease is ", ledger_->holder, "'s",
+                                 ledger_->expires <= world_->now() ? ", expired" : "", ")"));
+  }
+  CheckCap("published", cap);
+  ++ledger_->publications;
+  return published;
+}
+
+absl::Status FaultCapBoard::Cut(const std::string& provider, int cap, absl::Duration ttl) {
+  RUNLOOM_RETURN_IF_ERROR(Before("cut"));
+  CheckCap("cut", cap);
+  return base_->Cut(provider, cap, ttl);
+}
+
+absl::StatusOr<std::optional<int>> FaultCapBoard::Read(const std::string& provider) {
+  RUNLOOM_RETURN_IF_ERROR(Before("read"));
+  return base_->Read(provider);
+}
+
+absl::StatusOr<std::string> FaultCapBoard::Report(const std::string& provider,
+                                                  const SenseReport& report) {
+  RUNLOOM_RETURN_IF_ERROR(Before("report"));
+  return base_->Report(provider, report);
+}
+
+absl::StatusOr<std::vector<SenseReport>> FaultCapBoard::ReadReports(const std::string& provider,
+                                                                    std::string* after,
+                                                                    int* malformed) {
+  RUNLOOM_RETURN_IF_ERROR(Before("read reports"));
+  return base_->ReadReports(provider, after, malformed);
 }
 
 }  // namespace runloom::sim

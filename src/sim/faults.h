@@ -13,6 +13,7 @@
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
+#include "llm/cap_board.h"
 #include "steps/http_exchange.h"
 #include "testing/transport_wrapper.h"
 
@@ -111,6 +112,54 @@ class FaultTransport final : public testing::TransportWrapper {
   World* const world_;
   FaultState* const faults_;
   const std::shared_ptr<Incarnation> inc_;
+};
+
+// The checker's record of the LLM cap protocol (llm/cap_board.h), kept by
+// every process's FaultCapBoard from what the board answered: who holds the
+// lease on deciding the cap and until when (world time: the board's clock),
+// and every publication.
+struct CapLedger {
+  std::string holder;
+  absl::Time expires = absl::InfinitePast();
+  absl::Duration lease;  // the controllers' lease
+  int max_cap = 0;       // the controllers' ceiling
+  int publications = 0;
+  int takeovers = 0;  // the lease went to another controller
+};
+
+// One process's way to the shared cap board: each call is a scheduling
+// point with the store's faults (crashed, stopped, slow, failed before it
+// reaches the board); the answers are checked against the ledger: never two
+// lease holders at once, no publication but by the holder of a live lease,
+// every cap within [1, max_cap].
+class FaultCapBoard final : public CapBoard {
+ public:
+  // Borrows everything; all must outlive it.
+  FaultCapBoard(CapBoard* base, World* world, FaultState* faults, std::shared_ptr<Incarnation> inc,
+                CapLedger* ledger)
+      : base_(base), world_(world), faults_(faults), inc_(std::move(inc)), ledger_(ledger) {}
+
+  absl::StatusOr<std::string> Lead(const std::string& provider, const std::string& candidate,
+                                   absl::Duration lease) override;
+  absl::StatusOr<bool> Publish(const std::string& provider, const std::string& leader, int cap,
+                               absl::Duration ttl) override;
+  absl::Status Cut(const std::string& provider, int cap, absl::Duration ttl) override;
+  absl::StatusOr<std::optional<int>> Read(const std::string& provider) override;
+  absl::StatusOr<std::string> Report(const std::string& provider,
+                                     const SenseReport& report) override;
+  absl::StatusOr<std::vector<SenseReport>> ReadReports(const std::string& provider,
+                                                       std::string* after, int* malformed) override;
+  std::string Describe() const override { return "the simulated board"; }
+
+ private:
+  absl::Status Before(const char* what);
+  void CheckCap(const char* what, int cap);
+
+  CapBoard* const base_;
+  World* const world_;
+  FaultState* const faults_;
+  const std::shared_ptr<Incarnation> inc_;
+  CapLedger* const ledger_;
 };
 
 // An external service with a lookup endpoint and no deduplication of its

@@ -12,6 +12,8 @@
 #include "core/status_macros.h"
 #include "engine/engine_driver.h"
 #include "engine/rules/step_counts.h"
+#include "llm/cap_board.h"
+#include "llm/concurrency_controller.h"
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
 #include "steps/builtin_steps.h"
@@ -202,6 +204,10 @@ struct Process {
   std::shared_ptr<Incarnation> inc;
   std::vector<std::unique_ptr<Clock>> clocks;  // every life's, kept until the end
   std::vector<std::unique_ptr<Engine>> engines;
+  // Every life's LLM cap controller and its way to the board (issue 22.2).
+  std::vector<std::unique_ptr<FaultCapBoard>> cap_boards;
+  std::vector<std::unique_ptr<ConcurrencyController>> controllers;
+  std::vector<std::shared_ptr<Incarnation>> controller_lives;  // whose each is
   std::unique_ptr<std::mt19937_64> random;
   bool sweeper = true;
 };
@@ -227,6 +233,10 @@ class Sim {
   void Check();
   void CheckRun(const RunRecord& run);
   void CheckEnd();
+  // One tick of a process's LLM cap controller, with the calls it saw.
+  void CapTick(ConcurrencyController& c);
+  // After the faults: one controller decides and a fresh cap is published.
+  void CheckCapEnd();
   bool AllRest();
   absl::Duration LivenessBound() const;
 
@@ -238,6 +248,11 @@ class Sim {
   std::unique_ptr<SimService> service_;
   std::shared_ptr<ChargingProvider> provider_;
   std::shared_ptr<StepRegistry> registry_;
+  // The LLM cap board every process shares (the Redis of a deployment), on
+  // world time, and the checker's record of its protocol.
+  std::unique_ptr<CapBoard> cap_board_;
+  CapLedger cap_ledger_;
+  ConcurrencyOptions cap_options_;
   std::vector<Workload> workloads_;
   std::shared_ptr<Incarnation> client_inc_;
   Process client_proc_;  // the clients' process: the API, never faulted
@@ -328,6 +343,10 @@ absl::Status Sim::Open() {
     world_.Record(absl::StrCat("workflow ", w.name, ":\n", w.yaml));
     workloads_.push_back(std::move(w));
   }
+  cap_board_ = NewInProcessCapBoard(world_.clock());
+  cap_options_ = ConcurrencyOptions{.static_cap = 8, .max_cap = 64};
+  cap_ledger_.lease = cap_options_.lease;
+  cap_ledger_.max_cap = cap_options_.max_cap;
   for (int i = 1; i <= params_.processes; ++i) {
     auto p = std::make_unique<Process>();
     p->id = i;
@@ -413,6 +432,20 @@ void Sim::StartLife(Process& p) {
     });
   }
   Every(inc, rng.Millis(0, 300), params_.ttl / 3, [engine] { EngineDriver::RenewLeases(*engine); });
+  // The LLM cap controller of this life: it reports to the shared board and
+  // decides while it holds the lease.
+  p.cap_boards.push_back(
+      std::make_unique<FaultCapBoard>(cap_board_.get(), &world_, &faults_, inc, &cap_ledger_));
+  FaultCapBoard* board = p.cap_boards.back().get();
+  p.controllers.push_back(std::make_unique<ConcurrencyController>(
+      "fake", cap_options_,
+      ControllerDeps{.clock = p.clocks.back().get(),
+                     .logger = NullLogger(),
+                     .board = std::shared_ptr<CapBoard>(std::shared_ptr<CapBoard>(), board),
+                     .id = inc->name}));
+  p.controller_lives.push_back(inc);
+  ConcurrencyController* controller = p.controllers.back().get();
+  Every(inc, rng.Millis(0, 1000), cap_options_.tick, [this, controller] { CapTick(*controller); });
   Every(inc, rng.Millis(0, 250), absl::Milliseconds(250),
         [engine] { EngineDriver::CheckCancels(*engine); });
   if (p.sweeper) {
@@ -677,6 +710,57 @@ void Sim::Check() {
 
 // Exactly one effect for every write a run went past; no budget left
 // reserved on a run at rest.
+void Sim::CapTick(ConcurrencyController& c) {
+  Rng& rng = world_.rng();
+  // The calls this process made since its last tick: some found every slot
+  // taken (demand), now and then one is answered 429 or fails.
+  const int calls = static_cast<int>(rng.Below(5));
+  const absl::Time now = world_.now();
+  for (int i = 0; i < calls; ++i) {
+    CallOutcome::Kind kind = CallOutcome::Kind::kOk;
+    if (rng.Chance(0.03)) kind = CallOutcome::Kind::kRateLimited;
+    if (rng.Chance(0.02)) kind = CallOutcome::Kind::kError;
+    c.Observe({.kind = kind,
+               .started = now - absl::Milliseconds(500),
+               .latency = rng.Millis(200, 1200),
+               .waited = rng.Chance(0.5)});
+  }
+  const CapLimits l = c.Tick();
+  if (l.leader) {
+    world_.Record(absl::StrCat(world_.Stamp(), " ", c.id(), " LLM cap ", l.cap));
+  }
+}
+
+void Sim::CheckCapEnd() {
+  // Faults are off and every process lives: within the lease and two ticks
+  // one controller holds the lease, and it alone believes it decides.
+  const absl::Time until =
+      world_.now() + cap_options_.lease + 2 * cap_options_.tick + absl::Milliseconds(500);
+  while (world_.violation().empty() && world_.now() < until) {
+    world_.AdvanceTo(std::min(world_.NextTimer(), until));
+  }
+  if (!world_.violation().empty()) return;
+  std::vector<std::string> leaders;
+  for (const auto& p : processes_) {
+    for (size_t i = 0; i < p->controllers.size(); ++i) {
+      if (p->controller_lives[i]->alive && p->controllers[i]->limits().leader) {
+        leaders.push_back(p->controllers[i]->id());
+      }
+    }
+  }
+  absl::StatusOr<std::optional<int>> cap = cap_board_->Read("fake");
+  if (leaders.size() != 1 || leaders.front() != cap_ledger_.holder) {
+    world_.Violate(
+        absl::StrCat("liveness: ", leaders.size(), " LLM cap controllers believe they decide (",
+                     absl::StrJoin(leaders, ", "), "); the lease is ", cap_ledger_.holder, "'s"));
+  } else if (!cap.ok() || !cap->has_value()) {
+    world_.Violate("liveness: no fresh LLM cap on the board after the faults stopped");
+  }
+  world_.Record(absl::StrCat("end: LLM cap ", cap.ok() && cap->has_value() ? **cap : 0, " by ",
+                             cap_ledger_.holder, ", ", cap_ledger_.publications, " publications, ",
+                             cap_ledger_.takeovers, " takeovers"));
+}
+
 void Sim::CheckEnd() {
   for (const std::string& id : runs_) {
     // Nobody changes the catalog here: a run failed closed on its pinned
@@ -773,6 +857,7 @@ SimResult Sim::Run() {
       }
     }
   }
+  if (world_.violation().empty()) CheckCapEnd();
   if (world_.violation().empty()) CheckEnd();
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);

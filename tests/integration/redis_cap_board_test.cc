@@ -9,7 +9,6 @@
 
 #include "llm/concurrency_controller.h"
 #include "llm/llm_slots.h"
-#include "redis/redis_client.h"
 #include "testing/capturing_logger.h"
 #include "testing/status_matchers.h"
 #include "testing/test_servers.h"
@@ -17,9 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis/redis_client.h"
 
 #include <algorithm>
 #include <atomic>
+#include <set>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -45,7 +47,12 @@ TEST(RedisCapBoard, PublishesAKeyTheServerExpires) {
   const std::string prefix = Prefix("expire");
   std::shared_ptr<CapBoard> board = NewRedisCapBoard(TestRedis(), prefix);
   EXPECT_EQ(board->Read("openai").value_or(7), std::nullopt);
-  ASSERT_OK(board->Publish("openai", 12, absl::Milliseconds(300)));
+  // Only the lease holder publishes.
+  EXPECT_EQ(board->Lead("openai", "me", absl::Seconds(5)).value_or(""), "me");
+  EXPECT_EQ(board->Lead("openai", "other", absl::Seconds(5)).value_or(""), "me");
+  EXPECT_EQ(board->Publish("openai", "other", 99, absl::Milliseconds(300)).value_or(true), false);
+  EXPECT_EQ(board->Read("openai").value_or(7), std::nullopt);
+  EXPECT_EQ(board->Publish("openai", "me", 12, absl::Milliseconds(300)).value_or(false), true);
   EXPECT_EQ(board->Read("openai").value_or(std::nullopt), 12);
 
   RedisClient raw(TestRedis(), {});
@@ -101,12 +108,162 @@ TEST(RedisCapBoard, UnreachableRedisIsUnavailableAndExecutorsUseTheStaticCap) {
   testing::CapturingLogger log;
   std::shared_ptr<CapBoard> board =
       NewRedisCapBoard(closed, Prefix("down"), {.connect_timeout = absl::Milliseconds(100)});
-  EXPECT_THAT(board->Publish("p", 3, absl::Seconds(1)), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(board->Publish("p", "x", 3, absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(board->Lead("p", "x", absl::Seconds(1)), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(board->Report("p", SenseReport{.reporter = "x"}),
+              StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(board->Read("p"), StatusIs(absl::StatusCode::kUnavailable));
   LlmSlots slots("p", {.static_cap = 4}, &log);
   slots.Attach(board, nullptr);
   EXPECT_EQ(slots.Cap(RealClock()), 4);
   EXPECT_EQ(log.Count(LogLevel::kWarning, "using the static cap 4"), 1);
+}
+
+// Sense and Decide meet in Redis (002): reports travel on a stream, the
+// lease names one decider, a cut at a 429 only lowers, and a report that
+// does not decode is skipped, not trusted.
+TEST(RedisCapBoard, ReportsTravelOnAStreamAndOnlyTheLeaseHolderPublishes) {
+  const std::string prefix = Prefix("sense");
+  std::shared_ptr<CapBoard> a = NewRedisCapBoard(TestRedis(), prefix);
+  std::shared_ptr<CapBoard> b = NewRedisCapBoard(TestRedis(), prefix);
+  std::string cursor;
+  ASSERT_OK(a->ReadReports("p", &cursor));
+  SenseReport sent{.reporter = "host:1:0",
+                   .ok = 7,
+                   .rate_limited = 1,
+                   .errors = 2,
+                   .waited = true,
+                   .latency_sum = absl::Milliseconds(7300),
+                   .limit_requests = 600,
+                   .cut = 5,
+                   .cut_from = 10,
+                   .in_flight = 9,
+                   .pool_size = 8,
+                   .pool_acquires = 100,
+                   .pool_waited = 60,
+                   .pool_exhausted = 1,
+                   .pool_wait = absl::Milliseconds(2500),
+                   .cpu_busy = 0.25};
+  ASSERT_OK(b->Report("p", sent));
+  RedisClient raw(TestRedis(), {});
+  ASSERT_OK(raw.Command({"XADD", prefix + ":llm_sense:p", "*", "reporter", "x", "ok", "-5"}));
+  ASSERT_OK(b->Report("p", SenseReport{.reporter = "host:2:0", .ok = 1}));
+  int malformed = 0;
+  absl::StatusOr<std::vector<SenseReport>> got = a->ReadReports("p", &cursor, &malformed);
+  ASSERT_OK(got);
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ(malformed, 1);
+  const SenseReport& r = (*got)[0];
+  EXPECT_EQ(r.reporter, "host:1:0");
+  EXPECT_EQ(r.ok, 7);
+  EXPECT_EQ(r.rate_limited, 1);
+  EXPECT_EQ(r.errors, 2);
+  EXPECT_TRUE(r.waited);
+  EXPECT_EQ(r.latency_sum, absl::Milliseconds(7300));
+  EXPECT_EQ(r.limit_requests, 600);
+  EXPECT_EQ(r.cut, 5);
+  EXPECT_EQ(r.cut_from, 10);
+  EXPECT_EQ(r.in_flight, 9);
+  EXPECT_EQ(r.pool_size, 8);
+  EXPECT_EQ(r.pool_acquires, 100);
+  EXPECT_EQ(r.pool_waited, 60);
+  EXPECT_EQ(r.pool_exhausted, 1);
+  EXPECT_EQ(r.pool_wait, absl::Milliseconds(2500));
+  EXPECT_EQ(r.cpu_busy, 0.25);
+  EXPECT_EQ((*got)[1].reporter, "host:2:0");
+  // Read from the cursor: nothing new.
+  EXPECT_EQ(a->ReadReports("p", &cursor).value_or(std::vector<SenseReport>(1)).size(), 0u);
+
+  // The lease: one holder until it expires on the server.
+  EXPECT_EQ(a->Lead("p", "a", absl::Milliseconds(300)).value_or(""), "a");
+  EXPECT_EQ(b->Lead("p", "b", absl::Milliseconds(300)).value_or(""), "a");
+  EXPECT_EQ(b->Publish("p", "b", 50, absl::Seconds(5)).value_or(true), false);
+  EXPECT_EQ(a->Publish("p", "a", 20, absl::Seconds(5)).value_or(false), true);
+  // A cut lowers, never raises.
+  ASSERT_OK(b->Cut("p", 30, absl::Seconds(5)));
+  EXPECT_EQ(a->Read("p").value_or(std::nullopt), 20);
+  ASSERT_OK(b->Cut("p", 10, absl::Seconds(5)));
+  EXPECT_EQ(a->Read("p").value_or(std::nullopt), 10);
+  absl::SleepFor(absl::Milliseconds(400));
+  EXPECT_EQ(b->Lead("p", "b", absl::Seconds(5)).value_or(""), "b");
+  EXPECT_EQ(a->Publish("p", "a", 40, absl::Seconds(5)).value_or(true), false);
+  absl::StatusOr<RedisReply> holder = raw.Command({"GET", prefix + ":llm_controller:p"});
+  ASSERT_OK(holder);
+  EXPECT_EQ(holder->str, "b");
+  absl::StatusOr<RedisReply> ttl = raw.Command({"PTTL", prefix + ":llm_sense:p"});
+  ASSERT_OK(ttl);
+  EXPECT_GT(ttl->integer, 0);  // the stream goes when the deployment does
+}
+
+// Two adapting processes (a fork: two address spaces, two connections, two
+// controllers) make one cap, not two: only the child's calls wait for a
+// slot, the parent sees no demand of its own. With a controller per process
+// each publishing its own view, the key would jump between the parent's
+// static cap and the child's growing one; with one decider fed by both
+// processes' reports it only grows.
+TEST(RedisCapBoard, TwoAdaptingProcessesMakeOneCap) {
+  const std::string prefix = Prefix("one_cap");
+  const ConcurrencyOptions o{.static_cap = 4,
+                             .max_cap = 1000,
+                             .tick = absl::Milliseconds(50),
+                             .ttl = absl::Seconds(2),
+                             .lease = absl::Milliseconds(600)};
+  constexpr absl::Duration kRun = absl::Milliseconds(2500);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child: its calls keep finding every slot taken.
+    std::shared_ptr<CapBoard> board = NewRedisCapBoard(TestRedis(), prefix);
+    ConcurrencyController c(
+        "fake", o, {.clock = RealClock(), .logger = NullLogger(), .board = board, .id = "child"});
+    c.Start();
+    const absl::Time end = absl::Now() + kRun;
+    while (absl::Now() < end) {
+      c.Observe({.kind = CallOutcome::Kind::kOk,
+                 .started = absl::Now(),
+                 .latency = absl::Milliseconds(100),
+                 .waited = true});
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    c.Stop();
+    _exit(0);
+  }
+  std::shared_ptr<CapBoard> board = NewRedisCapBoard(TestRedis(), prefix);
+  ConcurrencyController parent(
+      "fake", o, {.clock = RealClock(), .logger = NullLogger(), .board = board, .id = "parent"});
+  parent.Start();
+  std::vector<int> seen;
+  const absl::Time end = absl::Now() + kRun;
+  while (absl::Now() < end) {
+    absl::StatusOr<std::optional<int>> cap = board->Read("fake");
+    if (cap.ok() && cap->has_value()) seen.push_back(**cap);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  parent.Stop();
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  ASSERT_GT(seen.size(), 50u);
+  int drops = 0;
+  for (size_t i = 1; i < seen.size(); ++i) drops += seen[i] < seen[i - 1] ? 1 : 0;
+  EXPECT_EQ(drops, 0) << "the cap went down " << drops << " times: two deciders";
+  EXPECT_GT(seen.back(), o.static_cap + 10) << "the child's demand did not reach the decider";
+  // Both processes reported; one holds the lease.
+  RedisClient raw(TestRedis(), {});
+  absl::StatusOr<RedisReply> entries =
+      raw.Command({"XRANGE", prefix + ":llm_sense:fake", "-", "+"});
+  ASSERT_OK(entries);
+  std::set<std::string> reporters;
+  for (const RedisReply& e : entries->elements) {
+    for (size_t i = 0; i + 1 < e.elements[1].elements.size(); i += 2) {
+      if (e.elements[1].elements[i].str == "reporter") {
+        reporters.insert(e.elements[1].elements[i + 1].str);
+      }
+    }
+  }
+  EXPECT_EQ(reporters, (std::set<std::string>{"child", "parent"}));
 }
 
 // A step context for LlmSlots::Acquire on the real clock, stopped by Stop().

@@ -11,11 +11,12 @@ namespace runloom::engine_internal {
 
 absl::StatusOr<std::unique_ptr<LlmCaps>> LlmCaps::Create(LlmConcurrency* caps,
                                                          std::shared_ptr<CapBoard> board,
-                                                         int pool_connections, const Env& env) {
+                                                         std::function<PoolUse()> pool_use,
+                                                         const Env& env) {
   std::unique_ptr<LlmCaps> out(new LlmCaps());
   out->caps_ = caps;
   out->board_ = std::move(board);
-  out->pool_connections_ = pool_connections;
+  out->pool_use_ = std::move(pool_use);
   out->clock_ = env.clock;
   out->logger_ = env.logger;
   out->cpu_ = NewProcStatCpuLoad();
@@ -29,6 +30,11 @@ absl::StatusOr<std::unique_ptr<LlmCaps>> LlmCaps::Create(LlmConcurrency* caps,
                                    .Name("runloom_llm_calls_in_flight")
                                    .Help("LLM calls in flight in this process, by provider")
                                    .Register(*env.metrics);
+      out->leader_gauge_ =
+          &prometheus::BuildGauge()
+               .Name("runloom_llm_concurrency_leader")
+               .Help("1 while this process's controller decides the provider's cap, else 0")
+               .Register(*env.metrics);
     } catch (const std::exception& e) {
       return absl::InvalidArgumentError(absl::StrCat("llm concurrency metrics: ", e.what()));
     }
@@ -39,18 +45,17 @@ absl::StatusOr<std::unique_ptr<LlmCaps>> LlmCaps::Create(LlmConcurrency* caps,
 void LlmCaps::Start() {
   runloom::MutexLock l(&mu_);
   if (caps_ == nullptr || running_ != nullptr) return;
-  ControllerDeps deps{.clock = clock_, .logger = logger_, .cpu = cpu_.get()};
-  if (pool_connections_ > 0) {
-    deps.pool_connections = [n = pool_connections_] { return n; };
-  }
+  ControllerDeps deps{.clock = clock_, .logger = logger_, .pool = pool_use_, .cpu = cpu_.get()};
   auto* cap_gauge = cap_gauge_;
   auto* in_flight_gauge = in_flight_gauge_;
+  auto* leader_gauge = leader_gauge_;
   std::function<void(const std::string&, const CapLimits&, int)> on_tick;
   if (cap_gauge != nullptr) {
-    on_tick = [cap_gauge, in_flight_gauge](const std::string& provider, const CapLimits& limits,
-                                           int in_flight) {
+    on_tick = [cap_gauge, in_flight_gauge, leader_gauge](const std::string& provider,
+                                                         const CapLimits& limits, int in_flight) {
       cap_gauge->Add({{"provider", provider}}).Set(limits.cap);
       in_flight_gauge->Add({{"provider", provider}}).Set(in_flight);
+      leader_gauge->Add({{"provider", provider}}).Set(limits.leader ? 1 : 0);
     };
   }
   running_ = caps_->Start(board_, std::move(deps), std::move(on_tick));

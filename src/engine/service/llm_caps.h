@@ -9,6 +9,7 @@
 // Metrics on env.metrics (docs/operations.md):
 //   runloom_llm_concurrency_cap{provider}   the cap last decided
 //   runloom_llm_calls_in_flight{provider}   model calls in flight here
+//   runloom_llm_concurrency_leader{provider} 1 while this process decides
 //
 // Thread-safety: Start() and Stop() may be called from any thread.
 #pragma once
@@ -24,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 
+#include <functional>
 #include <memory>
 
 namespace prometheus {
@@ -36,12 +38,13 @@ namespace runloom::engine_internal {
 
 class LlmCaps {
  public:
-  // `caps` null: nothing to do. `board` null: in-process. `pool_connections`
-  // 0: no pool limiter. kInvalidArgument when the metrics registry refuses
-  // the gauges.
+  // `caps` null: nothing to do. `board` null: in-process. `pool_use` null:
+  // no pool to report (the pool limiter then senses other processes' only).
+  // kInvalidArgument when the metrics registry refuses the gauges.
   static absl::StatusOr<std::unique_ptr<LlmCaps>> Create(LlmConcurrency* caps,
                                                          std::shared_ptr<CapBoard> board,
-                                                         int pool_connections, const Env& env);
+                                                         std::function<PoolUse()> pool_use,
+                                                         const Env& env);
   ~LlmCaps() { Stop(); }
   LlmCaps(const LlmCaps&) = delete;
   LlmCaps& operator=(const LlmCaps&) = delete;
@@ -56,12 +59,13 @@ class LlmCaps {
   // Constant after Create.
   LlmConcurrency* caps_ = nullptr;
   std::shared_ptr<CapBoard> board_;
-  int pool_connections_ = 0;
+  std::function<PoolUse()> pool_use_;
   Clock* clock_ = nullptr;
   Logger* logger_ = nullptr;
   std::unique_ptr<CpuLoad> cpu_;
   prometheus::Family<prometheus::Gauge>* cap_gauge_ = nullptr;
   prometheus::Family<prometheus::Gauge>* in_flight_gauge_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* leader_gauge_ = nullptr;
 
   runloom::Mutex mu_;
   std::unique_ptr<LlmConcurrency::Running> running_ ABSL_GUARDED_BY(mu_);

@@ -152,11 +152,19 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgHandle::Acquire() {
     auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return !idle_.empty() || open_ < options_.pool_size;
     };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&available), give_up)) {
+    const bool free_now = available();
+    const absl::Time asked = absl::Now();
+    const bool got = free_now || mu_.AwaitWithDeadline(absl::Condition(&available), give_up);
+    if (!free_now) {
+      use_.wait += absl::Now() - asked;
+      ++(got ? use_.waited : use_.exhausted);
+    }
+    if (!got) {
       return absl::UnavailableError(absl::StrCat(
           "no free PostgreSQL connection within ", absl::FormatDuration(options_.acquire_timeout),
           " (pool size ", options_.pool_size, "); raise the pool size or lower the load"));
     }
+    ++use_.acquires;
     if (!idle_.empty()) {
       std::unique_ptr<PgConn> c = std::move(idle_.back());
       idle_.pop_back();
@@ -170,6 +178,13 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgHandle::Acquire() {
     --open_;
   }
   return c;
+}
+
+PoolUse PgHandle::Use() {
+  runloom::MutexLock l(&mu_);
+  PoolUse out = use_;
+  out.size = options_.pool_size;
+  return out;
 }
 
 void PgHandle::Return(std::unique_ptr<PgConn> conn) {

@@ -21,6 +21,7 @@
 #include "runloom/clock.h"
 #include "runloom/event_bus.h"
 #include "runloom/mutex.h"
+#include "runloom/pool_use.h"
 #include "runloom/postgres.h"
 
 #include "store/internal/removed_messages.h"
@@ -65,6 +66,8 @@ class PgHandle {
 
   // The server's clock (runloom_now(): now() plus the test offset).
   absl::StatusOr<absl::Time> ServerNow();
+  // What the pool has done since Open (the LLM cap's pool limiter).
+  PoolUse Use() ABSL_LOCKS_EXCLUDED(mu_);
   Clock* clock() { return RealClock(); }
 
   std::string NewLeaseToken() ABSL_LOCKS_EXCLUDED(gen_mu_);
@@ -102,6 +105,7 @@ class PgHandle {
   runloom::Mutex mu_;
   std::vector<std::unique_ptr<PgConn>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // connections handed out or idle
+  PoolUse use_ ABSL_GUARDED_BY(mu_);
   uint64_t signals_ ABSL_GUARDED_BY(mu_) = 0;
 
   RemovedMessages removed_{16384};  // a few seconds of leases
