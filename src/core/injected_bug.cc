@@ -12,6 +12,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kRerunKeepsCancel,           InjectedBug::kReservationKeptOnTakeover,
     InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
     InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
+    InjectedBug::kStageEventBeforeCommit,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -42,6 +43,8 @@ std::string_view ToString(InjectedBug b) {
       return "catalog_error_fails_run";
     case InjectedBug::kCapPublishIgnoresLease:
       return "cap_publish_ignores_lease";
+    case InjectedBug::kStageEventBeforeCommit:
+      return "stage_event_before_commit";
   }
   return "unknown";
 }

@@ -50,6 +50,10 @@ enum class InjectedBug : uint32_t {
   // wrote the cap): a controller stopped past its lease overwrites the
   // cap its successor decided.
   kCapPublishIgnoresLease,
+  // A run's terminal stage event (reference 004) goes out before its
+  // terminal status commits, so a subscriber hears of an end that a failed
+  // commit or a takeover then undoes.
+  kStageEventBeforeCommit,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -279,6 +279,23 @@ absl::StatusOr<steps_internal::Reply> SimService::Send(const steps_internal::Exc
   return steps_internal::Reply{201, absl::StrCat(R"({"applied":)", n, "}")};
 }
 
+absl::Status SimPublisher::Publish(const std::string& channel, const std::string& payload) {
+  if (!inc_->alive) {
+    connected_ = false;
+    return absl::UnavailableError(absl::StrCat(inc_->name, " crashed; stage event not sent"));
+  }
+  if (faults_->on && world_->rng().Chance(faults_->rates.store_fail)) {
+    ++faults_->faults;
+    connected_ = false;
+    world_->Record(absl::StrCat(world_->Stamp(), " ", inc_->name, " stage event to ", channel,
+                                " fails (injected)"));
+    return absl::UnavailableError("injected: the stage event's server is down");
+  }
+  connected_ = true;
+  check_(inc_->name, channel, payload);
+  return absl::OkStatus();
+}
+
 absl::Status FaultCapBoard::Before(const char* what) {
   auto crashed = [&] {
     return absl::UnavailableError(absl::StrCat(inc_->name, " crashed; ", what, " never sent"));

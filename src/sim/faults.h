@@ -10,6 +10,7 @@
 // Thread-safety: none (the simulator's single thread).
 #pragma once
 
+#include "runloom/stage_events.h"
 #include "runloom/store.h"
 #include "runloom/transport.h"
 
@@ -19,6 +20,7 @@
 
 #include "sim/world.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -160,6 +162,29 @@ class FaultCapBoard final : public CapBoard {
   FaultState* const faults_;
   const std::shared_ptr<Incarnation> inc_;
   CapLedger* const ledger_;
+};
+
+// Where one process's stage events go (reference 004's Redis pub/sub): each
+// message is handed to `check` (the checker, against the store as it is at
+// the moment of publishing); with faults on, a publish fails now and then
+// and the publisher is disconnected until the engine lets it connect again.
+// Not a scheduling point: nothing moves between an engine's commit and the
+// event it publishes after it.
+class SimPublisher final : public MessagePublisher {
+ public:
+  using Check = std::function<void(const std::string& who, const std::string& channel,
+                                   const std::string& payload)>;
+  SimPublisher(World* world, FaultState* faults, std::shared_ptr<Incarnation> inc, Check check)
+      : world_(world), faults_(faults), inc_(std::move(inc)), check_(std::move(check)) {}
+  absl::Status Publish(const std::string& channel, const std::string& payload) override;
+  bool connected() const override { return connected_; }
+
+ private:
+  World* const world_;
+  FaultState* const faults_;
+  const std::shared_ptr<Incarnation> inc_;
+  const Check check_;
+  bool connected_ = false;
 };
 
 // An external service with a lookup endpoint and no deduplication of its

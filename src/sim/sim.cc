@@ -12,6 +12,7 @@
 #include "core/status_macros.h"
 #include "engine/engine_driver.h"
 #include "engine/rules/step_counts.h"
+#include "events/events.h"
 #include "llm/cap_board.h"
 #include "llm/concurrency_controller.h"
 #include "llm/fake_provider.h"
@@ -21,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 #include "sim/faults.h"
 #include "sim/world.h"
 
@@ -67,6 +69,10 @@ struct Workload {
   std::vector<std::string> phases;
   absl::Duration worst;
   Workflow wf;
+  // Stage events (reference 004): the workflow has a `stage_events:` block,
+  // and the stages its steps name.
+  bool staged = false;
+  std::set<std::string> stages;
 };
 
 std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
@@ -78,12 +84,30 @@ Workload MakeWorkload(Rng& rng, int index) {
   const int n = 2 + static_cast<int>(rng.Below(4));
   bool gate = false;
   std::string gate_id;  // the gate's step id, once generated
+  w.staged = rng.Chance(0.5);
   for (int i = 1; i <= n; ++i) {
     const std::string id = absl::StrCat("s", i);
     const std::string phase = absl::StrCat("p", i);
     w.phases.push_back(phase);
     const std::string head = absl::StrCat("  - id: ", id, "\n    phase: ", phase, "\n");
-    switch (rng.Below(6)) {
+    const uint64_t kind = rng.Below(6);
+    // A leaf step of a staged workflow may name the stage it enters, or the
+    // stage its start and its success enter (`stage: [pending, processing]`).
+    std::string stage;
+    if (w.staged && kind != 2 && kind != 3 && rng.Chance(0.6)) {
+      // Reference 004's vocabulary (workflow-yaml.md, "Stage events").
+      static constexpr const char* kStages[] = {"pending", "processing", "parsing", "chunking",
+                                                "indexing"};
+      if (rng.Chance(0.3)) {
+        stage = "    stage: [pending, processing]\n";
+        w.stages.insert({"pending", "processing"});
+      } else {
+        const char* one = kStages[rng.Below(std::size(kStages))];
+        stage = absl::StrCat("    stage: ", one, "\n");
+        w.stages.insert(one);
+      }
+    }
+    switch (kind) {
       case 0: {  // work that takes time: the lease must be renewed under it
         const absl::Duration d = rng.Millis(50, 1500);
         absl::StrAppend(&steps, head, "    kind: sleep\n    duration: ", Ms(d), "\n");
@@ -157,11 +181,14 @@ Workload MakeWorkload(Rng& rng, int index) {
         break;
       }
     }
+    steps += stage;  // a key of the step just written (the last at its indent)
   }
-  w.yaml = absl::StrCat("name: ", w.name,
-                        "\ndescription: simulated\ntenant: tenant\n"
-                        "inputs:\n  tenant: {type: string, default: t1}\nsteps:\n",
-                        steps);
+  w.yaml = absl::StrCat(
+      "name: ", w.name, "\ndescription: simulated\ntenant: tenant\n",
+      w.staged ? "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n" : "",
+      "inputs:\n  tenant: {type: string, default: t1}\n  doc: {type: string, default: d1}\n"
+      "  node: {type: string, default: n1}\nsteps:\n",
+      steps);
   return w;
 }
 
@@ -233,6 +260,9 @@ class Sim {
   void Check();
   void CheckRun(const RunRecord& run);
   void CheckEnd();
+  // A stage event as it is published, against the store at that moment.
+  void CheckStageEvent(const std::string& who, const std::string& channel,
+                       const std::string& payload);
   // One tick of a process's LLM cap controller, with the calls it saw.
   void CapTick(ConcurrencyController& c);
   // After the faults: one controller decides and a fresh cap is published.
@@ -261,6 +291,7 @@ class Sim {
   bool clients_on_ = true;
   std::vector<std::string> runs_;
   int crashes_ = 0;
+  int stage_events_ = 0;
   // The checker's memory: finished step records as first seen, and which
   // digests were current when a decision was sent.
   std::map<std::string, std::string> records_;
@@ -376,6 +407,11 @@ std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
   o.idle_poll = params_.idle_poll;
   o.drain_timeout = absl::ZeroDuration();
   o.registry = registry_;
+  o.stage_events.publisher = std::make_shared<SimPublisher>(
+      &world_, &faults_, p.inc,
+      [this](const std::string& who, const std::string& channel, const std::string& payload) {
+        CheckStageEvent(who, channel, payload);
+      });
   Backend b;
   b.events = base_.events;
   b.store = std::make_unique<FaultStore>(base_.store.get(), &world_, &faults_, p.inc, injects);
@@ -710,6 +746,69 @@ void Sim::Check() {
 
 // Exactly one effect for every write a run went past; no budget left
 // reserved on a run at rest.
+void Sim::CheckStageEvent(const std::string& who, const std::string& channel,
+                          const std::string& payload) {
+  ++stage_events_;
+  auto bad = [&](const std::string& what) {
+    world_.Violate(
+        absl::StrCat("stage event from ", who, " on ", channel, ": ", what, ": ", payload));
+  };
+  const nlohmann::json e = nlohmann::json::parse(payload, nullptr, false);
+  if (!e.is_object()) return bad("not a JSON object");
+  static constexpr const char* kRequired[] = {
+      "correlation_id", "document_id", "tenant_id", "node_id", "stage", "status", "timestamp"};
+  for (auto it = e.begin(); it != e.end(); ++it) {
+    const std::string& key = it.key();
+    const bool known = key == "error" || std::any_of(std::begin(kRequired), std::end(kRequired),
+                                                     [&key](const char* k) { return key == k; });
+    if (!known || !it->is_string()) return bad(absl::StrCat("field '", key, "'"));
+  }
+  for (const char* key : kRequired) {
+    if (!e.contains(key)) return bad(absl::StrCat("no '", key, "'"));
+  }
+  const std::string id = e["correlation_id"].get<std::string>();
+  absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+  if (!run.ok()) return bad("no such run");
+  auto w = std::find_if(workloads_.begin(), workloads_.end(),
+                        [&](const Workload& x) { return x.name == run->workflow_name; });
+  if (w == workloads_.end() || !w->staged) return bad("its workflow has no stage_events block");
+  auto input = [&](const char* name, const char* fallback) {
+    return run->inputs.is_object() && run->inputs.contains(name) && run->inputs[name].is_string()
+               ? run->inputs[name].get<std::string>()
+               : std::string(fallback);
+  };
+  const std::string tenant = input("tenant", "t1");
+  const std::string node = input("node", "n1");
+  if (e["document_id"] != input("doc", "d1") || e["tenant_id"] != tenant || e["node_id"] != node ||
+      channel != absl::StrCat("pipeline:", tenant, ":", node)) {
+    return bad("ids or channel not the run's inputs");
+  }
+  const std::string stage = e["stage"].get<std::string>();
+  const std::string status = e["status"].get<std::string>();
+  if (stage == "completed" || stage == "failed") {
+    // The run's end, published after its terminal status committed: the
+    // newest run.finished says so (a rerun may have come in between, in
+    // another process, as it may in production).
+    absl::StatusOr<std::vector<Event>> log = base_.store->ListEvents(id, 0, kMaxReadLimit);
+    std::optional<RunStatus> ended;
+    for (const Event& ev : log.ok() ? *log : std::vector<Event>{}) {
+      if (ev.type == event_types::kRunFinished) ended = ParseRunStatus(ev.data.value("status", ""));
+    }
+    const bool completed = ended == RunStatus::kCompleted;
+    if (!ended.has_value() || (stage == "completed") != completed ||
+        status != (completed ? "succeeded" : "failed")) {
+      return bad(absl::StrCat("a terminal stage event for a run whose last end is ",
+                              ended ? Name(*ended) : "none", " (now ", Name(run->status), ")"));
+    }
+  } else if (status != "started" || !w->stages.contains(stage) ||
+             run->status != RunStatus::kRunning) {
+    return bad(
+        absl::StrCat("stage '", stage, "' ", status, " while the run is ", Name(run->status)));
+  }
+  world_.Record(
+      absl::StrCat(world_.Stamp(), " ", who, " stage event ", id, " ", stage, "/", status));
+}
+
 void Sim::CapTick(ConcurrencyController& c) {
   Rng& rng = world_.rng();
   // The calls this process made since its last tick: some found every slot
@@ -758,7 +857,8 @@ void Sim::CheckCapEnd() {
   }
   world_.Record(absl::StrCat("end: LLM cap ", cap.ok() && cap->has_value() ? **cap : 0, " by ",
                              cap_ledger_.holder, ", ", cap_ledger_.publications, " publications, ",
-                             cap_ledger_.takeovers, " takeovers"));
+                             cap_ledger_.takeovers, " takeovers; ", stage_events_,
+                             " stage events"));
 }
 
 void Sim::CheckEnd() {

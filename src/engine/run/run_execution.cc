@@ -4,6 +4,7 @@
 // approval_gate.cc.
 #include "engine/run/run_execution.h"
 
+#include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/rules/outcome.h"
@@ -121,16 +122,21 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   w.events.push_back(RunFinishedEvent(
       run_.id,
       {.status = status, .outcome = outcome, .error = error, .budget = std::move(budget)}));
+  const bool early = RUNLOOM_INJECTED_BUG(InjectedBug::kStageEventBeforeCommit) &&
+                     config_.stage_events != nullptr && workflow_ != nullptr;
+  if (early) config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
   absl::Status s = Write(std::move(w));
   if (!s.ok()) return WriteFailed("writing its terminal status", s);
+  // Right after the commit, before any other store call, so a rerun that
+  // follows the end is heard after it (the simulation found the release
+  // below letting a rerun in first). No workflow: its pinned version could
+  // not be loaded, so there is no stage_events block to route by.
+  if (config_.stage_events != nullptr && workflow_ != nullptr && !early) {
+    config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
+  }
   ReleaseLeftoverReservations();
   final_status_ = status;
   final_error_ = error;
-  // No workflow: its pinned version could not be loaded, so there is no
-  // stage_events block to route by.
-  if (config_.stage_events != nullptr && workflow_ != nullptr) {
-    config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
-  }
   return Disposition::kFinished;
 }
 
