@@ -90,11 +90,11 @@ Workload MakeWorkload(Rng& rng, int index) {
     const std::string phase = absl::StrCat("p", i);
     w.phases.push_back(phase);
     const std::string head = absl::StrCat("  - id: ", id, "\n    phase: ", phase, "\n");
-    const uint64_t kind = rng.Below(6);
+    const uint64_t kind = rng.Below(7);
     // A leaf step of a staged workflow may name the stage it enters, or the
     // stage its start and its success enter (`stage: [pending, processing]`).
     std::string stage;
-    if (w.staged && kind != 2 && kind != 3 && rng.Chance(0.6)) {
+    if (w.staged && kind != 2 && kind != 3 && kind != 6 && rng.Chance(0.6)) {
       // Reference 004's vocabulary (workflow-yaml.md, "Stage events").
       static constexpr const char* kStages[] = {"pending", "processing", "parsing", "chunking",
                                                 "indexing"};
@@ -161,6 +161,22 @@ Workload MakeWorkload(Rng& rng, int index) {
                         "}\n    retry: {max_attempts: 3, initial_delay: 100ms, "
                         "on: [rate_limited, unavailable]}\n");
         w.worst += absl::Seconds(3);
+        break;
+      }
+      case 6: {  // a loop: a body run again until a condition, up to a bound
+        const int max = 1 + static_cast<int>(rng.Below(3));
+        const int until = 1 + static_cast<int>(rng.Below(static_cast<uint64_t>(max) + 1));
+        const absl::Duration d = rng.Millis(20, 600);
+        absl::StrAppend(
+            &steps, "  - id: ", id, "\n    phase: ", phase,
+            "\n    kind: loop\n    max_iterations: ", max,
+            // `until` past max: the loop runs out its iterations.
+            "\n    until: 'loop.iteration == ", until, "'\n    body:\n      - id: ", id,
+            "w\n        kind: sleep\n        duration: ", Ms(d), "\n      - id: ", id,
+            "f\n        kind: fail\n        times: ", rng.Below(2),
+            "\n        class: unavailable\n"
+            "        retry: {max_attempts: 2, initial_delay: 100ms, on: [unavailable]}\n");
+        w.worst += max * (d + absl::Milliseconds(300));
         break;
       }
       default: {  // an external write, once in effect
