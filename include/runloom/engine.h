@@ -92,6 +92,12 @@ struct EngineOptions {
   absl::Duration visibility_timeout = absl::Seconds(60);
   // How long an executor waits on an empty queue before polling again.
   absl::Duration idle_poll = absl::Milliseconds(200);
+  // A `sleep` step at least this long parks its run (issue 23): the run
+  // releases its lease and executor and rests `waiting` until the store's
+  // clock passes the sleep's end; the sweeper (every sweep_interval) queues
+  // it again. Shorter sleeps, and sleeps inside a parallel branch, hold their
+  // executor as before. InfiniteDuration() = never park.
+  absl::Duration park_sleeps_over = absl::Minutes(5);
   // On Stop(), how long in-flight steps may run before they are stopped and
   // their runs released to the queue.
   absl::Duration drain_timeout = absl::Seconds(10);
@@ -302,7 +308,7 @@ class Engine {
   // runs on the publishing thread and must not block (see event_bus.h).
   std::unique_ptr<Subscription> WatchRuns(std::function<void(const RunChange&)> on_change);
 
-  // OK once no run is queued or running and this engine holds none (for
+  // OK once no run is queued, running or waiting and this engine holds none (for
   // `runloom worker --until-idle`); kDeadlineExceeded at `deadline`.
   absl::Status AwaitIdle(absl::Time deadline);
 
@@ -315,19 +321,19 @@ class Engine {
   absl::StatusOr<RunRecord> Decide(const std::string& run_id, const DecisionRequest& request,
                                    const std::string& reviewer);
 
-  // Starts a new revision of a finished (or paused) run from the first step
+  // Starts a new revision of a finished (or paused, or waiting) run from the first step
   // of `phase`: the steps before it keep their records, the rest run again;
   // `feedback` becomes run.feedback. kFailedPrecondition while queued/running.
   absl::StatusOr<RunRecord> Rerun(const std::string& run_id, const std::string& phase,
                                   const std::string& feedback, const std::string& by);
 
-  // Cancels a run: queued and paused runs at once; a running run is asked to
+  // Cancels a run: queued, paused and waiting runs at once; a running run is asked to
   // stop: its executor kills the running step and writes cancelled, at once
   // if this engine holds it, else within EngineOptions::cancel_check (250 ms)
   // in whichever process does. kFailedPrecondition when already terminal.
   absl::StatusOr<RunRecord> Cancel(const std::string& run_id, const std::string& by);
 
-  // Admin reset: cancels every queued, running and paused run. Returns how many.
+  // Admin reset: cancels every queued, running, paused and waiting run. Returns how many.
   absl::StatusOr<int> ResetAll(const std::string& by);
 
   // Runs one sweep now (tests and tools). Returns how many runs it acted on.

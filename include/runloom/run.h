@@ -53,6 +53,8 @@ struct RunRecord {
   absl::Time created_at;
   absl::Time updated_at;
   std::optional<absl::Time> finished_at;
+  // A waiting run: when its timer is due (the store's clock); else empty.
+  std::optional<absl::Time> wake_at;
 };
 
 enum class StepState { kSucceeded, kFailed, kSkipped };

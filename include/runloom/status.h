@@ -19,6 +19,7 @@ enum class RunStatus {
   kQueued,
   kRunning,
   kPaused,
+  kWaiting,  // at a timer: no lease, no executor; the store's clock wakes it
   kCompleted,
   kRejected,
   kUnresolved,
@@ -30,9 +31,9 @@ enum class RunStatus {
 // Every run status, in the order above: what ParseRunStatus accepts, and
 // what a message about a bad status lists.
 inline constexpr RunStatus kAllRunStatuses[] = {
-    RunStatus::kQueued,        RunStatus::kRunning,  RunStatus::kPaused,
-    RunStatus::kCompleted,     RunStatus::kRejected, RunStatus::kUnresolved,
-    RunStatus::kBudgetStopped, RunStatus::kFailed,   RunStatus::kCancelled};
+    RunStatus::kQueued,    RunStatus::kRunning,  RunStatus::kPaused,     RunStatus::kWaiting,
+    RunStatus::kCompleted, RunStatus::kRejected, RunStatus::kUnresolved, RunStatus::kBudgetStopped,
+    RunStatus::kFailed,    RunStatus::kCancelled};
 
 // Who writes a status. Executor writes must also carry the current lease token.
 enum class Party {
@@ -43,6 +44,7 @@ enum class Party {
   kCancel,     // an operator's cancel
   kRerun,      // rerun from a phase
   kAdmin,      // admin reset
+  kTimer,      // the timer sweep: a waiting run whose time came
 };
 
 std::string_view ToString(RunStatus s);

@@ -94,6 +94,9 @@ struct RunWrite {
   std::optional<nlohmann::json> context;
   std::optional<bool> cancel_requested;
   bool reset_attempts = false;  // a decision or rerun starts a fresh attempt budget
+  // With new_status waiting (required then, refused otherwise): when the
+  // timer is due, by the store's clock. Any other status move clears it.
+  std::optional<absl::Time> wake_at;
   // Terminal statuses and moves to queued/paused always release the lease.
   // A move to queued also enqueues a message (in the same transaction).
   std::vector<StepRecord> steps;  // inserted; an existing (run, revision, path) is replaced
@@ -264,8 +267,8 @@ class RunStore {
       const std::vector<std::string>& run_ids) = 0;
   // Writes an outbox row for the run unless one is pending, and appends
   // `events` (e.g. the sweeper's "run.lease_expired"), atomically.
-  // kNotFound: no such run. kAborted, writing nothing: the run is paused or
-  // finished (it moved on since the caller read it).
+  // kNotFound: no such run. kAborted, writing nothing: the run is paused,
+  // waiting or finished (it moved on since the caller read it).
   virtual absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) = 0;
 
   // ---- time ----
@@ -287,6 +290,18 @@ class RunStore {
   // documents (Commit with the new token, on attempt 1 only) and sets
   // lease.first_write and lease.first_write_applied.
   void ApplyFirstWrite(const RunWrite& first, Lease& lease);
+};
+
+// Timers (issue 23): runs waiting without a worker until the store's clock
+// passes their wake time (RunWrite::wake_at).
+class TimerStore {
+ public:
+  virtual ~TimerStore() = default;
+  // Runs `waiting` whose wake time is at or before the store's now, the
+  // earliest first, at most `limit`. The timer sweep queues each with a
+  // Commit of Party::kTimer (waiting -> queued); what it read may be stale,
+  // so the commit expects status waiting.
+  virtual absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) = 0;
 };
 
 // API tokens.
@@ -391,7 +406,8 @@ class Store : public CatalogStore,
               public RunStore,
               public TokenStore,
               public WriteLedgerStore,
-              public BudgetStore {
+              public BudgetStore,
+              public TimerStore {
  public:
   Store() = default;
   Store(const Store&) = delete;
@@ -457,6 +473,9 @@ class StoreWrapper : public Store {
   }
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override {
     return inner_->Enqueue(run_id, std::move(events));
+  }
+  absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) override {
+    return inner_->FindDueTimers(limit);
   }
   absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
                                           const std::string& token_hash) override {

@@ -86,12 +86,15 @@ int DbOpenFailure(const CommonFlags& c, const absl::Status& s);
 struct ExecutingFlags {
   std::string config;        // --config FILE ("" = $RUNLOOM_CONFIG); see StepKindsSetting
   std::string stage_events;  // --stage-events redis://... ("" = $RUNLOOM_STAGE_EVENTS)
+  // --park-sleeps-over DURATION: a sleep at least this long parks its run
+  // (EngineOptions::park_sleeps_over).
+  std::string park_sleeps_over = "5m";
 };
 
-// `base` with the step kinds (StepKindsSetting) and the stage events
-// (StageEventsSetting) of `f`. Reads the configuration file and opens
-// nothing, so a command calls it before the backend: an error (kInvalidArgument
-// or kNotFound naming the flag, file or variable) leaves nothing written.
+// `base` with the step kinds (StepKindsSetting), the stage events
+// (StageEventsSetting) and the sleep-parking threshold of `f`. Reads the configuration file and
+// opens nothing, so a command calls it before the backend: an error (kInvalidArgument or kNotFound
+// naming the flag, file or variable) leaves nothing written.
 absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f);
 
 // Engine::Open of `opts` on `backend`, then the configured tenants' budgets

@@ -2,6 +2,7 @@
 // ExecutingFlags, ExecutingEngineOptions, OpenExecutingEngine).
 #include "cli/commands.h"
 
+#include "cli/cli_common.h"
 #include "core/status_macros.h"
 
 #include <utility>
@@ -11,6 +12,8 @@ namespace runloom::cli {
 absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f) {
   RUNLOOM_ASSIGN_OR_RETURN(base.registry, StepKindsSetting(f.config));
   RUNLOOM_ASSIGN_OR_RETURN(base.stage_events, StageEventsSetting(f.stage_events));
+  RUNLOOM_ASSIGN_OR_RETURN(base.park_sleeps_over,
+                           PositiveDurationFlag("--park-sleeps-over", f.park_sleeps_over));
   return base;
 }
 

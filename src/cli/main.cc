@@ -61,6 +61,10 @@ constexpr const char* kStageEventsHelp =
 void AddExecutingFlags(CLI::App* cmd, ExecutingFlags& f) {
   cmd->add_option("--stage-events", f.stage_events, kStageEventsHelp);
   cmd->add_option("--config", f.config, kConfigHelp);
+  cmd->add_option("--park-sleeps-over", f.park_sleeps_over,
+                  "a sleep step at least this long parks its run (status waiting, no executor "
+                  "held) until it is due, e.g. 1m")
+      ->capture_default_str();
 }
 
 Command AddRun(CLI::App& app, BackendFlags& backend) {
@@ -94,8 +98,8 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<WorkerFlags>();
   CLI::App* cmd = app.add_subcommand("worker", "Execute every unfinished run in the database");
   cmd->add_flag("--until-idle", f->until_idle,
-                "exit when no queued or running run is left (dead-lettered runs wait for a "
-                "redrive)");
+                "exit when no queued, running or waiting run is left (dead-lettered runs wait "
+                "for a redrive)");
   cmd->add_option("--executors", f->executors, "concurrent runs")->capture_default_str();
   cmd->add_option("--lease-ttl", f->lease_ttl, "lease lifetime")->capture_default_str();
   cmd->add_option("--queued-grace", f->queued_grace,

@@ -279,6 +279,22 @@ int PrintDetached(const CreateRunResult& started, const RunFlags& f) {
   return kExitCompleted;
 }
 
+// A run parked at a long sleep: waits here until the store's clock has
+// passed its wake time and the run is queued again (by this process's sweep,
+// or any worker's). false when interrupted first.
+bool AwaitTimer(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
+  while (!signals.signalled()) {
+    absl::StatusOr<absl::Time> now = e->store()->Now();
+    if (now.ok() && parked.wake_at.has_value() && *now >= *parked.wake_at) {
+      (void)e->SweepOnce();
+      absl::StatusOr<RunRecord> r = e->store()->GetRun(parked.id);
+      if (!r.ok() || r->status != RunStatus::kWaiting) return true;
+    }
+    RealClock()->SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
 // Executes the admitted run in this process, deciding at gates (on a
 // terminal, or with --auto-approve), until it ends, pauses or is
 // interrupted; then reports it.
@@ -294,6 +310,10 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
   absl::StatusOr<RunRecord> result;
   while (true) {
     result = e->ExecuteRun(run.id);
+    if (result.ok() && result->status == RunStatus::kWaiting && !signals.signalled()) {
+      if (!AwaitTimer(e, *result, signals)) break;
+      continue;
+    }
     if (!result.ok() || result->status != RunStatus::kPaused || signals.signalled()) break;
     const PendingGate gate = PendingGateOf(*result).value_or(PendingGate{});
     std::optional<DecisionRequest> decision;

@@ -12,7 +12,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kRerunKeepsCancel,           InjectedBug::kReservationKeptOnTakeover,
     InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
     InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
-    InjectedBug::kStageEventBeforeCommit,
+    InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -45,6 +45,8 @@ std::string_view ToString(InjectedBug b) {
       return "cap_publish_ignores_lease";
     case InjectedBug::kStageEventBeforeCommit:
       return "stage_event_before_commit";
+    case InjectedBug::kTimerDueEarly:
+      return "timer_due_early";
   }
   return "unknown";
 }

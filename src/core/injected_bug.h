@@ -54,6 +54,9 @@ enum class InjectedBug : uint32_t {
   // terminal status commits, so a subscriber hears of an end that a failed
   // commit or a takeover then undoes.
   kStageEventBeforeCommit,
+  // The store names every waiting run as due, whatever its wake time (a
+  // timer compared with the wrong clock, or not at all).
+  kTimerDueEarly,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -24,6 +24,7 @@ const std::array kTable = {
     // The lease holder gives a run back (worker shutdown) or ends it.
     Transition{S::kRunning, S::kQueued, P::kExecutor, true},
     Transition{S::kRunning, S::kPaused, P::kExecutor, true},
+    Transition{S::kRunning, S::kWaiting, P::kExecutor, true},
     Transition{S::kRunning, S::kCompleted, P::kExecutor, true},
     Transition{S::kRunning, S::kRejected, P::kExecutor, true},
     Transition{S::kRunning, S::kUnresolved, P::kExecutor, true},
@@ -35,12 +36,18 @@ const std::array kTable = {
     Transition{S::kRunning, S::kFailed, P::kSweeper, false},
     // A human decision resumes a paused run.
     Transition{S::kPaused, S::kQueued, P::kDecision, false},
+    // The timer sweep queues a waiting run once the store's clock passes
+    // its wake time.
+    Transition{S::kWaiting, S::kQueued, P::kTimer, false},
     // Cancel: queued and paused at once; running is only *requested* (a flag
     // the executor reads on its heartbeat) and the executor writes cancelled.
     Transition{S::kQueued, S::kCancelled, P::kCancel, false},
     Transition{S::kPaused, S::kCancelled, P::kCancel, false},
-    // Rerun from a phase starts a new revision of a finished or paused run.
+    Transition{S::kWaiting, S::kCancelled, P::kCancel, false},
+    // Rerun from a phase starts a new revision of a finished, paused or
+    // waiting run.
     Transition{S::kPaused, S::kQueued, P::kRerun, false},
+    Transition{S::kWaiting, S::kQueued, P::kRerun, false},
     Transition{S::kCompleted, S::kQueued, P::kRerun, false},
     Transition{S::kRejected, S::kQueued, P::kRerun, false},
     Transition{S::kUnresolved, S::kQueued, P::kRerun, false},
@@ -50,6 +57,7 @@ const std::array kTable = {
     Transition{S::kQueued, S::kCancelled, P::kAdmin, false},
     Transition{S::kRunning, S::kCancelled, P::kAdmin, false},
     Transition{S::kPaused, S::kCancelled, P::kAdmin, false},
+    Transition{S::kWaiting, S::kCancelled, P::kAdmin, false},
 };
 
 }  // namespace
@@ -62,6 +70,8 @@ std::string_view ToString(RunStatus s) {
       return "running";
     case S::kPaused:
       return "paused";
+    case S::kWaiting:
+      return "waiting";
     case S::kCompleted:
       return "completed";
     case S::kRejected:
@@ -94,6 +104,8 @@ std::string_view ToString(Party p) {
       return "rerun";
     case P::kAdmin:
       return "admin";
+    case P::kTimer:
+      return "timer";
   }
   return "unknown";
 }

@@ -23,12 +23,12 @@ namespace runloom {
 namespace {
 
 constexpr RunStatus kAllStatuses[] = {
-    RunStatus::kQueued,    RunStatus::kRunning,       RunStatus::kPaused,
-    RunStatus::kCompleted, RunStatus::kRejected,      RunStatus::kUnresolved,
-    RunStatus::kFailed,    RunStatus::kBudgetStopped, RunStatus::kCancelled};
+    RunStatus::kQueued,        RunStatus::kRunning,  RunStatus::kPaused,     RunStatus::kWaiting,
+    RunStatus::kCompleted,     RunStatus::kRejected, RunStatus::kUnresolved, RunStatus::kFailed,
+    RunStatus::kBudgetStopped, RunStatus::kCancelled};
 constexpr Party kAllParties[] = {Party::kAdmission, Party::kExecutor, Party::kSweeper,
                                  Party::kDecision,  Party::kCancel,   Party::kRerun,
-                                 Party::kAdmin};
+                                 Party::kAdmin,     Party::kTimer};
 
 std::string GoldenPath() {
   const char* dir = std::getenv("RUNLOOM_SOURCE_DIR");

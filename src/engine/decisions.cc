@@ -199,10 +199,11 @@ absl::StatusOr<RunRecord> RerunRun(const DecisionContext& ctx, const std::string
                                    const std::string& phase, const std::string& feedback,
                                    const std::string& by) {
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
-  if (!IsTerminal(run.status) && run.status != RunStatus::kPaused) {
+  if (!IsTerminal(run.status) && run.status != RunStatus::kPaused &&
+      run.status != RunStatus::kWaiting) {
     return absl::FailedPreconditionError(
         absl::StrCat("run ", run_id, " is ", std::string(ToString(run.status)),
-                     "; rerun a finished or paused run (cancel it first)"));
+                     "; rerun a finished, paused or waiting run (cancel it first)"));
   }
   if (run.status == RunStatus::kCancelled) {
     return absl::FailedPreconditionError(
@@ -287,7 +288,8 @@ absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::strin
 
 absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& by) {
   int cancelled = 0;
-  for (RunStatus st : {RunStatus::kQueued, RunStatus::kRunning, RunStatus::kPaused}) {
+  for (RunStatus st :
+       {RunStatus::kQueued, RunStatus::kRunning, RunStatus::kPaused, RunStatus::kWaiting}) {
     while (true) {
       RunFilter f;
       f.status = st;

@@ -96,7 +96,7 @@ class Engine::Impl {
                    &secrets_, &random_, metrics_.get()),
         launcher_(LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
                                  logger(), metrics_.get(), options_.owner, options_.lease_ttl,
-                                 stage_events_.get()},
+                                 stage_events_.get(), options_.park_sleeps_over},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},

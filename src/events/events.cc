@@ -196,6 +196,14 @@ Event RunPausedEvent(const std::string& run_id, const RunPausedData& d) {
   return e;
 }
 
+Event RunWaitingEvent(const std::string& run_id, const RunWaitingData& d) {
+  Event e = NewEvent(run_id, event_types::kRunWaiting);
+  e.data["step_path"] = d.step_path;
+  e.data["for"] = d.for_what;
+  e.data["until"] = d.until;
+  return e;
+}
+
 Event RunDecidedEvent(const std::string& run_id, const RunDecidedData& d) {
   Event e = NewEvent(run_id, event_types::kRunDecided);
   e.data["step_path"] = d.step_path;

@@ -59,6 +59,7 @@ inline constexpr std::string_view kRunLeaseExpired = "run.lease_expired";
 inline constexpr std::string_view kRunDeadLettered = "run.dead_lettered";
 inline constexpr std::string_view kRunReleased = "run.released";
 inline constexpr std::string_view kRunPaused = "run.paused";
+inline constexpr std::string_view kRunWaiting = "run.waiting";
 inline constexpr std::string_view kRunDecided = "run.decided";
 inline constexpr std::string_view kRunResumed = "run.resumed";
 inline constexpr std::string_view kRunCancelRequested = "run.cancel_requested";
@@ -122,6 +123,14 @@ struct RunReleasedData {
 struct RunPausedData {
   std::string step_path{};
   std::string proposal_digest{};  // optional: "" = none; else "sha256:<hex>"
+};
+
+// run.waiting: the run rests without a worker until `until` (RFC 3339, UTC,
+// the store's clock), at the sleep step `step_path` (`for` = "timer").
+struct RunWaitingData {
+  std::string step_path{};
+  std::string for_what = "timer";
+  std::string until{};
 };
 
 // run.decided: a human decision on a paused run was recorded. `decision` is
@@ -252,6 +261,7 @@ Event RunLeaseExpiredEvent(const std::string& run_id, const RunLeaseExpiredData&
 Event RunDeadLetteredEvent(const std::string& run_id, const RunDeadLetteredData& d);
 Event RunReleasedEvent(const std::string& run_id, const RunReleasedData& d);
 Event RunPausedEvent(const std::string& run_id, const RunPausedData& d);
+Event RunWaitingEvent(const std::string& run_id, const RunWaitingData& d);
 Event RunDecidedEvent(const std::string& run_id, const RunDecidedData& d);
 Event RunResumedEvent(const std::string& run_id, const RunResumedData& d);
 Event RunCancelRequestedEvent(const std::string& run_id, const RunCancelRequestedData& d);

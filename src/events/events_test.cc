@@ -39,6 +39,7 @@ std::vector<Event> OneOfEach() {
       RunDeadLetteredEvent(kRun, {.message_id = "3", .deliveries = 10, .reason = "cap"}),
       RunReleasedEvent(kRun, {.reason = "shutdown"}),
       RunPausedEvent(kRun, {.step_path = "gate"}),
+      RunWaitingEvent(kRun, {.step_path = "nap", .until = "2026-11-29T21:50:05.123456Z"}),
       RunDecidedEvent(kRun, {.step_path = "gate",
                              .decision = "approve",
                              .reviewer = "alice",
@@ -72,7 +73,7 @@ void ExpectSameEvent(const Event& a, const Event& b) {
 
 TEST(Events, AllEventTypesAreDistinctAndNamed) {
   std::vector<std::string> types = AllEventTypes();
-  EXPECT_EQ(types.size(), 17u);
+  EXPECT_EQ(types.size(), 18u);
   EXPECT_EQ(std::set<std::string>(types.begin(), types.end()).size(), types.size());
   for (const std::string& t : types) {
     EXPECT_EQ(EventSchemaVersion(t), 1) << t;

@@ -63,6 +63,7 @@ std::vector<Event> SampleEvents() {
       StepReusedEvent(run, {.path = "draft", .step_id = "draft"}),
       RunPausedEvent(run, {.step_path = "approve", .proposal_digest = proposal_digest}),
       RunPausedEvent(run, {.step_path = "approve"}),
+      RunWaitingEvent(run, {.step_path = "nap", .until = "2026-11-29T21:50:05.123456Z"}),
       RunDecidedEvent(run, {.step_path = "approve",
                             .decision = "request_revision",
                             .reviewer = "alice",

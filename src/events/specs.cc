@@ -72,6 +72,7 @@ std::vector<EventSpec> BuildSpecs() {
       {"run.dead_lettered", 1, {Str("message_id"), Int("deliveries", 1), Str("reason")}},
       {"run.released", 1, {Str("reason")}},
       {"run.paused", 1, {Str("step_path"), OptDigest("proposal_digest")}},
+      {"run.waiting", 1, {Str("step_path"), Enum("for", {"timer"}), Str("until")}},
       {"run.decided",
        1,
        {Str("step_path"), Enum("decision", kDecisionValues), Str("reviewer"),

@@ -85,7 +85,16 @@ absl::StatusOr<Lease> FaultStore::AcquireLease(LeaseRequest request) {
   absl::StatusOr<RunRecord> before = base_->GetRun(request.run_id);
   const std::string run_id = request.run_id;
   const bool had_first = request.first.has_value();
+  const bool first_parks = had_first && request.first->new_status == RunStatus::kWaiting;
   absl::StatusOr<Lease> lease = StoreWrapper::AcquireLease(std::move(request));
+  if (lease.ok() && first_parks && lease->first_write_applied) {
+    // A first execution whose first write parks the run (a long sleep first).
+    ++faults_->parks;
+    absl::StatusOr<RunRecord> after = base_->GetRun(run_id);
+    if (after.ok() && (!after->lease_token.empty() || !after->wake_at.has_value())) {
+      world_->Violate(absl::StrCat("run ", run_id, " parked with a lease or without a wake time"));
+    }
+  }
   if (lease.ok() && before.ok()) {
     if (before->status == RunStatus::kRunning && before->lease_expires_at.has_value() &&
         *before->lease_expires_at > world_->now()) {
@@ -129,6 +138,21 @@ absl::Status FaultStore::Commit(const RunWrite& write) {
     }
     if (write.party == Party::kExecutor || (t != nullptr && t->needs_lease_token)) {
       CheckFenced("Commit", *before, write.lease_token);
+    }
+    // A timer is woken only once it is due, by the store's clock (the
+    // world's here), and a parked run holds no lease.
+    if (t != nullptr && before->status == RunStatus::kWaiting && write.party == Party::kTimer &&
+        (!before->wake_at.has_value() || *before->wake_at > world_->now())) {
+      world_->Violate(absl::StrCat("run ", write.run_id, " was woken before its timer was due"));
+    }
+    if (t != nullptr && write.party == Party::kTimer) ++faults_->wakes;
+    if (write.new_status == RunStatus::kWaiting) {
+      ++faults_->parks;
+      absl::StatusOr<RunRecord> after = base_->GetRun(write.run_id);
+      if (after.ok() && (!after->lease_token.empty() || !after->wake_at.has_value())) {
+        world_->Violate(
+            absl::StrCat("run ", write.run_id, " parked with a lease or without a wake time"));
+      }
     }
   }
   if (s.ok() && ReplyLost("Commit")) return absl::UnavailableError("injected: Commit's reply lost");

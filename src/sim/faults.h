@@ -47,6 +47,8 @@ struct FaultState {
   int64_t operations = 0;
   int64_t calls_returned = 0;  // store calls that reached the store (the checker's "dirty" mark)
   int faults = 0;
+  int parks = 0;  // runs parked at a timer (moves to waiting)
+  int wakes = 0;  // timers woken (waiting -> queued by the timer party)
 };
 
 class FaultStore final : public StoreWrapper {

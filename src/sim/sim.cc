@@ -421,6 +421,8 @@ std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
   o.sweep_interval = params_.sweep_interval;
   o.visibility_timeout = params_.visibility;
   o.idle_poll = params_.idle_poll;
+  // Sleeps of 1 s and more park their runs (the sweeper wakes them).
+  o.park_sleeps_over = absl::Seconds(1);
   o.drain_timeout = absl::ZeroDuration();
   o.registry = registry_;
   o.stage_events.publisher = std::make_shared<SimPublisher>(
@@ -637,6 +639,11 @@ void Sim::CheckRun(const RunRecord& run) {
     } else if (t == "run.paused") {
       status = RunStatus::kPaused;
       pause_decided = false;
+    } else if (t == "run.waiting") {
+      status = RunStatus::kWaiting;
+    } else if (t == "run.resumed" && status == RunStatus::kWaiting) {
+      status = RunStatus::kQueued;  // its timer was due
+      attempts = 0;
     } else if (t == "run.decided") {
       if (pause_decided) {
         world_.Violate(
@@ -874,7 +881,8 @@ void Sim::CheckCapEnd() {
   world_.Record(absl::StrCat("end: LLM cap ", cap.ok() && cap->has_value() ? **cap : 0, " by ",
                              cap_ledger_.holder, ", ", cap_ledger_.publications, " publications, ",
                              cap_ledger_.takeovers, " takeovers; ", stage_events_,
-                             " stage events"));
+                             " stage events; ", faults_.parks, " runs parked at timers, ",
+                             faults_.wakes, " woken"));
 }
 
 void Sim::CheckEnd() {

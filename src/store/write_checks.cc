@@ -132,6 +132,14 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
 }
 
 absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write) {
+  // A wait needs its wake time, and only a wait has one.
+  const bool waits = write.new_status == RunStatus::kWaiting;
+  if (waits != write.wake_at.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run ", write.run_id, ": ",
+        waits ? "a move to waiting needs RunWrite::wake_at"
+              : "RunWrite::wake_at is set, but the write does not move the run to waiting"));
+  }
   EncodedWrite out;
   RUNLOOM_ASSIGN_OR_RETURN(out.events, EncodeEvents(write.run_id, write.events));
   RUNLOOM_ASSIGN_OR_RETURN(out.step_outputs, EncodeSteps(write.run_id, write.steps));
@@ -179,9 +187,9 @@ absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time
 }
 
 absl::Status CheckEnqueueable(const std::string& run_id, const Fence& f) {
-  if (f.status == RunStatus::kPaused || IsTerminal(f.status)) {
+  if (f.status == RunStatus::kPaused || f.status == RunStatus::kWaiting || IsTerminal(f.status)) {
     return absl::AbortedError(absl::StrCat("run ", run_id, " is ", StatusName(f.status),
-                                           "; a paused or finished run is not enqueued"));
+                                           "; a paused, waiting or finished run is not enqueued"));
   }
   return absl::OkStatus();
 }

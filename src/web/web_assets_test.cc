@@ -47,8 +47,8 @@ TEST(WebAssets, TheVocabularyIsTheEnginesAndIsEmbedded) {
   EXPECT_EQ(a->content_type, "text/javascript; charset=utf-8");
   EXPECT_EQ(a->body, ReadFile(RUNLOOM_WEB_VOCABULARY));
   const std::string body(a->body);
-  EXPECT_NE(body.find(R"(export const STATUSES = ["queued","running","paused","completed","rejected",)"
-                      R"("unresolved","budget_stopped","failed","cancelled"];)"),
+  EXPECT_NE(body.find(R"(export const STATUSES = ["queued","running","paused","waiting",)"
+                      R"("completed","rejected","unresolved","budget_stopped","failed","cancelled"];)"),
             std::string::npos)
       << body;
   EXPECT_NE(body.find(R"(export const TERMINAL = new Set(["completed","rejected","unresolved",)"

@@ -189,6 +189,7 @@ class ConformanceTest : public ::testing::TestWithParam<BackendUnderTest> {
     if (s == RunStatus::kRunning) return id;
     RunWrite w = ExecutorWrite(l);
     w.new_status = s;
+    if (s == RunStatus::kWaiting) w.wake_at = Now() + absl::Minutes(1);
     EXPECT_OK(store_->Commit(w)) << "driving " << id << " to " << ToString(s);
     return id;
   }

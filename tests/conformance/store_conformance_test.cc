@@ -585,6 +585,7 @@ TEST_P(StoreConformanceTest, EveryTransitionInTheTableIsAccepted) {
     w.expected = {*t.from};
     if (t.needs_lease_token) w.lease_token = l.token;
     w.new_status = t.to;
+    if (t.to == RunStatus::kWaiting) w.wake_at = Now() + absl::Minutes(1);
     w.events = {Ev("status.changed")};
     ASSERT_OK(store_->Commit(w));
     absl::StatusOr<RunRecord> r = store_->GetRun(id);
@@ -945,6 +946,88 @@ TEST_P(StoreConformanceTest, SweeperFailsAnExpiredRunWithItsToken) {
   ASSERT_OK(store_->AcquireLease(id, "w2", absl::Seconds(30), {}));
   EXPECT_THAT(store_->Commit(fail), StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+}
+
+// Timers (issue 23): a parked run rests `waiting` with its wake time and no
+// lease; it cannot be leased; FindDueTimers names it only once the store's
+// clock passes the time; the timer party queues it once, with a message.
+TEST_P(StoreConformanceTest, AWaitingRunIsDueOnlyOnceTheStoresClockPassesItsWakeTime) {
+  Lease l;
+  const std::string id = DriveTo(RunStatus::kRunning, &l);
+  ClaimAll();  // the run's first message, claimed (its ack is the lease's)
+  RunWrite no_time = ExecutorWrite(l);
+  no_time.new_status = RunStatus::kWaiting;
+  EXPECT_THAT(store_->Commit(no_time), StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::StatusOr<absl::Time> now = store_->Now();
+  ASSERT_OK(now);
+  const absl::Time due = *now + absl::Seconds(10);
+  RunWrite park = ExecutorWrite(l);
+  park.new_status = RunStatus::kWaiting;
+  park.wake_at = due;
+  ASSERT_OK(store_->Commit(park));
+  absl::StatusOr<RunRecord> waiting = store_->GetRun(id);
+  ASSERT_OK(waiting);
+  EXPECT_EQ(waiting->status, RunStatus::kWaiting);
+  EXPECT_EQ(waiting->wake_at, due);
+  EXPECT_EQ(waiting->lease_token, "");
+  EXPECT_THAT(store_->AcquireLease(id, "w", absl::Seconds(5), {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  // Only a move to waiting carries a wake time.
+  RunWrite stray;
+  stray.run_id = id;
+  stray.party = Party::kCancel;
+  stray.new_status = RunStatus::kCancelled;
+  stray.wake_at = due;
+  EXPECT_THAT(store_->Commit(stray), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
+  Advance(absl::Seconds(9));
+  EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
+  Advance(absl::Seconds(1));  // wake time == now counts as due
+  EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::ElementsAre(id)));
+  RunWrite wake;
+  wake.run_id = id;
+  wake.party = Party::kTimer;
+  wake.expected = {RunStatus::kWaiting};
+  wake.new_status = RunStatus::kQueued;
+  wake.reset_attempts = true;
+  ASSERT_OK(store_->Commit(wake));
+  absl::StatusOr<RunRecord> queued = store_->GetRun(id);
+  ASSERT_OK(queued);
+  EXPECT_EQ(queued->status, RunStatus::kQueued);
+  EXPECT_EQ(queued->wake_at, std::nullopt);
+  EXPECT_EQ(queued->attempts, 0);
+  EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
+  std::vector<QueueMessage> m = ClaimAll("c2");
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].run_id, id);
+  // A second sweeper that read the same due timer loses.
+  EXPECT_THAT(store_->Commit(wake), StatusIs(absl::StatusCode::kAborted));
+}
+
+// Cancel, rerun and the admin reset act on a waiting run at once; its timer
+// never fires afterwards.
+TEST_P(StoreConformanceTest, CancelRerunAndAdminActOnAWaitingRunAtOnce) {
+  for (Party party : {Party::kCancel, Party::kRerun, Party::kAdmin}) {
+    Lease l;
+    const std::string id = DriveTo(RunStatus::kRunning, &l);
+    absl::StatusOr<absl::Time> now = store_->Now();
+    ASSERT_OK(now);
+    RunWrite park = ExecutorWrite(l);
+    park.new_status = RunStatus::kWaiting;
+    park.wake_at = *now + absl::Seconds(5);
+    ASSERT_OK(store_->Commit(park));
+    RunWrite w;
+    w.run_id = id;
+    w.party = party;
+    w.expected = {RunStatus::kWaiting};
+    w.new_status = party == Party::kRerun ? RunStatus::kQueued : RunStatus::kCancelled;
+    ASSERT_OK(store_->Commit(w)) << ToString(party);
+    EXPECT_EQ(StatusOf(id), *w.new_status) << ToString(party);
+    Advance(absl::Seconds(6));
+    absl::StatusOr<std::vector<std::string>> due = store_->FindDueTimers(100);
+    ASSERT_OK(due);
+    EXPECT_THAT(*due, ::testing::Not(::testing::Contains(id))) << ToString(party);
+  }
 }
 
 }  // namespace

@@ -71,6 +71,50 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   EXPECT_TRUE(expired) << "the event log records the interruption";
 }
 
+// Issue 23, acceptance 2: a run sleeping 3 s parks (status waiting, no
+// executor held); every runloom process is killed with SIGKILL while it
+// waits; a worker started afterwards wakes and completes it once its time
+// has come, without running the step before the sleep again.
+TEST(Cli, ARunSleepingAcrossAKillOfEveryProcessCompletesOnTime) {
+  const std::string dir = MakeTempDir("timer");
+  const std::string db = dir + "/timer.db";
+  const std::string counter = dir + "/counter.txt";
+  WriteFile(dir + "/nap.yaml",
+            "name: nap\nsteps:\n"
+            "  - id: before\n    kind: exec\n    command: \"echo before >> " +
+                counter +
+                "; echo '{}'\"\n"
+                "  - {id: nap, kind: sleep, duration: 3s}\n"
+                "  - {id: after, kind: noop}\n");
+  const absl::Time started = RealClock()->Now();
+  Child run({"run", dir + "/nap.yaml", "--db", db, "--park-sleeps-over", "1s"}, dir + "/run.log");
+  std::string run_id;
+  for (int i = 0; i < 500 && run_id.empty(); ++i) {
+    run_id = RunIdFrom(ReadFile(dir + "/run.log"));
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  for (int i = 0; i < 500; ++i) {
+    if (StatusJson(db, run_id)["status"] == "waiting") break;
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(StatusJson(db, run_id)["status"], "waiting");
+  run.Kill(SIGKILL);
+  EXPECT_EQ(run.Wait(), 128 + SIGKILL);
+  Result worker = RunCli({"worker", "--db", db, "--until-idle", "--park-sleeps-over", "1s"});
+  EXPECT_EQ(worker.code, 0) << worker.out;
+  const absl::Duration took = RealClock()->Now() - started;
+  nlohmann::json st = StatusJson(db, run_id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  EXPECT_GE(took, absl::Seconds(3));
+  EXPECT_LT(took, absl::Seconds(15)) << "a due timer starts again within about a second";
+  EXPECT_EQ(ReadFile(counter), "before\n") << "the step before the sleep ran once";
+  std::vector<std::string> types;
+  for (const auto& e : EventsJson(db, run_id)) types.push_back(e["type"]);
+  EXPECT_NE(std::find(types.begin(), types.end(), "run.waiting"), types.end());
+  EXPECT_NE(std::find(types.begin(), types.end(), "run.resumed"), types.end());
+}
+
 // Processes whose command line is exactly `argv` (zombies have none).
 int CountProcesses(const std::vector<std::string>& argv) {
   std::string want;
@@ -547,7 +591,7 @@ TEST(Cli, RunsListsPagesAndRefusesBadInput) {
   Result bad_status = RunCli({"runs", "--db", db, "--status", "done"});
   EXPECT_EQ(bad_status.code, 2) << bad_status.out;
   EXPECT_NE(bad_status.out.find("'done'"), std::string::npos) << bad_status.out;
-  EXPECT_NE(bad_status.out.find("queued, running, paused, completed"), std::string::npos)
+  EXPECT_NE(bad_status.out.find("queued, running, paused, waiting, completed"), std::string::npos)
       << bad_status.out;
   EXPECT_EQ(RunCli({"runs", "--db", db, "--limit", "0"}).code, 2);
   Result no_db = RunCli({"runs", "--db", dir + "/missing.db"});

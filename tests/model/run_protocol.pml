@@ -6,7 +6,7 @@
  * One run, the store that holds its row, the transport that carries its
  * queue messages, and every party that writes the row: admission, two
  * executors, the sweeper and its reconciler, two racing deciders, cancel,
- * rerun and the admin reset; faults: executor crashes, lease expiry at any
+ * rerun, the admin reset and the timer sweep; faults: executor crashes, lease expiry at any
  * moment (a slow or paused holder), queue messages lost or duplicated,
  * executors giving runs back at shutdown.
  *
@@ -28,6 +28,7 @@
  *   MUTANT_DECISION_NO_DIGEST     a decision is accepted without its gate's digest
  *   MUTANT_RENEW_AFTER_EXPIRY     a lease is renewed after it expired
  *   MUTANT_LEASE_PAUSED           the store leases a paused run
+ *   MUTANT_LEASE_WAITING          the store leases a waiting run (a timer not yet due)
  *   MUTANT_NO_RECONCILER          a queued run whose message was lost is never enqueued again
  *   MUTANT_RERUN_KEEPS_CANCEL     a rerun keeps the cancel request of the execution before it
  */
@@ -45,7 +46,8 @@
 #define BUDGET_STOPPED 7
 #define FAILED 8
 #define CANCELLED 9
-#define terminal(s) (s >= COMPLETED)
+#define WAITING 10
+#define terminal(s) (s >= COMPLETED && s <= CANCELLED)
 
 /* Parties (include/runloom/run.h). */
 #define ADMISSION 1
@@ -55,6 +57,7 @@
 #define CANCEL 5
 #define RERUN 6
 #define ADMIN 7
+#define TIMER 8
 
 /* Bounds that keep the state space finite. */
 #ifndef MAX_ATTEMPTS
@@ -71,6 +74,9 @@
 #endif
 #ifndef MAX_RERUNS
 #define MAX_RERUNS 1
+#endif
+#ifndef MAX_TIMERS
+#define MAX_TIMERS 1   /* timers the run waits at in all */
 #endif
 /* Faults in all: crashes, lost and duplicated messages, give-backs (one budget, so
    their every combination up to it is explored, not the product of each one's). */
@@ -102,6 +108,7 @@ byte cancel_rev = 255;   /* the revision a cancel was requested in */
 /* Fault and episode budgets. */
 byte faults = 0;
 byte reruns = 0;
+byte timers = 0;
 
 /* What the store checks (a mutation weakens one). */
 #ifdef MUTANT_NO_TOKEN_CHECK
@@ -124,8 +131,10 @@ byte reruns = 0;
 #else
 #define RENEWABLE live
 #endif
-#ifdef MUTANT_LEASE_PAUSED
+#if defined(MUTANT_LEASE_PAUSED)
 #define LEASABLE (status == QUEUED || status == PAUSED || (status == RUNNING && !live))
+#elif defined(MUTANT_LEASE_WAITING)
+#define LEASABLE (status == QUEUED || status == WAITING || (status == RUNNING && !live))
 #else
 #define LEASABLE (status == QUEUED || (status == RUNNING && !live))
 #endif
@@ -213,6 +222,9 @@ end_idle:
 #ifdef MUTANT_LEASE_PAUSED
           :: status == PAUSED -> store_write(PAUSED, RUNNING, EXECUTOR, 0)
 #endif
+#ifdef MUTANT_LEASE_WAITING
+          :: status == WAITING -> store_write(WAITING, RUNNING, EXECUTOR, 0)
+#endif
           fi;
           issued++;
           token = issued;
@@ -272,6 +284,7 @@ end_idle:
                 :: store_write(RUNNING, BUDGET_STOPPED, EXECUTOR, mytok)
                 :: store_write(RUNNING, FAILED, EXECUTOR, mytok)
                 :: gate < MAX_PAUSES -> store_write(RUNNING, PAUSED, EXECUTOR, mytok)
+                :: timers < MAX_TIMERS -> timers++; store_write(RUNNING, WAITING, EXECUTOR, mytok)
                 :: cancel_req -> store_write(RUNNING, CANCELLED, EXECUTOR, mytok)
                 :: faults < MAX_FAULTS ->
                    /* Worker shutdown gives the run back. */
@@ -372,7 +385,21 @@ end_decide:
   od
 }
 
-/* Cancel: queued and paused at once; running only requested. */
+/*
+ * The timer sweep: a waiting run whose wake time the store's clock passed
+ * goes back to the queue with a fresh attempt budget (the wait was not a
+ * failed attempt). Time is not modelled: any moment may be the due one.
+ */
+proctype Timer() {
+end_timer:
+  do
+  :: atomic {
+       status == WAITING -> store_write(WAITING, QUEUED, TIMER, 0); attempts = 0
+     }
+  od
+}
+
+/* Cancel: queued, paused and waiting at once; running only requested. */
 proctype Canceller() {
   if
   :: true /* nobody cancels in this history (fairness must not force one) */
@@ -380,20 +407,23 @@ proctype Canceller() {
        if
        :: status == QUEUED -> store_write(QUEUED, CANCELLED, CANCEL, 0)
        :: status == PAUSED -> store_write(PAUSED, CANCELLED, CANCEL, 0)
+       :: status == WAITING -> store_write(WAITING, CANCELLED, CANCEL, 0)
        :: status == RUNNING -> cancel_req = true; cancel_rev = rev
        fi
      }
   fi
 }
 
-/* Rerun from a phase: a paused or finished (not cancelled) run, as a new revision. */
+/* Rerun from a phase: a paused, waiting or finished (not cancelled) run, as a new revision. */
 proctype Rerunner() {
 end_rerun:
   do
   :: atomic {
-       reruns < MAX_RERUNS && (status == PAUSED || (terminal(status) && status != CANCELLED)) ->
+       reruns < MAX_RERUNS &&
+       (status == PAUSED || status == WAITING || (terminal(status) && status != CANCELLED)) ->
        if
        :: status == PAUSED -> store_write(PAUSED, QUEUED, RERUN, 0)
+       :: status == WAITING -> store_write(WAITING, QUEUED, RERUN, 0)
        :: status == COMPLETED -> store_write(COMPLETED, QUEUED, RERUN, 0)
        :: status == REJECTED -> store_write(REJECTED, QUEUED, RERUN, 0)
        :: status == UNRESOLVED -> store_write(UNRESOLVED, QUEUED, RERUN, 0)
@@ -421,6 +451,7 @@ proctype Admin() {
        :: status == QUEUED -> store_write(QUEUED, CANCELLED, ADMIN, 0)
        :: status == RUNNING -> store_write(RUNNING, CANCELLED, ADMIN, 0)
        :: status == PAUSED -> store_write(PAUSED, CANCELLED, ADMIN, 0)
+       :: status == WAITING -> store_write(WAITING, CANCELLED, ADMIN, 0)
        fi
      }
   fi
@@ -437,12 +468,13 @@ init {
     run Decider();
     run Canceller();
     run Rerunner();
-    run Admin()
+    run Admin();
+    run Timer()
   }
 }
 
 /* Liveness, under weak fairness once the bounded faults are spent. */
 /* A queued run is eventually leased or finished. */
 ltl leased { [] (status == QUEUED -> <> (status == RUNNING || terminal(status))) }
-/* Every run comes to rest: finished, or waiting at a gate. */
+/* Every run comes to rest: finished, or waiting at a gate (a timer is not rest: it fires). */
 ltl rests { <> [] (status == PAUSED || terminal(status)) }

@@ -10,6 +10,7 @@ constexpr std::string_view kFeedback = "feedback";
 constexpr std::string_view kRerunFrom = "rerun_from";
 constexpr std::string_view kBudget = "budget";
 constexpr std::string_view kPendingGate = "pending_gate";
+constexpr std::string_view kTimer = "timer";
 
 std::string StringAt(const nlohmann::json& j, std::string_view key) {
   auto it = j.find(key);
@@ -32,9 +33,19 @@ RunContext DecodeRunContext(const nlohmann::json& stored) {
     c.budget = std::move(budget);
   }
   if (auto g = stored.find(kPendingGate); g != stored.end()) c.pending_gate = *g;
+  if (auto t = stored.find(kTimer); t != stored.end() && t->is_object()) {
+    auto revision = t->find("revision");
+    auto until = t->find("until_micros");
+    if (revision != t->end() && revision->is_number_integer() && until != t->end() &&
+        until->is_number_integer()) {
+      c.timer = StoredTimer{.step_path = StringAt(*t, "step_path"),
+                            .revision = revision->get<int64_t>(),
+                            .until = absl::FromUnixMicros(until->get<int64_t>())};
+    }
+  }
   for (const auto& [key, value] : stored.items()) {
     if (key != kWorkingDir && key != kFeedback && key != kRerunFrom && key != kBudget &&
-        key != kPendingGate) {
+        key != kPendingGate && key != kTimer) {
       c.unknown[key] = value;
     }
   }
@@ -52,6 +63,11 @@ nlohmann::json EncodeRunContext(const RunContext& c) {
     out[std::string(kBudget)] = std::move(b);
   }
   if (!c.pending_gate.is_null()) out[std::string(kPendingGate)] = c.pending_gate;
+  if (c.timer.has_value()) {
+    out[std::string(kTimer)] = {{"step_path", c.timer->step_path},
+                                {"revision", c.timer->revision},
+                                {"until_micros", absl::ToUnixMicros(c.timer->until)}};
+  }
   return out;
 }
 

@@ -5,7 +5,8 @@
 // (wire.cc), so clients never see the stored JSON.
 //
 // Stored keys: "working_dir", "feedback", "rerun_from", "budget" {tenant,
-// limit_micros}, "pending_gate" (PendingGateToJson, runloom/gate.h). A key
+// limit_micros}, "pending_gate" (PendingGateToJson, runloom/gate.h), "timer"
+// {step_path, revision, until_micros} (a parked sleep, issue 23). A key
 // this binary does not know (written by a newer one) is kept as it is on
 // every write, so a rolling upgrade loses nothing.
 //
@@ -14,6 +15,7 @@
 
 #include "runloom/run.h"
 
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
 #include <cstdint>
@@ -26,6 +28,14 @@ namespace runloom::engine_internal {
 struct StoredBudget {
   std::string tenant;                   // "" = none
   std::optional<int64_t> limit_micros;  // the run's own budget; nullopt = none
+};
+
+// The timer a waiting run waits at: the sleep step at `step_path` of
+// `revision` is done at `until` (the store's clock).
+struct StoredTimer {
+  std::string step_path;
+  int64_t revision = 0;
+  absl::Time until;
 };
 
 struct RunContext {
@@ -41,6 +51,7 @@ struct RunContext {
   // The pending gate's JSON form (null = none); read and written through
   // the gate codec (PendingGateOf, ContextWithPendingGate).
   nlohmann::json pending_gate;
+  std::optional<StoredTimer> timer;
   // Keys this binary does not know, kept as they are.
   nlohmann::json unknown = nlohmann::json::object();
 };

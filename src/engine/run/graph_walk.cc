@@ -139,6 +139,7 @@ absl::StatusOr<StepResult> RunExecution::RunStep(const StepDef& step, const std:
   if (step.kind == "loop") return RunLoop(step, path, scope, stop);
   if (step.kind == "parallel") return RunParallel(step, path, scope, stop);
   if (step.kind == "approval") return RunApproval(step, path, scope);
+  if (step.kind == "sleep") return RunSleep(step, path, scope, stop);
   return RunLeaf(step, path, scope, stop);
 }
 
@@ -200,6 +201,11 @@ absl::StatusOr<StepResult> RunExecution::RunLoop(const StepDef& step, const std:
 // and the join share the local state.
 absl::StatusOr<StepResult> RunExecution::RunParallel(const StepDef& step, const std::string& path,
                                                      Scope& scope, StopSource& stop) {
+  ++parallel_depth_;
+  struct Leave {
+    std::atomic<int>& depth;
+    ~Leave() { --depth; }
+  } leave{parallel_depth_};
   const absl::Time started = config_.clock->Now();
   const size_t n = step.branches.size();
   struct BranchRun {

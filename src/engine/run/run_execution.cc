@@ -228,6 +228,7 @@ Disposition RunExecution::Run() {
     return StopDisposition();
   }
   if (halt_ == Halt::kPause) return Pause();
+  if (halt_ == Halt::kWait) return Park();
   if (halt_ == Halt::kReject) return Finish(RunStatus::kRejected, "rejected", reject_error_);
   if (root_.stopped() || draining_) {
     // Every step finished, but the stop came first: honour a cancel.

@@ -32,6 +32,7 @@
 
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/stage_events.h"
+#include "engine/rules/run_context.h"
 #include "engine/rules/template_scope.h"
 #include "engine/run/run_writer.h"
 #include "engine/run/secrets.h"
@@ -64,6 +65,8 @@ struct ExecutionConfig {
   std::string working_dir;
   // Stage events (stage_events.h); nullptr = off.
   StageEventPublisher* stage_events = nullptr;
+  // A sleep at least this long parks the run (EngineOptions).
+  absl::Duration park_sleeps_over = absl::InfiniteDuration();
   // Secret inputs given to StartRun in this process (never stored).
   nlohmann::json secrets = nlohmann::json::object();
   // How this pass over the graph began (fresh, resume, rerun, revision):
@@ -80,6 +83,7 @@ struct ExecutionConfig {
 enum class Disposition {
   kFinished,    // a terminal status was written
   kPaused,      // paused at an approval gate
+  kWaiting,     // parked at a timer (a long sleep): no lease, no executor
   kReleased,    // given back to the queue (shutdown)
   kLeaseLost,   // a write was refused or renewal failed: nothing more written
   kStoreError,  // the store failed; lease expiry will recover the run
@@ -154,6 +158,11 @@ class RunExecution {
   absl::StatusOr<StepResult> RunApproval(const StepDef& step, const std::string& path,
                                          Scope& scope);
   Disposition Pause();
+  // timer.cc: a sleep long enough parks the run; else (or once due) it
+  // runs as a leaf for what is left of it.
+  absl::StatusOr<StepResult> RunSleep(const StepDef& step, const std::string& path, Scope& scope,
+                                      StopSource& stop);
+  Disposition Park();
 
   absl::StatusOr<nlohmann::json> Resolve(const std::string& ref, const Scope& scope) const;
   absl::Status Record(const StepDef& step, const std::string& path, const StepResult& result,
@@ -209,8 +218,11 @@ class RunExecution {
 
   // Set by the Run() thread when the graph must stop walking: a gate with
   // no decision yet (pause) or a rejecting decision.
-  enum class Halt { kNone, kPause, kReject };
+  enum class Halt { kNone, kPause, kReject, kWait };
   Halt halt_ = Halt::kNone;
+  StoredTimer pending_timer_;  // what Park() records
+  // Parallel steps being walked: a sleep inside one cannot park the run.
+  std::atomic<int> parallel_depth_{0};
   PendingGate pending_gate_;  // what Pause() records for the reviewer
   std::string reject_error_;
 

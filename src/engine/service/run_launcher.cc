@@ -15,6 +15,7 @@ void DispositionCounters::Count(Disposition d) {
       ++runs_finished_;
       break;
     case Disposition::kPaused:
+    case Disposition::kWaiting:  // counted with the paused: a run at rest without a worker
       ++runs_paused_;
       break;
     case Disposition::kReleased:
@@ -39,7 +40,8 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, config_.store->GetRun(run_id));
   // No lease before this one and no event but run.created.
   const bool never_ran = run.attempts == 0 && run.last_event_seq <= 1 && run.revision == 1;
-  if (IsTerminal(run.status) || run.status == RunStatus::kPaused) {
+  if (IsTerminal(run.status) || run.status == RunStatus::kPaused ||
+      run.status == RunStatus::kWaiting) {
     return absl::FailedPreconditionError(absl::StrCat(
         "run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
   }
@@ -54,6 +56,7 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
   config.logger = config_.logger;
   config.metrics = config_.metrics;
   config.stage_events = config_.stage_events;
+  config.park_sleeps_over = config_.park_sleeps_over;
   config.working_dir = ContextOf(run).working_dir;
   config.entry = entry;
   config.secrets = secrets_->Get(run_id);
@@ -170,7 +173,9 @@ void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
 
 absl::StatusOr<RunRecord> RunLauncher::Finished(const RunExecution& exec, RunRecord& run,
                                                 bool want_record) {
-  if (exec.final_status() != RunStatus::kPaused) secrets_->Erase(run.id);
+  if (exec.final_status() != RunStatus::kPaused && exec.final_status() != RunStatus::kWaiting) {
+    secrets_->Erase(run.id);
+  }
   if (!want_record) {
     run.status = exec.final_status();
     return std::move(run);  // the executor loop ignores it: skip the read

@@ -52,7 +52,8 @@ struct LauncherConfig {
   EngineMetrics* metrics = EngineMetrics::Disabled();
   std::string owner;  // lease owner
   absl::Duration lease_ttl;
-  StageEventPublisher* stage_events = nullptr;  // nullptr = off
+  StageEventPublisher* stage_events = nullptr;                 // nullptr = off
+  absl::Duration park_sleeps_over = absl::InfiniteDuration();  // EngineOptions'
 };
 
 class RunLauncher {

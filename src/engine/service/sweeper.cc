@@ -25,10 +25,41 @@ void Sweeper::Tick() {
   }
 }
 
+absl::StatusOr<int> Sweeper::WakeDueTimers() {
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<std::string> due, store_->FindDueTimers(kSweepLimit));
+  int woken = 0;
+  for (const std::string& id : due) {
+    RunWrite w;
+    w.run_id = id;
+    w.party = Party::kTimer;
+    w.expected = {RunStatus::kWaiting};
+    w.new_status = RunStatus::kQueued;
+    w.reset_attempts = true;  // the wait was no failed attempt
+    w.entry = RunEntry::kResume;
+    w.events.push_back(RunResumedEvent(id, {.reason = "its timer is due"}));
+    absl::Status s = store_->Commit(w);
+    if (s.ok()) {
+      ++woken;
+    } else {
+      // kAborted: cancelled, rerun or woken by another sweeper since the query.
+      Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
+          "run ", id, ": the sweeper could not queue it at its timer: ", s.ToString());
+    }
+  }
+  return woken;
+}
+
 absl::StatusOr<int> Sweeper::SweepOnce() {
+  int acted = 0;
+  absl::StatusOr<int> woken = WakeDueTimers();
+  if (woken.ok()) {
+    acted += *woken;
+  } else {
+    Log(logger_, LogLevel::kWarning,
+        "sweeper: waking due timers failed: ", woken.status().ToString());
+  }
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> cands,
                            store_->FindRecoverable(queued_grace_, kSweepLimit));
-  int acted = 0;
   std::vector<RecoveryCandidate> queued;
   for (const RecoveryCandidate& c : cands) {
     if (Reconciler::Owns(c)) {

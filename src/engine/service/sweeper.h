@@ -2,8 +2,10 @@
 // (Store::FindRecoverable) and acts on them. A `running` run whose lease
 // expired is enqueued again with run.lease_expired, or failed once it has
 // used its attempt cap; a `queued` run with no live lease and no queue
-// message is the reconciler's (reconciler.h). It never runs a graph and
-// never touches paused or terminal runs.
+// message is the reconciler's (reconciler.h). First, a `waiting` run whose
+// timer is due by the store's clock (Store::FindDueTimers) is queued again
+// (Party::kTimer, a fresh attempt budget, run.resumed "its timer is due").
+// It never runs a graph and never touches paused or terminal runs.
 //
 // Thread-safety: Start(), Stop() and SweepOnce() may be called from any
 // thread (the thread is a PeriodicTask).
@@ -57,6 +59,8 @@ class Sweeper {
  private:
   // One period: a sweep, its failure logged.
   void Tick();
+  // Queues the waiting runs whose timer is due; how many it queued.
+  absl::StatusOr<int> WakeDueTimers();
   // The rule for a `running` run whose lease expired. Returns whether it
   // acted (false: the expiry was announced by an earlier sweep, and the
   // run's message was only made sure of).

@@ -81,7 +81,8 @@ absl::Status Watches::AwaitIdle(absl::Time deadline) {
   Wakeup wake(bus_, "");
   while (true) {
     bool stored_busy = false;
-    for (RunStatus s : {RunStatus::kQueued, RunStatus::kRunning}) {
+    // A waiting run is work to come: its timer queues it by itself.
+    for (RunStatus s : {RunStatus::kQueued, RunStatus::kRunning, RunStatus::kWaiting}) {
       RunFilter filter;
       filter.status = s;
       filter.limit = 1;

@@ -454,10 +454,17 @@ ALTER TABLE write_operations ADD CONSTRAINT write_operations_pkey
   PRIMARY KEY (run_id, step_path, action, decision);
 )sql";
 
-constexpr std::array kMigrations = {Migration{1, kV1},  Migration{2, kV2}, Migration{3, kV3},
-                                    Migration{4, kV4},  Migration{5, kV5}, Migration{6, kV6},
-                                    Migration{7, kV7},  Migration{8, kV8}, Migration{9, kV9},
-                                    Migration{10, kV10}};
+// Version 11: timers (issue 23), as SQLite's version 8: a waiting run's
+// wake time and an index of the waiting runs by it. Re-runnable.
+constexpr char kV11[] = R"sql(
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS wake_at BIGINT;
+CREATE INDEX IF NOT EXISTS runs_waiting ON runs (wake_at) WHERE status = 'waiting';
+)sql";
+
+constexpr std::array kMigrations = {Migration{1, kV1},   Migration{2, kV2},  Migration{3, kV3},
+                                    Migration{4, kV4},   Migration{5, kV5},  Migration{6, kV6},
+                                    Migration{7, kV7},   Migration{8, kV8},  Migration{9, kV9},
+                                    Migration{10, kV10}, Migration{11, kV11}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -56,7 +56,10 @@ constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_STEP_COLUMNS
                                         "ORDER BY revision, started_at, path";
 constexpr char kCancelRequested[] =
     "SELECT id FROM runs WHERE id = ANY($1::text[]) AND ((status = 'running' "
-    "AND cancel_requested = 1) OR status NOT IN ('queued', 'running', 'paused'))";
+    "AND cancel_requested = 1) OR status NOT IN ('queued', 'running', 'paused', 'waiting'))";
+constexpr char kDueTimers[] =
+    "SELECT id FROM runs WHERE status = 'waiting' AND wake_at <= (SELECT runloom_now()) "
+    "ORDER BY wake_at LIMIT $1";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' "
@@ -325,6 +328,16 @@ absl::StatusOr<std::vector<RecoveryCandidate>> PgStore::FindRecoverable(absl::Du
     RUNLOOM_ASSIGN_OR_RETURN(std::vector<RecoveryCandidate> more,
                              CollectRows<RecoveryCandidate>(queued, CandidateFromRow));
     for (RecoveryCandidate& m : more) out.push_back(std::move(m));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> PgStore::FindDueTimers(int limit) {
+  std::vector<std::string> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kDueTimers, PgParams().Int(std::max(1, limit))));
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.row(i).ColumnText(0));
     return absl::OkStatus();
   }));
   return out;

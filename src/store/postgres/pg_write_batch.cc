@@ -46,13 +46,14 @@ constexpr char kUpdateRuns[] =
     "lease_token = CASE WHEN u.rel THEN '' ELSE COALESCE(u.token, r.lease_token) END, "
     "lease_expires_at = CASE WHEN u.rel THEN NULL ELSE COALESCE(u.expires, r.lease_expires_at) "
     "END, "
-    "finished_at = CASE u.fin WHEN 1 THEN $18::bigint WHEN 2 THEN NULL ELSE r.finished_at END, "
-    "last_event_seq = u.last, updated_at = $18 "
+    "finished_at = CASE u.fin WHEN 1 THEN $19::bigint WHEN 2 THEN NULL ELSE r.finished_at END, "
+    "wake_at = CASE WHEN u.status = 'waiting' THEN COALESCE(u.wake, r.wake_at) END, "
+    "last_event_seq = u.last, updated_at = $19 "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], "
     "$7::text[], $8::text[], $9::integer[], $10::boolean[], $11::boolean[], $12::integer[], "
-    "$13::bigint[], $14::text[], $15::text[], $16::bigint[], $17::integer[]) AS u(id, status, "
-    "outcome, error, phase, revision, entry, context, cancel, reset, rel, fin, last, owner, "
-    "token, expires, inc) WHERE r.id = u.id AND r.id = ANY($1::text[])";
+    "$13::bigint[], $14::text[], $15::text[], $16::bigint[], $17::integer[], $18::bigint[]) "
+    "AS u(id, status, outcome, error, phase, revision, entry, context, cancel, reset, rel, fin, "
+    "last, owner, token, expires, inc, wake) WHERE r.id = u.id AND r.id = ANY($1::text[])";
 constexpr char kAcquire[] =
     "UPDATE runs r SET status = 'running', lease_owner = u.owner, lease_token = u.token, "
     "lease_expires_at = u.expires, attempts = r.attempts + 1, last_event_seq = u.last, "
@@ -146,8 +147,8 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
   const std::string& id = write.run_id;
   const RunStatus to = write.new_status.value_or(f.status);
   const bool moves = write.new_status.has_value();
-  const bool release =
-      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
+  const bool release = moves && (IsTerminal(to) || to == RunStatus::kPaused ||
+                                 to == RunStatus::kWaiting || to == RunStatus::kQueued);
   int finished = 0;                              // keep
   if (moves) finished = IsTerminal(to) ? 1 : 2;  // set : clear
   // After this batch's lease of the run (a first write): the lease's
@@ -192,11 +193,14 @@ absl::Status PgWriteBatch::Add(PgConn& c, absl::Time now, const RunWrite& write,
   r.release.push_back(Bool(release));
   r.finished.push_back(absl::StrCat(finished));
   r.last_event_seq.push_back(absl::StrCat(last));
+  r.wake.push_back(to == RunStatus::kWaiting && write.wake_at.has_value()
+                       ? std::optional<std::string>(Micros(*write.wake_at))
+                       : std::nullopt);
   if (moves && to == RunStatus::kQueued) {
     // After a lease of this batch: its message is replaced now, not deleted.
     unqueued_.erase(std::remove(unqueued_.begin(), unqueued_.end(), id), unqueued_.end());
     RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, id, now).status());
-  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
+  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kWaiting)) {
     unqueued_.push_back(id);  // a run that cannot be leased needs no message
   }
   return absl::OkStatus();
@@ -227,7 +231,8 @@ void PgWriteBatch::Defer(PgConn& c, absl::Time now) {
     p.OptionalTextArray(r.entry).OptionalTextArray(r.context);
     p.OptionalTextArray(r.cancel_requested).TextArray(r.reset_attempts).TextArray(r.release);
     p.TextArray(r.finished).TextArray(r.last_event_seq).OptionalTextArray(r.owner);
-    p.OptionalTextArray(r.token).OptionalTextArray(r.expires).TextArray(r.inc).Time(now);
+    p.OptionalTextArray(r.token).OptionalTextArray(r.expires).TextArray(r.inc);
+    p.OptionalTextArray(r.wake).Time(now);
     c.Defer(kUpdateRuns, std::move(p));
   }
   if (!unqueued_.empty()) c.Defer(kDeleteMessages, PgParams().TextArray(unqueued_));

@@ -71,7 +71,7 @@ class PgWriteBatch {
   struct Runs {
     std::vector<std::string> id, status, reset_attempts, release, finished, last_event_seq, inc;
     std::vector<std::optional<std::string>> outcome, error, phase, revision, entry, context,
-        cancel_requested, owner, token, expires;
+        cancel_requested, owner, token, expires, wake;
   } runs_;
   // The lease update, one element per lease.
   struct Leases {

@@ -237,9 +237,16 @@ DROP TABLE write_operations;
 ALTER TABLE write_operations_v7 RENAME TO write_operations;
 )sql";
 
+// Version 8: timers (issue 23). A waiting run's wake time, and an index
+// of the waiting runs by it (the timer sweep's FindDueTimers).
+constexpr char kV8[] = R"sql(
+ALTER TABLE runs ADD COLUMN wake_at INTEGER;
+CREATE INDEX runs_waiting ON runs (wake_at) WHERE status = 'waiting';
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}, Migration{4, kV4},
-    Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7},
+    Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7}, Migration{8, kV8},
 };
 
 absl::Status MigrateLocked(Db& db) {

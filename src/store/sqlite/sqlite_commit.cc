@@ -44,7 +44,7 @@ constexpr char kCommitUpdate[] =
     "lease_token = CASE WHEN ?11 THEN '' ELSE lease_token END, "
     "lease_expires_at = CASE WHEN ?11 THEN NULL ELSE lease_expires_at END, "
     "finished_at = CASE ?12 WHEN 1 THEN ?14 WHEN 2 THEN NULL ELSE finished_at END, "
-    "last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
+    "wake_at = ?15, last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
 
 // A write that keeps the status (an executor's step progress) leaves the
 // status and lease columns out of the SET clause, so SQLite leaves the
@@ -101,8 +101,8 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
 
   const RunStatus to = write.new_status.value_or(f.status);
   const bool moves = write.new_status.has_value();
-  const bool release =
-      moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kQueued);
+  const bool release = moves && (IsTerminal(to) || to == RunStatus::kPaused ||
+                                 to == RunStatus::kWaiting || to == RunStatus::kQueued);
   int64_t finished = kKeep;
   if (moves) finished = IsTerminal(to) ? kSet : kClear;
 
@@ -134,6 +134,11 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
     if (moves) {
       st.BindInt(11, release ? 1 : 0);
       st.BindInt(12, finished);
+      if (to == RunStatus::kWaiting && write.wake_at.has_value()) {
+        st.BindTime(15, *write.wake_at);
+      } else {
+        st.BindNull(15);
+      }
     }
     st.BindInt(13, last);
     st.BindTime(14, now);
@@ -141,7 +146,7 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
   }
   if (moves && to == RunStatus::kQueued) {
     RUNLOOM_ASSIGN_OR_RETURN(produced, EnsureQueueMessage(db, id, now));
-  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused)) {
+  } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kWaiting)) {
     // A run that cannot be leased needs no message; an in-flight one's ack
     // becomes a no-op.
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kDeleteMessage));

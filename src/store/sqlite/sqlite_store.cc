@@ -1,5 +1,6 @@
 #include "store/sqlite/sqlite_store.h"
 
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "store/event_check.h"
 #include "store/sqlite/codec.h"
@@ -49,7 +50,9 @@ constexpr char kListStepsOfRevision[] = "SELECT " RUNLOOM_SQLITE_STEP_COLUMNS
                                         "ORDER BY revision, started_at, path";
 constexpr char kCancelRequested[] =
     "SELECT 1 FROM runs WHERE id = ?1 AND ((status = 'running' AND cancel_requested = 1) OR "
-    "status NOT IN ('queued', 'running', 'paused'))";
+    "status NOT IN ('queued', 'running', 'paused', 'waiting'))";
+constexpr char kDueTimers[] =
+    "SELECT id FROM runs WHERE status = 'waiting' AND wake_at <= ?1 ORDER BY wake_at LIMIT ?2";
 constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
@@ -296,6 +299,23 @@ absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
                              CollectRows<RecoveryCandidate>(st, from_row));
     for (RecoveryCandidate& c : queued) out.push_back(std::move(c));
     return out;
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteStore::FindDueTimers(int limit) {
+  const absl::Time now = RUNLOOM_INJECTED_BUG(InjectedBug::kTimerDueEarly)
+                             ? absl::FromUnixSeconds(int64_t{1} << 40)
+                             : h_->Now();
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<std::string>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kDueTimers));
+    st.BindTime(1, now);
+    st.BindInt(2, std::max(1, limit));
+    std::vector<std::string> out;
+    while (true) {
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) return out;
+      out.push_back(st.ColumnText(0));
+    }
   });
 }
 

@@ -48,6 +48,7 @@ class SqliteStore final : public SqlStore {
 
   absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
                                                                  int limit) override;
+  absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) override;
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
