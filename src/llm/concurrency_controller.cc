@@ -117,7 +117,7 @@ std::optional<int> ConcurrencyController::TelemetryLimitLocked(const runloom::Mu
   return out;
 }
 
-SenseReport ConcurrencyController::TakeReport(absl::Time) {
+SenseReport ConcurrencyController::TakeReport() {
   // Read outside mu_: each takes its own lock (the slots', the pool's).
   const std::optional<PoolUse> pool =
       deps_.pool ? std::optional<PoolUse>(deps_.pool()) : std::nullopt;
@@ -255,7 +255,7 @@ CapLimits ConcurrencyController::DecideLocked(const runloom::MutexLock& l,
 
 CapLimits ConcurrencyController::Tick() {
   const absl::Time now = deps_.clock->Now();
-  const SenseReport mine = TakeReport(now);
+  const SenseReport mine = TakeReport();
   // Fail-soft: a report that does not arrive is one tick of telemetry.
   // The tick's first failure, logged once at its end.
   absl::Status failed;

@@ -161,10 +161,7 @@ class ConcurrencyController {
 
  private:
   // This process's report for the tick (takes the window).
-  SenseReport TakeReport(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
-  // Folds one report into the decision (the leader).
-  void FoldLocked(const runloom::MutexLock&, const SenseReport& r, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SenseReport TakeReport() ABSL_LOCKS_EXCLUDED(mu_);
   // The leader's decision over the reports of this tick.
   CapLimits DecideLocked(const runloom::MutexLock&, const std::vector<SenseReport>& reports,
                          absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
