@@ -39,7 +39,15 @@ function loginPage(message) {
   input.focus();
 }
 
+// Each navigation renders into a view of its own, and only the latest one is
+// on screen: a page still loading when the user moves on (its requests slow,
+// the server loaded) renders into a detached view, and its live stream is
+// stopped the moment it returns. Without this an older page could paint over
+// a newer one, and its event stream would hold a connection forever.
+let generation = 0;
+
 async function route() {
+  const mine = ++generation;
   if (cleanup) cleanup();
   cleanup = null;
   const hash = location.hash || '#/runs';
@@ -48,21 +56,30 @@ async function route() {
     if (a.dataset.nav === parts[0]) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  const ctx = {main, can, session};
+  const view = h('div', {class: 'view'});
+  replace(main, view);
+  const ctx = {main: view, can, session};
+  let stop = null;
   try {
-    if (parts[0] === 'runs' && parts[1]) cleanup = await runPage(ctx, parts[1]);
-    else if (parts[0] === 'workflows' && parts[1]) cleanup = await workflowPage(ctx, parts[1]);
-    else if (parts[0] === 'workflows') cleanup = await workflowsPage(ctx);
-    else if (parts[0] === 'dead-letters') cleanup = await deadLettersPage(ctx);
-    else cleanup = await runsPage(ctx);
+    if (parts[0] === 'runs' && parts[1]) stop = await runPage(ctx, parts[1]);
+    else if (parts[0] === 'workflows' && parts[1]) stop = await workflowPage(ctx, parts[1]);
+    else if (parts[0] === 'workflows') stop = await workflowsPage(ctx);
+    else if (parts[0] === 'dead-letters') stop = await deadLettersPage(ctx);
+    else stop = await runsPage(ctx);
   } catch (e) {
+    if (mine !== generation) return;
     if (e instanceof ApiError && e.status === 401) {
       setToken('');
       loginPage('That token was not accepted.');
       return;
     }
-    replace(main, h('p', {class: 'error', role: 'alert'}, e.message || String(e)));
+    replace(view, h('p', {class: 'error', role: 'alert'}, e.message || String(e)));
   }
+  if (mine !== generation) {
+    if (stop) stop();
+    return;
+  }
+  cleanup = stop;
   main.focus({preventScroll: true});
 }
 
@@ -90,9 +107,21 @@ async function start() {
   await route();
 }
 
+// The skip link moves focus to the page; as a plain link it would change the
+// hash, and the router would leave the page for the runs list.
+function skipLink() {
+  const skip = document.querySelector('a.skip');
+  if (!skip) return;
+  skip.onclick = (ev) => {
+    ev.preventDefault();
+    main.focus();
+  };
+}
+
 // ?emulator: the fixture emulator answers every API request (emulator.js;
 // only the build's web-emulator/ holds it, the server does not serve it).
 async function boot() {
+  skipLink();
   if (new URLSearchParams(location.search).has('emulator')) {
     try {
       (await import('./emulator.js')).install();
