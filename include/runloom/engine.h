@@ -141,6 +141,13 @@ struct EngineStats {
 // valid; errors read "<file>:<line>: step '<id>': ...". Needs no store.
 absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry);
 
+// A signal for a run's `wait` steps (issue 23).
+struct SignalRequest {
+  std::string name;
+  nlohmann::json payload;        // null = none; at most 64 KiB of JSON
+  std::string idempotency_key;   // "" = none; the same key again keeps nothing new
+};
+
 // A human decision on a paused run's approval gate.
 struct DecisionRequest {
   // Digest of the proposal the reviewer saw ("sha256:..."); must be the
@@ -332,6 +339,17 @@ class Engine {
   // if this engine holds it, else within EngineOptions::cancel_check (250 ms)
   // in whichever process does. kFailedPrecondition when already terminal.
   absl::StatusOr<RunRecord> Cancel(const std::string& run_id, const std::string& by);
+
+  // Sends a signal to run `run_id`: kept in its mailbox, consumed by its
+  // next wait step for that name in the order signals came; when the run
+  // rests at such a wait, the same commit resolves it and queues the run
+  // (SignalStore::SendSignal). `by` is the sender's authenticated identity.
+  // kNotFound: unknown run. kInvalidArgument, nothing kept, naming the field:
+  // a bad name, no wait step for it in the run's workflow, a payload too
+  // big or not matching the wait's schema. kFailedPrecondition: the run is
+  // finished. kResourceExhausted: its mailbox is full.
+  absl::StatusOr<SendSignalResult> Signal(const std::string& run_id, const SignalRequest& request,
+                                          const std::string& by);
 
   // Admin reset: cancels every queued, running, paused and waiting run. Returns how many.
   absl::StatusOr<int> ResetAll(const std::string& by);

@@ -55,6 +55,8 @@ struct RunRecord {
   std::optional<absl::Time> finished_at;
   // A waiting run: when its timer is due (the store's clock); else empty.
   std::optional<absl::Time> wake_at;
+  // A run waiting for a signal: its name; else "".
+  std::string wait_signal;
 };
 
 enum class StepState { kSucceeded, kFailed, kSkipped };

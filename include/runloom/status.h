@@ -45,6 +45,7 @@ enum class Party {
   kRerun,      // rerun from a phase
   kAdmin,      // admin reset
   kTimer,      // the timer sweep: a waiting run whose time came
+  kSignal,     // a signal sent to a run waiting for it (issue 23)
 };
 
 std::string_view ToString(RunStatus s);

@@ -70,6 +70,20 @@ struct CreateRunResult {
   bool created = true;  // false: the idempotency key matched `run`, nothing was written
 };
 
+// What a run waiting for a signal waits for (RunWrite::wait_for_signal):
+// the signal's name, and the key a signal consumed by this wait is marked
+// with (the engine's "<revision>:<step path>", one per wait it reaches).
+struct SignalWait {
+  std::string signal;
+  std::string key;
+};
+
+// A signal of the run's mailbox consumed by a wait (RunWrite::consume_signal).
+struct SignalConsumption {
+  int64_t seq = 0;
+  std::string key;
+};
+
 // A fenced write to one run: a compare-and-set plus what it records.
 struct RunWrite {
   std::string run_id;
@@ -94,9 +108,18 @@ struct RunWrite {
   std::optional<nlohmann::json> context;
   std::optional<bool> cancel_requested;
   bool reset_attempts = false;  // a decision or rerun starts a fresh attempt budget
-  // With new_status waiting (required then, refused otherwise): when the
-  // timer is due, by the store's clock. Any other status move clears it.
+  // With new_status waiting, and only then: when the timer is due, by the
+  // store's clock, and/or the signal the run waits for (at least one of the
+  // two; a wait for a signal with no timeout has no wake time). Any other
+  // status move clears both. The store refuses a move to waiting for a
+  // signal with kAlreadyExists, writing nothing, when a signal of that name
+  // is in the run's mailbox: the executor consumes it instead, so no run
+  // rests waiting for a signal it already has.
   std::optional<absl::Time> wake_at;
+  std::optional<SignalWait> wait_for_signal;
+  // An executor write only: marks the run's mailbox signal `seq` consumed by
+  // `key` in this commit. kAborted, writing nothing, when it is consumed.
+  std::optional<SignalConsumption> consume_signal;
   // Terminal statuses and moves to queued/paused always release the lease.
   // A move to queued also enqueues a message (in the same transaction).
   std::vector<StepRecord> steps;  // inserted; an existing (run, revision, path) is replaced
@@ -304,6 +327,63 @@ class TimerStore {
   virtual absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) = 0;
 };
 
+// A signal sent to a run (issue 23), as its mailbox keeps it.
+struct SignalRecord {
+  std::string run_id;
+  int64_t seq = 0;  // 1, 2, ... per run: the order signals are consumed in
+  std::string name;
+  nlohmann::json payload;
+  std::string idempotency_key;  // "" = none
+  absl::Time received_at;       // by the store's clock
+  std::string consumed_by;      // the key of the wait that consumed it; "" = in the mailbox
+  std::optional<absl::Time> consumed_at;
+};
+
+struct NewSignal {
+  std::string run_id;
+  std::string name;
+  nlohmann::json payload;
+  std::string idempotency_key;  // "" = no duplicate guard
+  // Appended with the signal; the store sets "seq" and "resolved" (whether
+  // it resolved the run's wait) in the data of each.
+  std::vector<Event> events;
+  // Appended after `events` when the signal resolves the run's wait.
+  std::vector<Event> wake_events;
+};
+
+struct SendSignalResult {
+  SignalRecord signal;
+  bool created = true;    // false: the idempotency key matched `signal`, nothing was written
+  bool resolved = false;  // this signal resolved the run's wait (the run is queued)
+};
+
+// Signals (issue 23): each run's mailbox. Every method is one transaction.
+class SignalStore {
+ public:
+  virtual ~SignalStore() = default;
+  // Keeps the signal in the run's mailbox, with the next seq, and appends
+  // `events`. When the run rests waiting for a signal of this name, the same
+  // commit marks the signal consumed by that wait and queues the run
+  // (Party::kSignal, waiting -> queued, a fresh attempt budget, entry
+  // resume, `wake_events`): the one compare-and-set that resolves the wait,
+  // against the timer's and the cancel's. kNotFound: no such run.
+  // kFailedPrecondition, nothing kept: the run is finished. With an
+  // idempotency key already used for this run, writes nothing and returns
+  // that signal with created = false. kResourceExhausted, nothing kept: the
+  // mailbox holds kMaxMailbox signals not yet consumed.
+  static constexpr int kMaxMailbox = 1000;
+  virtual absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) = 0;
+  // The earliest signal named `name` in the run's mailbox (not consumed).
+  virtual absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
+                                                                 const std::string& name) = 0;
+  // The signal the wait `key` consumed, if any.
+  virtual absl::StatusOr<std::optional<SignalRecord>> SignalConsumedBy(
+      const std::string& run_id, const std::string& key) = 0;
+  // The run's signals after `after_seq`, in seq order, at most `limit`.
+  virtual absl::StatusOr<std::vector<SignalRecord>> ListSignals(const std::string& run_id,
+                                                                int64_t after_seq, int limit) = 0;
+};
+
 // API tokens.
 class TokenStore {
  public:
@@ -407,7 +487,8 @@ class Store : public CatalogStore,
               public TokenStore,
               public WriteLedgerStore,
               public BudgetStore,
-              public TimerStore {
+              public TimerStore,
+              public SignalStore {
  public:
   Store() = default;
   Store(const Store&) = delete;
@@ -476,6 +557,21 @@ class StoreWrapper : public Store {
   }
   absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) override {
     return inner_->FindDueTimers(limit);
+  }
+  absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override {
+    return inner_->SendSignal(signal);
+  }
+  absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
+                                                         const std::string& name) override {
+    return inner_->NextSignal(run_id, name);
+  }
+  absl::StatusOr<std::optional<SignalRecord>> SignalConsumedBy(const std::string& run_id,
+                                                               const std::string& key) override {
+    return inner_->SignalConsumedBy(run_id, key);
+  }
+  absl::StatusOr<std::vector<SignalRecord>> ListSignals(const std::string& run_id,
+                                                        int64_t after_seq, int limit) override {
+    return inner_->ListSignals(run_id, after_seq, limit);
   }
   absl::StatusOr<TokenRecord> CreateToken(const TokenRecord& token,
                                           const std::string& token_hash) override {

@@ -39,6 +39,9 @@ const std::array kTable = {
     // The timer sweep queues a waiting run once the store's clock passes
     // its wake time.
     Transition{S::kWaiting, S::kQueued, P::kTimer, false},
+    // A signal queues the run waiting for it, in the commit that keeps the
+    // signal and marks it consumed by that wait (SignalStore::SendSignal).
+    Transition{S::kWaiting, S::kQueued, P::kSignal, false},
     // Cancel: queued and paused at once; running is only *requested* (a flag
     // the executor reads on its heartbeat) and the executor writes cancelled.
     Transition{S::kQueued, S::kCancelled, P::kCancel, false},
@@ -106,6 +109,8 @@ std::string_view ToString(Party p) {
       return "admin";
     case P::kTimer:
       return "timer";
+    case P::kSignal:
+      return "signal";
   }
   return "unknown";
 }

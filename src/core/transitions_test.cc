@@ -28,7 +28,7 @@ constexpr RunStatus kAllStatuses[] = {
     RunStatus::kBudgetStopped, RunStatus::kCancelled};
 constexpr Party kAllParties[] = {Party::kAdmission, Party::kExecutor, Party::kSweeper,
                                  Party::kDecision,  Party::kCancel,   Party::kRerun,
-                                 Party::kAdmin,     Party::kTimer};
+                                 Party::kAdmin,     Party::kTimer,    Party::kSignal};
 
 std::string GoldenPath() {
   const char* dir = std::getenv("RUNLOOM_SOURCE_DIR");

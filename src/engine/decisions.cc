@@ -10,6 +10,7 @@
 #include "engine/rules/run_context.h"
 #include "engine/rules/step_paths.h"
 #include "engine/run/event_helpers.h"
+#include "engine/run/signal_wait.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -284,6 +285,28 @@ absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::strin
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord after, ctx.store->GetRun(run_id));
   if (ctx.on_finished && after.status == RunStatus::kCancelled) ctx.on_finished(after);
   return after;
+}
+
+absl::StatusOr<SendSignalResult> SendRunSignal(const DecisionContext& ctx, const std::string& run_id,
+                                               const SignalRequest& request, const std::string& by) {
+  RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
+  if (IsTerminal(run.status)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run ", run_id, " is ", std::string(ToString(run.status)), ": a finished run takes no signals"));
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(std::shared_ptr<const Workflow> wf, ctx.load_pinned(run));
+  RUNLOOM_RETURN_IF_ERROR(
+      CheckSignal(*wf, request.name, request.payload, request.idempotency_key));
+  NewSignal n;
+  n.run_id = run_id;
+  n.name = request.name;
+  n.payload = request.payload;
+  n.idempotency_key = request.idempotency_key;
+  n.events.push_back(SignalReceivedEvent(
+      run_id, {.name = request.name, .idempotency_key = request.idempotency_key, .by = by}));
+  n.wake_events.push_back(
+      RunResumedEvent(run_id, {.reason = absl::StrCat("signal ", request.name, " arrived")}));
+  return ctx.store->SendSignal(n);
 }
 
 absl::StatusOr<int> ResetAllRuns(const DecisionContext& ctx, const std::string& by) {

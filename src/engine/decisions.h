@@ -35,6 +35,10 @@ absl::StatusOr<std::vector<StepRecord>> CarriedRecords(const DecisionContext& ct
                                                        const RunRecord& run, const Workflow& wf,
                                                        int phase_index, int64_t new_revision);
 
+// See Engine::Signal.
+absl::StatusOr<SendSignalResult> SendRunSignal(const DecisionContext& ctx, const std::string& run_id,
+                                               const SignalRequest& request, const std::string& by);
+
 // See Engine::Decide, Engine::Rerun, Engine::Cancel, Engine::ResetAll.
 absl::StatusOr<RunRecord> DecideRun(const DecisionContext& ctx, const std::string& run_id,
                                     const DecisionRequest& req, const std::string& reviewer);

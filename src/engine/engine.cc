@@ -266,6 +266,11 @@ absl::StatusOr<RunRecord> Engine::Cancel(const std::string& run_id, const std::s
   if (run.ok() && run->status == RunStatus::kRunning) impl_->cancel_watch().StopIfHeld(run_id);
   return run;
 }
+absl::StatusOr<SendSignalResult> Engine::Signal(const std::string& run_id,
+                                                const SignalRequest& request,
+                                                const std::string& by) {
+  return engine_internal::SendRunSignal(impl_->Decisions(), run_id, request, by);
+}
 absl::StatusOr<int> Engine::ResetAll(const std::string& by) {
   absl::StatusOr<int> n = engine_internal::ResetAllRuns(impl_->Decisions(), by);
   impl_->cancel_watch().CheckOnce();  // the runs held here stop now

@@ -5,6 +5,7 @@
 
 #include "core/status_macros.h"
 #include "engine/run/approval_gate.h"
+#include "engine/run/signal_wait.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,7 +26,7 @@ std::string Where(const Workflow& wf, const StepDef& step) {
 // Every kind a workflow may use, sorted: the registry's and the engine's own.
 std::string KindList(const StepRegistry& registry) {
   std::vector<std::string> names = registry.Names();
-  names.insert(names.end(), {"approval", "loop", "parallel"});
+  names.insert(names.end(), {"approval", "loop", "parallel", "wait"});
   std::sort(names.begin(), names.end());
   return absl::StrJoin(names, ", ");
 }
@@ -45,6 +46,10 @@ absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& st
     }
     if (step.kind == "approval") {
       RUNLOOM_RETURN_IF_ERROR(engine_internal::ValidateApprovalStep(wf, step, in_parallel));
+      continue;
+    }
+    if (step.kind == "wait") {
+      RUNLOOM_RETURN_IF_ERROR(engine_internal::ValidateWaitStep(wf, step, in_parallel));
       continue;
     }
     std::shared_ptr<StepKind> kind = registry.Find(step.kind);

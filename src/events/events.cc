@@ -200,7 +200,16 @@ Event RunWaitingEvent(const std::string& run_id, const RunWaitingData& d) {
   Event e = NewEvent(run_id, event_types::kRunWaiting);
   e.data["step_path"] = d.step_path;
   e.data["for"] = d.for_what;
-  e.data["until"] = d.until;
+  if (!d.until.empty()) e.data["until"] = d.until;
+  if (!d.signal.empty()) e.data["signal"] = d.signal;
+  return e;
+}
+
+Event SignalReceivedEvent(const std::string& run_id, const SignalReceivedData& d) {
+  Event e = NewEvent(run_id, event_types::kSignalReceived);
+  e.data["name"] = d.name;
+  if (!d.idempotency_key.empty()) e.data["idempotency_key"] = d.idempotency_key;
+  if (!d.by.empty()) e.data["by"] = d.by;
   return e;
 }
 

@@ -71,6 +71,7 @@ inline constexpr std::string_view kStepFailed = "step.failed";
 inline constexpr std::string_view kStepSkipped = "step.skipped";
 inline constexpr std::string_view kStepReused = "step.reused";
 inline constexpr std::string_view kLlmCall = "llm.call";
+inline constexpr std::string_view kSignalReceived = "signal.received";
 }  // namespace event_types
 
 // ---------------------------------------------------------------------------
@@ -125,12 +126,24 @@ struct RunPausedData {
   std::string proposal_digest{};  // optional: "" = none; else "sha256:<hex>"
 };
 
-// run.waiting: the run rests without a worker until `until` (RFC 3339, UTC,
-// the store's clock), at the sleep step `step_path` (`for` = "timer").
+// run.waiting: the run rests without a worker at `step_path`: a sleep step
+// until `until` (`for` = "timer"), or a wait step for the signal `signal`
+// (`for` = "signal"), until `until` when it has a timeout. `until`: RFC
+// 3339, UTC, the store's clock; "" = no timeout.
 struct RunWaitingData {
   std::string step_path{};
   std::string for_what = "timer";
   std::string until{};
+  std::string signal{};
+};
+
+// signal.received: a signal named `name` was kept in the run's mailbox.
+// The store adds `seq` (its number in the mailbox) and `resolved` (whether
+// it resolved the wait the run rested at, queueing the run).
+struct SignalReceivedData {
+  std::string name{};
+  std::string idempotency_key{};  // optional: "" = none
+  std::string by{};               // optional: the sender's identity
 };
 
 // run.decided: a human decision on a paused run was recorded. `decision` is
@@ -263,6 +276,7 @@ Event RunReleasedEvent(const std::string& run_id, const RunReleasedData& d);
 Event RunPausedEvent(const std::string& run_id, const RunPausedData& d);
 Event RunWaitingEvent(const std::string& run_id, const RunWaitingData& d);
 Event RunDecidedEvent(const std::string& run_id, const RunDecidedData& d);
+Event SignalReceivedEvent(const std::string& run_id, const SignalReceivedData& d);
 Event RunResumedEvent(const std::string& run_id, const RunResumedData& d);
 Event RunCancelRequestedEvent(const std::string& run_id, const RunCancelRequestedData& d);
 Event RunRerunRequestedEvent(const std::string& run_id, const RunRerunRequestedData& d);

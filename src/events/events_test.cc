@@ -40,6 +40,12 @@ std::vector<Event> OneOfEach() {
       RunReleasedEvent(kRun, {.reason = "shutdown"}),
       RunPausedEvent(kRun, {.step_path = "gate"}),
       RunWaitingEvent(kRun, {.step_path = "nap", .until = "2026-11-29T21:50:05.123456Z"}),
+      [] {
+        Event e = SignalReceivedEvent(kRun, {.name = "payment"});
+        e.data["seq"] = 1;
+        e.data["resolved"] = false;
+        return e;
+      }(),
       RunDecidedEvent(kRun, {.step_path = "gate",
                              .decision = "approve",
                              .reviewer = "alice",
@@ -73,7 +79,7 @@ void ExpectSameEvent(const Event& a, const Event& b) {
 
 TEST(Events, AllEventTypesAreDistinctAndNamed) {
   std::vector<std::string> types = AllEventTypes();
-  EXPECT_EQ(types.size(), 18u);
+  EXPECT_EQ(types.size(), 19u);
   EXPECT_EQ(std::set<std::string>(types.begin(), types.end()).size(), types.size());
   for (const std::string& t : types) {
     EXPECT_EQ(EventSchemaVersion(t), 1) << t;

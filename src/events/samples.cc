@@ -64,6 +64,11 @@ std::vector<Event> SampleEvents() {
       RunPausedEvent(run, {.step_path = "approve", .proposal_digest = proposal_digest}),
       RunPausedEvent(run, {.step_path = "approve"}),
       RunWaitingEvent(run, {.step_path = "nap", .until = "2026-11-29T21:50:05.123456Z"}),
+      RunWaitingEvent(run, {.step_path = "await_payment",
+                            .for_what = "signal",
+                            .until = "2026-12-02T21:45:05.123456Z",
+                            .signal = "payment"}),
+      RunWaitingEvent(run, {.step_path = "await_approval", .for_what = "signal", .signal = "go"}),
       RunDecidedEvent(run, {.step_path = "approve",
                             .decision = "request_revision",
                             .reviewer = "alice",
@@ -77,6 +82,19 @@ std::vector<Event> SampleEvents() {
                             .proposal_digest = proposal_digest,
                             .revision = 2}),
       RunResumedEvent(run, {.reason = "approved by alice"}),
+      [&] {
+        Event e = SignalReceivedEvent(
+            run, {.name = "payment", .idempotency_key = "pay-7731", .by = "operator:bob"});
+        e.data["seq"] = 1;
+        e.data["resolved"] = true;
+        return e;
+      }(),
+      [&] {
+        Event e = SignalReceivedEvent(run, {.name = "payment"});
+        e.data["seq"] = 2;
+        e.data["resolved"] = false;
+        return e;
+      }(),
       StepFailedEvent(run, {.path = "publish",
                             .step_id = "publish",
                             .attempt = 3,

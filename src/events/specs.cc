@@ -72,7 +72,9 @@ std::vector<EventSpec> BuildSpecs() {
       {"run.dead_lettered", 1, {Str("message_id"), Int("deliveries", 1), Str("reason")}},
       {"run.released", 1, {Str("reason")}},
       {"run.paused", 1, {Str("step_path"), OptDigest("proposal_digest")}},
-      {"run.waiting", 1, {Str("step_path"), Enum("for", {"timer"}), Str("until")}},
+      {"run.waiting",
+       1,
+       {Str("step_path"), Enum("for", {"timer", "signal"}), OptStr("until"), OptStr("signal")}},
       {"run.decided",
        1,
        {Str("step_path"), Enum("decision", kDecisionValues), Str("reviewer"),
@@ -107,6 +109,9 @@ std::vector<EventSpec> BuildSpecs() {
         Enum("outcome", {"ok", "invalid", "error"}), OptEnum("error_class", kErrorClasses),
         Int("input_tokens", 0), Int("output_tokens", 0), Int("cost_micros", 0),
         Int("latency_ms", 0), Int("requests", 0)}},
+      {"signal.received",
+       1,
+       {Str("name"), Int("seq", 1), Bool("resolved"), OptStr("idempotency_key"), OptStr("by")}},
   };
 }
 

@@ -44,26 +44,31 @@ std::string Pointer(const std::vector<std::string>& context) {
 
 struct JsonSchema::Impl {
   valijson::Schema schema;
+  std::string field;  // where the schema was written, for messages
+  std::string subject;
 };
 
 JsonSchema::JsonSchema(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 JsonSchema::~JsonSchema() = default;
 
-absl::StatusOr<std::unique_ptr<JsonSchema>> JsonSchema::Compile(const nlohmann::json& schema) {
+absl::StatusOr<std::unique_ptr<JsonSchema>> JsonSchema::Compile(const nlohmann::json& schema,
+                                                                const char* field,
+                                                                const char* subject) {
   if (!schema.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "response_schema must be a JSON Schema object, e.g. {type: object, required: [summary]}, "
-        "got ",
+        field, " must be a JSON Schema object, e.g. {type: object, required: [summary]}, got ",
         schema.type_name()));
   }
   auto impl = std::make_unique<Impl>();
+  impl->field = field;
+  impl->subject = subject;
   try {
     valijson::SchemaParser parser;
     valijson::adapters::NlohmannJsonAdapter adapter(schema);
     parser.populateSchema(adapter, impl->schema);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat("response_schema is not a valid JSON Schema: ", e.what()));
+        absl::StrCat(field, " is not a valid JSON Schema: ", e.what()));
   }
   return std::unique_ptr<JsonSchema>(new JsonSchema(std::move(impl)));
 }
@@ -76,7 +81,8 @@ absl::Status JsonSchema::Validate(const nlohmann::json& value) const {
     if (validator.validate(impl_->schema, adapter, &results)) return absl::OkStatus();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat("reply could not be checked against response_schema: ", e.what()));
+        absl::StrCat(impl_->subject, " could not be checked against ", impl_->field, ": ",
+                     e.what()));
   }
   // valijson reports the innermost mismatch first, then each enclosing one.
   std::vector<std::string> parts;
@@ -87,7 +93,8 @@ absl::Status JsonSchema::Validate(const nlohmann::json& value) const {
   }
   std::string more = total > parts.size() ? absl::StrCat(" (", total - parts.size(), " more)") : "";
   return absl::InvalidArgumentError(
-      absl::StrCat("reply does not match response_schema: ", absl::StrJoin(parts, "; "), more));
+      absl::StrCat(impl_->subject, " does not match ", impl_->field, ": ",
+                   absl::StrJoin(parts, "; "), more));
 }
 
 }  // namespace runloom

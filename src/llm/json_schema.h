@@ -24,12 +24,16 @@ class JsonSchema {
   JsonSchema(const JsonSchema&) = delete;
   JsonSchema& operator=(const JsonSchema&) = delete;
 
-  // kInvalidArgument "<what>: ..." when `schema` is not a schema valijson
+  // kInvalidArgument "<field> ..." when `schema` is not a schema valijson
   // accepts (not an object, a keyword of the wrong type, a remote $ref).
-  static absl::StatusOr<std::unique_ptr<JsonSchema>> Compile(const nlohmann::json& schema);
+  // `field` names where the schema was written and `subject` what is checked
+  // against it, in messages (static strings).
+  static absl::StatusOr<std::unique_ptr<JsonSchema>> Compile(const nlohmann::json& schema,
+                                                             const char* field = "response_schema",
+                                                             const char* subject = "reply");
 
-  // OK when `value` matches; kInvalidArgument "reply does not match
-  // response_schema: at /items/0/score: ..." naming up to a few mismatches.
+  // OK when `value` matches; kInvalidArgument "<subject> does not match
+  // <field>: at /items/0/score: ..." naming up to a few mismatches.
   absl::Status Validate(const nlohmann::json& value) const;
 
  private:

@@ -132,13 +132,27 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
 }
 
 absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write) {
-  // A wait needs its wake time, and only a wait has one.
+  // A wait needs its wake time or its signal (or both), and only a wait has
+  // either.
   const bool waits = write.new_status == RunStatus::kWaiting;
-  if (waits != write.wake_at.has_value()) {
+  const bool for_something = write.wake_at.has_value() || write.wait_for_signal.has_value();
+  if (waits != for_something) {
     return absl::InvalidArgumentError(absl::StrCat(
         "run ", write.run_id, ": ",
-        waits ? "a move to waiting needs RunWrite::wake_at"
-              : "RunWrite::wake_at is set, but the write does not move the run to waiting"));
+        waits ? "a move to waiting needs RunWrite::wake_at or RunWrite::wait_for_signal"
+              : "RunWrite::wake_at or wait_for_signal is set, but the write does not move the "
+                "run to waiting"));
+  }
+  if (write.wait_for_signal.has_value() &&
+      (write.wait_for_signal->signal.empty() || write.wait_for_signal->key.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run ", write.run_id, ": a wait for a signal needs its name and its key"));
+  }
+  if (write.consume_signal.has_value() &&
+      (write.party != Party::kExecutor || write.consume_signal->key.empty() ||
+       write.consume_signal->seq <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run ", write.run_id, ": only the executor consumes a signal, by its seq and a key"));
   }
   EncodedWrite out;
   RUNLOOM_ASSIGN_OR_RETURN(out.events, EncodeEvents(write.run_id, write.events));
@@ -166,6 +180,12 @@ absl::StatusOr<LeaseFirstWrite> PrepareLease(LeaseRequest& request) {
   request.first.reset();
   out.write->run_id = request.run_id;
   out.write->party = Party::kExecutor;
+  // A lease's first write starts a step: the mailbox is no part of it.
+  if (out.write->wait_for_signal.has_value() || out.write->consume_signal.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run ", request.run_id, ": a lease's first write may not wait for or consume "
+                     "a signal"));
+  }
   RUNLOOM_ASSIGN_OR_RETURN(out.encoded, EncodeWrite(*out.write));
   return out;
 }
@@ -212,7 +232,8 @@ bool RidesOnLease(const RunWrite& w) {
   return !w.new_status.has_value() && w.steps.empty() && !w.outcome.has_value() &&
          !w.error.has_value() && !w.revision.has_value() && !w.entry.has_value() &&
          !w.context.has_value() && !w.cancel_requested.has_value() && !w.reset_attempts &&
-         !w.expected_last_event_seq.has_value();
+         !w.expected_last_event_seq.has_value() && !w.wait_for_signal.has_value() &&
+         !w.consume_signal.has_value();
 }
 
 }  // namespace runloom::store_internal

@@ -6,7 +6,8 @@
  * One run, the store that holds its row, the transport that carries its
  * queue messages, and every party that writes the row: admission, two
  * executors, the sweeper and its reconciler, two racing deciders, cancel,
- * rerun, the admin reset and the timer sweep; faults: executor crashes, lease expiry at any
+ * rerun, the admin reset, the timer sweep and a signaller (one signal name;
+ * the run's mailbox and its waits for it); faults: executor crashes, lease expiry at any
  * moment (a slow or paused holder), queue messages lost or duplicated,
  * executors giving runs back at shutdown.
  *
@@ -29,6 +30,9 @@
  *   MUTANT_RENEW_AFTER_EXPIRY     a lease is renewed after it expired
  *   MUTANT_LEASE_PAUSED           the store leases a paused run
  *   MUTANT_LEASE_WAITING          the store leases a waiting run (a timer not yet due)
+ *   MUTANT_PARK_IGNORES_MAILBOX   the store parks a run waiting for a signal its mailbox holds
+ *   MUTANT_SIGNAL_WAKES_TWICE     a signal's wake does not mark it consumed: the executor consumes it again
+ *   MUTANT_SIGNAL_NOT_WAITING     a signal is consumed by the run's wait when the run no longer waits (timed out)
  *   MUTANT_NO_RECONCILER          a queued run whose message was lost is never enqueued again
  *   MUTANT_RERUN_KEEPS_CANCEL     a rerun keeps the cancel request of the execution before it
  */
@@ -58,6 +62,12 @@
 #define RERUN 6
 #define ADMIN 7
 #define TIMER 8
+#define SIGNAL 9
+
+/* How a wait for a signal was resolved (ghost). */
+#define RES_SIGNAL 1   /* by a signal it consumed */
+#define RES_TIMEOUT 2  /* by its timeout (the timer) */
+#define RES_LEFT 3     /* by the run leaving it: cancel, admin reset, rerun */
 
 /* Bounds that keep the state space finite. */
 #ifndef MAX_ATTEMPTS
@@ -76,7 +86,10 @@
 #define MAX_RERUNS 1
 #endif
 #ifndef MAX_TIMERS
-#define MAX_TIMERS 1   /* timers the run waits at in all */
+#define MAX_TIMERS 1   /* wake times in all: sleeps, and timeouts of waits for a signal */
+#endif
+#ifndef MAX_SIGNALS
+#define MAX_SIGNALS 1  /* signals sent to the run in all, and waits for one it reaches in all */
 #endif
 /* Faults in all: crashes, lost and duplicated messages, give-backs (one budget, so
    their every combination up to it is explored, not the product of each one's). */
@@ -97,6 +110,17 @@ bool cancel_req = false;
 byte gate = 0;           /* the current gate (its proposal digest); counts pauses */
 byte rev = 0;            /* the revision; a rerun starts the next */
 
+/* The run's waits for a signal and its mailbox (one signal name). A wait is
+   named by its key (the engine's "<revision>:<step path>"): 1, 2, ... */
+byte wait_sig = 0;       /* status waiting: the wait for a signal it rests at; 0: a sleep */
+bool wake = false;       /* status waiting: the wait has a wake time (the timer can fire) */
+byte pending = 0;        /* the wait the run parked at, its step not yet recorded resolved */
+byte timed_out = 0;      /* the wait the timer resolved, its step not yet recorded */
+byte sigwaits = 0;       /* the highest wait key recorded */
+byte sent = 0;           /* signals kept in the mailbox: 1..sent, in order */
+byte mbox = 0;           /* of them, not consumed */
+byte by[MAX_SIGNALS + 1];  /* signal i: the wait that consumed it; 0: in the mailbox */
+
 /* The transport: one message per enqueue; its payload is unused. */
 chan q = [QCAP] of { bit };
 
@@ -104,11 +128,14 @@ chan q = [QCAP] of { bit };
 byte issued = 0;         /* the highest lease token ever issued */
 bool decided = false;    /* a decision was accepted for the current gate */
 byte cancel_rev = 255;   /* the revision a cancel was requested in */
+byte how[MAX_SIGNALS + 1];  /* wait k: how it was resolved (RES_); 0: not yet */
+bool used[MAX_SIGNALS + 1]; /* signal i resolved a wait (consumed by it) */
 
 /* Fault and episode budgets. */
 byte faults = 0;
 byte reruns = 0;
 byte timers = 0;
+byte signals = 0;
 
 /* What the store checks (a mutation weakens one). */
 #ifdef MUTANT_NO_TOKEN_CHECK
@@ -138,6 +165,67 @@ byte timers = 0;
 #else
 #define LEASABLE (status == QUEUED || (status == RUNNING && !live))
 #endif
+#ifdef MUTANT_PARK_IGNORES_MAILBOX
+#define PARK_REFUSED false
+#else
+#define PARK_REFUSED (mbox > 0) /* kAlreadyExists: a signal of that name is in the mailbox */
+#endif
+
+/* Claim 1: a wait is resolved at most once, by one of RES_. */
+inline resolve(k, r) {
+  assert(how[k] == 0);
+  how[k] = r
+}
+
+/* Claim 2: signal i is consumed by one wait, once (the ghost `used`, not the
+   store's mark, so a mark not written is still caught); it resolves wait k. */
+inline use_signal(i, k) {
+  assert(i >= 1 && i <= sent && !used[i]);
+  used[i] = true;
+  resolve(k, RES_SIGNAL)
+}
+
+/* The store's mark: signal i consumed by wait k. */
+inline mark_consumed(i, k) {
+  by[i] = k;
+  mbox--
+}
+
+/* i: the earliest signal of the mailbox not consumed; 0: none. */
+inline first_unconsumed(i) {
+  i = 1;
+  do
+  :: i <= sent && by[i] != 0 -> i++
+  :: else -> break
+  od;
+  if
+  :: i > sent -> i = 0
+  :: else -> skip
+  fi
+}
+
+/* i: the signal wait k consumed; 0: none. */
+inline consumed_by(k, i) {
+  i = 1;
+  do
+  :: i <= sent && by[i] != k -> i++
+  :: else -> break
+  od;
+  if
+  :: i > sent -> i = 0
+  :: else -> skip
+  fi
+}
+
+/*
+ * Claim 3: no lost signal: the run never rests waiting for a signal while
+ * one is in its mailbox (the refused park and the signal's wake see to it).
+ * Claim 4: a parked run holds no lease.
+ */
+inline waiting_ok() {
+  assert(!(status == WAITING && wait_sig != 0 && mbox > 0));
+  assert(status != WAITING || (token == 0 && !live))
+}
 
 /* A send: the transport may lose the message or deliver it twice (faults). */
 inline enqueue() {
@@ -177,6 +265,18 @@ inline store_write(from, to, party, cred) {
   :: party == EXECUTOR && to == CANCELLED -> assert(cancel_rev == rev)
   :: else -> skip
   fi
+  /* A wait for a signal left: by its signal (consumed first: use_signal), its
+     timeout, or the run leaving it. Any move from waiting clears the wait. */
+  if
+  :: from == WAITING && wait_sig != 0 && party == SIGNAL -> assert(how[wait_sig] == RES_SIGNAL)
+  :: from == WAITING && wait_sig != 0 && party == TIMER -> resolve(wait_sig, RES_TIMEOUT)
+  :: from == WAITING && wait_sig != 0 && party != SIGNAL && party != TIMER -> resolve(wait_sig, RES_LEFT)
+  :: else -> skip
+  fi;
+  if
+  :: from == WAITING -> wait_sig = 0; wake = false
+  :: else -> skip
+  fi;
   status = to;
   if
   :: to == PAUSED -> gate++; decided = false
@@ -191,7 +291,8 @@ inline store_write(from, to, party, cred) {
   if
   :: to == QUEUED -> enqueue()
   :: else -> skip
-  fi
+  fi;
+  waiting_ok()
 }
 
 /*
@@ -209,6 +310,9 @@ proctype Executor(byte me) {
   byte steps;
   byte renews;
   bool done;
+  byte wk;   /* the wait for a signal it is at (its key); 0: none */
+  byte sq;   /* the signal it read for that wait */
+  bool tmo;  /* it read that the wait timed out */
 end_idle:
   do
   :: q?_ ->
@@ -272,7 +376,74 @@ end_idle:
              :: else -> done = true
              fi
            }
-        :: !done ->
+        :: !done && (wk != 0 || pending != 0 || sigwaits < MAX_SIGNALS) ->
+           /* A wait for the signal: the one it parked at (resumed), else the next one.
+              It reads (SignalConsumedBy, the timeout, NextSignal), then writes: the
+              read may be stale by then. */
+           atomic {
+             if
+             :: wk == 0 && pending != 0 -> wk = pending
+             :: wk == 0 && pending == 0 -> wk = sigwaits + 1
+             :: else -> skip
+             fi;
+             consumed_by(wk, sq);
+             if
+             :: sq == 0 -> tmo = (timed_out == wk && wk != 0)
+             :: else -> skip
+             fi;
+             if
+             :: sq == 0 && !tmo -> first_unconsumed(sq)
+             :: else -> skip
+             fi
+           };
+           atomic {
+             if
+             :: status == RUNNING && TOKEN_OK(mytok) ->
+                if
+                :: sq != 0 && by[sq] == wk ->
+                   /* Resumed after the signal's wake: the step succeeds with it. */
+                   step_write(mytok);
+                   assert(how[wk] == RES_SIGNAL && timed_out != wk);
+                   pending = 0;
+                   wk = 0
+                :: tmo ->
+                   /* Resumed after the timeout: the step fails as one (the run goes on). */
+                   step_write(mytok);
+                   consumed_by(wk, sq);
+                   assert(how[wk] == RES_TIMEOUT && sq == 0);
+                   timed_out = 0;
+                   pending = 0;
+                   wk = 0
+                :: sq != 0 && by[sq] == 0 ->
+                   /* Consumes it in the fenced write that records the step succeeded. */
+                   step_write(mytok);
+                   use_signal(sq, wk);
+                   mark_consumed(sq, wk);
+                   sigwaits = wk;
+                   pending = 0;
+                   wk = 0
+                :: sq != 0 && by[sq] != 0 && by[sq] != wk ->
+                   skip /* kAborted: consumed meanwhile; it reads again */
+                :: sq == 0 && !tmo && PARK_REFUSED ->
+                   skip /* kAlreadyExists: a signal came since its read; it reads again */
+                :: sq == 0 && !tmo && !PARK_REFUSED ->
+                   /* Parks: waiting for the signal, with a timeout or none. */
+                   sigwaits = wk;
+                   pending = wk;
+                   wait_sig = wk;
+                   if
+                   :: timers < MAX_TIMERS -> timers++; wake = true
+                   :: true -> skip
+                   fi;
+                   store_write(RUNNING, WAITING, EXECUTOR, mytok);
+                   done = true
+                fi
+             :: else -> done = true /* lease lost: stop */
+             fi;
+             sq = 0;
+             tmo = false
+           }
+        :: !done && wk == 0 && pending == 0 ->
            /* The graph ends, pauses at a gate, or sees the cancel request. */
            atomic {
              if
@@ -284,7 +455,7 @@ end_idle:
                 :: store_write(RUNNING, BUDGET_STOPPED, EXECUTOR, mytok)
                 :: store_write(RUNNING, FAILED, EXECUTOR, mytok)
                 :: gate < MAX_PAUSES -> store_write(RUNNING, PAUSED, EXECUTOR, mytok)
-                :: timers < MAX_TIMERS -> timers++; store_write(RUNNING, WAITING, EXECUTOR, mytok)
+                :: timers < MAX_TIMERS -> timers++; wake = true; store_write(RUNNING, WAITING, EXECUTOR, mytok)
                 :: cancel_req -> store_write(RUNNING, CANCELLED, EXECUTOR, mytok)
                 :: faults < MAX_FAULTS ->
                    /* Worker shutdown gives the run back. */
@@ -310,7 +481,8 @@ end_idle:
         mytok = 0;
         steps = 0;
         renews = 0;
-        done = false
+        done = false;
+        wk = 0
      fi
   od
 }
@@ -388,14 +560,57 @@ end_decide:
 /*
  * The timer sweep: a waiting run whose wake time the store's clock passed
  * goes back to the queue with a fresh attempt budget (the wait was not a
- * failed attempt). Time is not modelled: any moment may be the due one.
+ * failed attempt). Time is not modelled: any moment may be the due one. A
+ * wait for a signal with no timeout has no wake time.
  */
 proctype Timer() {
 end_timer:
   do
   :: atomic {
-       status == WAITING -> store_write(WAITING, QUEUED, TIMER, 0); attempts = 0
+       status == WAITING && wake ->
+       timed_out = wait_sig; /* a wait for a signal times out; 0: a sleep ends */
+       store_write(WAITING, QUEUED, TIMER, 0);
+       attempts = 0
      }
+  od
+}
+
+/*
+ * A signal sent to the run (SendSignal, one transaction): refused by a
+ * finished run; else kept in the mailbox and, when the run rests waiting
+ * for a signal, consumed by that wait, which it resolves: the run is queued
+ * with a fresh attempt budget. It may stop sending at any moment.
+ */
+proctype Signaller() {
+end_signal:
+  do
+  :: atomic {
+       signals < MAX_SIGNALS ->
+       signals++;
+       if
+       :: terminal(status) -> skip /* kFailedPrecondition: nothing kept */
+       :: else ->
+          sent++;
+          mbox++;
+          if
+          :: status == WAITING && wait_sig != 0 ->
+             use_signal(sent, wait_sig);
+#ifndef MUTANT_SIGNAL_WAKES_TWICE
+             mark_consumed(sent, wait_sig);
+#endif
+             store_write(WAITING, QUEUED, SIGNAL, 0);
+             attempts = 0
+#ifdef MUTANT_SIGNAL_NOT_WAITING
+          :: status != WAITING && pending != 0 ->
+             use_signal(sent, pending);
+             mark_consumed(sent, pending)
+#endif
+          :: else -> skip /* kept for the run's next wait */
+          fi
+       fi;
+       waiting_ok()
+     }
+  :: break
   od
 }
 
@@ -433,6 +648,8 @@ end_rerun:
        reruns++;
        rev++;
        attempts = 0;
+       pending = 0; /* the new revision's waits are new ones */
+       timed_out = 0;
 #ifndef MUTANT_RERUN_KEEPS_CANCEL
        cancel_req = false
 #else
@@ -469,12 +686,16 @@ init {
     run Canceller();
     run Rerunner();
     run Admin();
-    run Timer()
+    run Timer();
+#if MAX_SIGNALS > 0
+    run Signaller()
+#endif
   }
 }
 
 /* Liveness, under weak fairness once the bounded faults are spent. */
 /* A queued run is eventually leased or finished. */
 ltl leased { [] (status == QUEUED -> <> (status == RUNNING || terminal(status))) }
-/* Every run comes to rest: finished, or waiting at a gate (a timer is not rest: it fires). */
-ltl rests { <> [] (status == PAUSED || terminal(status)) }
+/* Every run comes to rest: finished, waiting at a gate, or waiting for a signal with no
+   timeout (a timer is not rest: it fires). */
+ltl rests { <> [] (status == PAUSED || terminal(status) || (status == WAITING && !wake)) }

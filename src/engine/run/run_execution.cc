@@ -63,7 +63,8 @@ absl::StatusOr<nlohmann::json> RunExecution::Resolve(const std::string& ref,
 
 absl::Status RunExecution::Record(const StepDef& step, const std::string& path,
                                   const StepResult& result, int attempt, absl::Time started,
-                                  std::string stderr_tail, std::vector<Event> extra_events) {
+                                  std::string stderr_tail, std::vector<Event> extra_events,
+                                  std::optional<SignalConsumption> consume) {
   StepRecord rec;
   rec.run_id = run_.id;
   rec.revision = run_.revision;
@@ -84,7 +85,9 @@ absl::Status RunExecution::Record(const StepDef& step, const std::string& path,
   RunWrite w;
   w.steps.push_back(std::move(rec));
   w.events = std::move(extra_events);
-  return Write(std::move(w), /*defer=*/true);
+  const bool defer = !consume.has_value();
+  w.consume_signal = std::move(consume);
+  return Write(std::move(w), defer);
 }
 
 absl::Status RunExecution::RecordContainer(const StepDef& step, const std::string& path,

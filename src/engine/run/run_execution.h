@@ -163,11 +163,19 @@ class RunExecution {
   absl::StatusOr<StepResult> RunSleep(const StepDef& step, const std::string& path, Scope& scope,
                                       StopSource& stop);
   Disposition Park();
+  // signal_wait.cc: a wait step resolved by a signal already consumed for
+  // it, by its passed timeout, or by a signal in the mailbox; else the run
+  // parks here (the park write is RunWait's own: the store refuses it when
+  // a signal came in between, and RunWait then consumes that one).
+  absl::StatusOr<StepResult> RunWait(const StepDef& step, const std::string& path);
 
   absl::StatusOr<nlohmann::json> Resolve(const std::string& ref, const Scope& scope) const;
+  // Deferred (RunWriter), unless it consumes a signal: that write is made
+  // at once, so a refusal is known before the step counts as done.
   absl::Status Record(const StepDef& step, const std::string& path, const StepResult& result,
                       int attempt, absl::Time started, std::string stderr_tail,
-                      std::vector<Event> extra_events);
+                      std::vector<Event> extra_events,
+                      std::optional<SignalConsumption> consume = std::nullopt);
   absl::Status Write(RunWrite write, bool defer = false) {
     return writer_.Write(std::move(write), defer);
   }
@@ -221,6 +229,7 @@ class RunExecution {
   enum class Halt { kNone, kPause, kReject, kWait };
   Halt halt_ = Halt::kNone;
   StoredTimer pending_timer_;  // what Park() records
+  bool parked_ = false;        // RunWait parked the run itself
   // Parallel steps being walked: a sleep inside one cannot park the run.
   std::atomic<int> parallel_depth_{0};
   PendingGate pending_gate_;  // what Pause() records for the reviewer

@@ -75,6 +75,11 @@ absl::StatusOr<StepResult> RunExecution::RunSleep(const StepDef& step, const std
 }
 
 Disposition RunExecution::Park() {
+  if (parked_) {  // a wait step parked the run with its own write
+    ReleaseLeftoverReservations();
+    final_status_ = RunStatus::kWaiting;
+    return Disposition::kWaiting;
+  }
   RunWrite w;
   w.new_status = RunStatus::kWaiting;
   w.wake_at = pending_timer_.until;

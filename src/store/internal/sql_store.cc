@@ -11,6 +11,7 @@
 #include "core/status_macros.h"
 #include "store/budget_codec.h"
 #include "store/record_codec.h"
+#include "store/signal_codec.h"
 #include "store/write_checks.h"
 #include "store/write_codec.h"
 
@@ -604,6 +605,57 @@ absl::StatusOr<int64_t> SqlStore::ReleaseReservations(const std::string& run_id)
     return Book(s, run_id, run->tenant, -amount, charges ? amount : int64_t{0});
   }));
   return released;
+}
+
+// ---- signals: the reads (SendSignal is each backend's, with its commit) ----
+
+namespace {
+constexpr Sql kNextSignal = BothDialects(
+    "SELECT " RUNLOOM_SIGNAL_COLUMNS " FROM signals WHERE run_id = $1 AND name = $2 "
+    "AND consumed_by IS NULL ORDER BY seq LIMIT 1");
+constexpr Sql kSignalConsumedBy = BothDialects(
+    "SELECT " RUNLOOM_SIGNAL_COLUMNS " FROM signals WHERE run_id = $1 AND consumed_by = $2");
+constexpr Sql kListSignals = BothDialects(
+    "SELECT " RUNLOOM_SIGNAL_COLUMNS " FROM signals WHERE run_id = $1 AND seq > $2 "
+    "ORDER BY seq LIMIT $3");
+}  // namespace
+
+absl::StatusOr<std::optional<SignalRecord>> SqlStore::NextSignal(const std::string& run_id,
+                                                                 const std::string& name) {
+  std::optional<SignalRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(out, QueryOne<SignalRecord>(s, kNextSignal,
+                                                         SqlArgs().Text(run_id).Text(name),
+                                                         SignalFromRow<SqlRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::optional<SignalRecord>> SqlStore::SignalConsumedBy(const std::string& run_id,
+                                                                       const std::string& key) {
+  std::optional<SignalRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(out, QueryOne<SignalRecord>(s, kSignalConsumedBy,
+                                                         SqlArgs().Text(run_id).Text(key),
+                                                         SignalFromRow<SqlRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<SignalRecord>> SqlStore::ListSignals(const std::string& run_id,
+                                                                int64_t after_seq, int limit) {
+  std::vector<SignalRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        out, QueryAll<SignalRecord>(
+                 s, kListSignals,
+                 SqlArgs().Text(run_id).Int(after_seq).Int(limit > 0 ? limit : 1000),
+                 SignalFromRow<SqlRow>));
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 }  // namespace runloom::store_internal

@@ -1,6 +1,6 @@
 // What the SQL backends share: the Store methods whose orchestration is the
 // same in SQLite and PostgreSQL (the workflow catalog, API tokens, the write
-// ledger, the budget ledger), written once over the SQL seam
+// ledger, the budget ledger, the signal reads), written once over the SQL seam
 // (store/internal/sql.h). A SQL backend derives from SqlStore, hands it its
 // SqlDatabase adapter, and implements the rest: run creation, leases,
 // commits, the run reads and recovery, where each backend has its own
@@ -53,6 +53,14 @@ class SqlStore : public Store {
   absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) final;
   absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) final;
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) final;
+
+  // ---- signals: the reads (SendSignal is each backend's, with its commit) ----
+  absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
+                                                         const std::string& name) final;
+  absl::StatusOr<std::optional<SignalRecord>> SignalConsumedBy(const std::string& run_id,
+                                                               const std::string& key) final;
+  absl::StatusOr<std::vector<SignalRecord>> ListSignals(const std::string& run_id,
+                                                        int64_t after_seq, int limit) final;
 
  private:
   const std::unique_ptr<SqlDatabase> sql_;

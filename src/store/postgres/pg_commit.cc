@@ -210,6 +210,7 @@ absl::StatusOr<RunRecord> PgStore::RenewLease(const std::string& run_id, const s
 absl::Status PgStore::Commit(const RunWrite& write) {
   if (write.run_id.empty()) return absl::InvalidArgumentError("RunWrite::run_id is empty");
   RUNLOOM_ASSIGN_OR_RETURN(EncodedWrite encoded, EncodeWrite(write));
+  if (PgTouchesMailbox(write)) return PgCommitWithMailbox(*h_, write, encoded);
   CommitOp op(write, encoded);
   group_.Run(&op);
   return op.status;

@@ -461,10 +461,34 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS wake_at BIGINT;
 CREATE INDEX IF NOT EXISTS runs_waiting ON runs (wake_at) WHERE status = 'waiting';
 )sql";
 
+// Version 12: signals (issue 23), as SQLite's version 9: each run's mailbox
+// and what a waiting run waits for. Re-runnable.
+constexpr char kV12[] = R"sql(
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS wait_signal TEXT;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS wait_key TEXT;
+CREATE TABLE IF NOT EXISTS signals (
+  run_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL DEFAULT '',
+  received_at BIGINT NOT NULL,
+  consumed_by TEXT,
+  consumed_at BIGINT,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS signals_idempotency ON signals (run_id, idempotency_key)
+  WHERE idempotency_key <> '';
+CREATE INDEX IF NOT EXISTS signals_mailbox ON signals (run_id, name, seq)
+  WHERE consumed_by IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS signals_consumed ON signals (run_id, consumed_by)
+  WHERE consumed_by IS NOT NULL;
+)sql";
+
 constexpr std::array kMigrations = {Migration{1, kV1},   Migration{2, kV2},  Migration{3, kV3},
                                     Migration{4, kV4},   Migration{5, kV5},  Migration{6, kV6},
                                     Migration{7, kV7},   Migration{8, kV8},  Migration{9, kV9},
-                                    Migration{10, kV10}, Migration{11, kV11}};
+                                    Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

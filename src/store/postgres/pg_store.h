@@ -63,6 +63,8 @@ class PgStore final : public SqlStore {
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
+  // One transaction (pg_signals.cc): the signal, and the wake of the wait it resolves.
+  absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override;
   absl::StatusOr<absl::Time> Now() override { return h_->ServerNow(); }
   Clock* clock() override { return h_->clock(); }
 
@@ -87,6 +89,13 @@ absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::s
 // queues the writes on `c` (PgConn::Defer) for the transaction's COMMIT.
 absl::Status PgCommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
                             const EncodedWrite& encoded, const Fence& f);
+
+// Whether `write` waits for or consumes a signal: it then runs alone, in
+// PgCommitWithMailbox, not in a commit group.
+bool PgTouchesMailbox(const RunWrite& write);
+// Commits `write` in a transaction of its own, with the mailbox rules of
+// RunWrite::wait_for_signal and consume_signal (pg_signals.cc).
+absl::Status PgCommitWithMailbox(PgHandle& h, const RunWrite& write, const EncodedWrite& encoded);
 
 // Records that message `message_id` of run `run_id` was dead-lettered after
 // `deliveries` deliveries, for `reason`: a dead_letters row and the run's

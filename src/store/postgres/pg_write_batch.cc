@@ -48,6 +48,8 @@ constexpr char kUpdateRuns[] =
     "END, "
     "finished_at = CASE u.fin WHEN 1 THEN $19::bigint WHEN 2 THEN NULL ELSE r.finished_at END, "
     "wake_at = CASE WHEN u.status = 'waiting' THEN COALESCE(u.wake, r.wake_at) END, "
+    "wait_signal = CASE WHEN u.status = 'waiting' THEN r.wait_signal END, "
+    "wait_key = CASE WHEN u.status = 'waiting' THEN r.wait_key END, "
     "last_event_seq = u.last, updated_at = $19 "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], "
     "$7::text[], $8::text[], $9::integer[], $10::boolean[], $11::boolean[], $12::integer[], "

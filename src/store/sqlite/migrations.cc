@@ -244,9 +244,33 @@ ALTER TABLE runs ADD COLUMN wake_at INTEGER;
 CREATE INDEX runs_waiting ON runs (wake_at) WHERE status = 'waiting';
 )sql";
 
+// Version 9: signals (issue 23). Each run's mailbox, and what a waiting run
+// waits for: the signal's name and the key a signal consumed by that wait is
+// marked with (SignalStore, RunWrite::wait_for_signal).
+constexpr char kV9[] = R"sql(
+ALTER TABLE runs ADD COLUMN wait_signal TEXT;
+ALTER TABLE runs ADD COLUMN wait_key TEXT;
+CREATE TABLE signals (
+  run_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL DEFAULT '',
+  received_at INTEGER NOT NULL,
+  consumed_by TEXT,
+  consumed_at INTEGER,
+  PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX signals_idempotency ON signals (run_id, idempotency_key)
+  WHERE idempotency_key != '';
+CREATE INDEX signals_mailbox ON signals (run_id, name, seq) WHERE consumed_by IS NULL;
+CREATE UNIQUE INDEX signals_consumed ON signals (run_id, consumed_by) WHERE consumed_by IS NOT NULL;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}, Migration{4, kV4},
     Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7}, Migration{8, kV8},
+    Migration{9, kV9},
 };
 
 absl::Status MigrateLocked(Db& db) {

@@ -4,6 +4,7 @@
 // writes are atomic with respect to every other writer (BEGIN IMMEDIATE).
 #include "core/status_macros.h"
 #include "store/sqlite/codec.h"
+#include "store/signal_codec.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/write_checks.h"
 
@@ -44,7 +45,8 @@ constexpr char kCommitUpdate[] =
     "lease_token = CASE WHEN ?11 THEN '' ELSE lease_token END, "
     "lease_expires_at = CASE WHEN ?11 THEN NULL ELSE lease_expires_at END, "
     "finished_at = CASE ?12 WHEN 1 THEN ?14 WHEN 2 THEN NULL ELSE finished_at END, "
-    "wake_at = ?15, last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
+    "wake_at = ?15, wait_signal = ?16, wait_key = ?17, last_event_seq = ?13, updated_at = ?14 "
+    "WHERE id = ?1";
 
 // A write that keeps the status (an executor's step progress) leaves the
 // status and lease columns out of the SET clause, so SQLite leaves the
@@ -56,6 +58,22 @@ constexpr char kProgressUpdate[] =
     "context = COALESCE(?8, context), cancel_requested = COALESCE(?9, cancel_requested), "
     "attempts = CASE WHEN ?10 THEN 0 ELSE attempts END, "
     "last_event_seq = ?13, updated_at = ?14 WHERE id = ?1";
+
+// The mailbox (SignalStore; store/signal_codec.h).
+constexpr char kMailboxHead[] =
+    "SELECT seq FROM signals WHERE run_id = ?1 AND name = ?2 AND consumed_by IS NULL "
+    "ORDER BY seq LIMIT 1";
+constexpr char kSignalConsumer[] = "SELECT consumed_by FROM signals WHERE run_id = ?1 AND seq = ?2";
+constexpr char kConsumeSignal[] =
+    "UPDATE signals SET consumed_by = ?3, consumed_at = ?4 WHERE run_id = ?1 AND seq = ?2";
+constexpr char kSignalByKey[] = "SELECT " RUNLOOM_SIGNAL_COLUMNS
+                                " FROM signals WHERE run_id = ?1 AND idempotency_key = ?2";
+constexpr char kUnconsumed[] =
+    "SELECT count(*) FROM signals WHERE run_id = ?1 AND consumed_by IS NULL";
+constexpr char kNextSeq[] = "SELECT COALESCE(MAX(seq), 0) + 1 FROM signals WHERE run_id = ?1";
+constexpr char kWaitOf[] = "SELECT wait_signal, wait_key FROM runs WHERE id = ?1";
+constexpr char kInsertSignal[] =
+    "INSERT INTO signals (" RUNLOOM_SIGNAL_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 // What finished_at does in kCommitUpdate.
 enum FinishedAt : int64_t { kKeep = 0, kSet = 1, kClear = 2 };
@@ -93,6 +111,52 @@ absl::Status UpsertSteps(Db& db, const std::string& run_id, const std::vector<St
   return absl::OkStatus();
 }
 
+// The integer the one-parameter query `sql` reads for run `id`.
+absl::StatusOr<int64_t> QueryIntOfRun(Db& db, const char* sql, const std::string& id) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(sql));
+  st.BindText(1, id);
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::InternalError(absl::StrCat("no row from: ", sql));
+  return st.ColumnInt(0);
+}
+
+// The mailbox rules of a write, checked before it writes anything: a move to
+// waiting for a signal the mailbox has is refused (kAlreadyExists), and a
+// signal is consumed once (kAborted for a second time). Marks the consumed
+// signal.
+absl::Status ApplyMailboxRules(Db& db, absl::Time now, const RunWrite& write, RunStatus to) {
+  const std::string& id = write.run_id;
+  if (to == RunStatus::kWaiting && write.new_status.has_value() &&
+      write.wait_for_signal.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kMailboxHead));
+    st.BindText(1, id);
+    st.BindText(2, write.wait_for_signal->signal);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (row) return MailboxNotEmpty(id, write.wait_for_signal->signal, st.ColumnInt(0));
+  }
+  if (!write.consume_signal.has_value()) return absl::OkStatus();
+  const SignalConsumption& c = *write.consume_signal;
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kSignalConsumer));
+    st.BindText(1, id);
+    st.BindInt(2, c.seq);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) {
+      return absl::NotFoundError(absl::StrCat("run ", id, " has no signal ", c.seq));
+    }
+    if (!st.ColumnIsNull(0)) {
+      return absl::AbortedError(absl::StrCat("signal ", c.seq, " of run ", id,
+                                             " is consumed already (by ", st.ColumnText(0), ")"));
+    }
+  }
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kConsumeSignal));
+  st.BindText(1, id);
+  st.BindInt(2, c.seq);
+  st.BindText(3, c.key);
+  st.BindTime(4, now);
+  return st.Run();
+}
+
 // Applies `write` to a run whose fence is `f` (read in this transaction).
 absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
                           const EncodedWrite& encoded, const Fence& f, bool& produced) {
@@ -105,6 +169,7 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
                                  to == RunStatus::kWaiting || to == RunStatus::kQueued);
   int64_t finished = kKeep;
   if (moves) finished = IsTerminal(to) ? kSet : kClear;
+  RUNLOOM_RETURN_IF_ERROR(ApplyMailboxRules(db, now, write, to));
 
   RUNLOOM_RETURN_IF_ERROR(UpsertSteps(db, id, write.steps, encoded.step_outputs));
   RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
@@ -138,6 +203,13 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
         st.BindTime(15, *write.wake_at);
       } else {
         st.BindNull(15);
+      }
+      if (to == RunStatus::kWaiting && write.wait_for_signal.has_value()) {
+        st.BindText(16, write.wait_for_signal->signal);
+        st.BindText(17, write.wait_for_signal->key);
+      } else {
+        st.BindNull(16);
+        st.BindNull(17);
       }
     }
     st.BindInt(13, last);
@@ -347,6 +419,80 @@ absl::Status SqliteStore::Enqueue(const std::string& run_id, std::vector<Event> 
     st.BindInt(2, last);
     return st.Run();
   });
+}
+
+absl::StatusOr<SendSignalResult> SqliteStore::SendSignal(const NewSignal& signal) {
+  RUNLOOM_ASSIGN_OR_RETURN(const std::string payload, EncodeNewSignal(signal));
+  RUNLOOM_RETURN_IF_ERROR(CheckEvents(signal.run_id, signal.events));
+  RUNLOOM_RETURN_IF_ERROR(CheckEvents(signal.run_id, signal.wake_events));
+  const std::string& id = signal.run_id;
+  SendSignalResult out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
+    out = SendSignalResult{};
+    Db& db = txn.db;
+    const absl::Time now = h_->Now();
+    RUNLOOM_ASSIGN_OR_RETURN(Fence f, LoadFence(db, id));
+    if (!signal.idempotency_key.empty()) {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kSignalByKey));
+      st.BindText(1, id);
+      st.BindText(2, signal.idempotency_key);
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) {
+        RUNLOOM_ASSIGN_OR_RETURN(out.signal, SignalFromRow(st));
+        out.created = false;
+        return absl::OkStatus();
+      }
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(int64_t unconsumed, QueryIntOfRun(db, kUnconsumed, id));
+    RUNLOOM_RETURN_IF_ERROR(CheckSignalable(id, f.status, unconsumed));
+    RUNLOOM_ASSIGN_OR_RETURN(const int64_t seq, QueryIntOfRun(db, kNextSeq, id));
+    std::string wait_signal, wait_key;
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kWaitOf));
+      st.BindText(1, id);
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row && !st.ColumnIsNull(0)) wait_signal = st.ColumnText(0);
+      if (row && !st.ColumnIsNull(1)) wait_key = st.ColumnText(1);
+    }
+    // The wait's compare-and-set: the run still rests waiting for it.
+    const bool resolves = f.status == RunStatus::kWaiting && wait_signal == signal.name &&
+                          !wait_key.empty();
+    {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kInsertSignal));
+      st.BindText(1, id);
+      st.BindInt(2, seq);
+      st.BindText(3, signal.name);
+      st.BindText(4, payload);
+      st.BindText(5, signal.idempotency_key);
+      st.BindTime(6, now);
+      if (resolves) {
+        st.BindText(7, wait_key);
+        st.BindTime(8, now);
+      } else {
+        st.BindNull(7);
+        st.BindNull(8);
+      }
+      RUNLOOM_RETURN_IF_ERROR(st.Run());
+    }
+    std::vector<Event> events = SignalEvents(signal, seq, resolves);
+    if (resolves) {
+      const RunWrite wake = SignalWakeWrite(id, std::move(events));
+      RUNLOOM_ASSIGN_OR_RETURN(EncodedWrite encoded, EncodeWrite(wake));
+      RUNLOOM_RETURN_IF_ERROR(CommitFenced(db, now, wake, encoded, f, txn.produced_message));
+    } else if (!events.empty()) {
+      RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded, EncodeEvents(id, events));
+      RUNLOOM_ASSIGN_OR_RETURN(int64_t last,
+                               AppendEvents(db, id, f.last_event_seq, encoded, now));
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kSetLastSeq));
+      st.BindText(1, id);
+      st.BindInt(2, last);
+      RUNLOOM_RETURN_IF_ERROR(st.Run());
+    }
+    out.signal = InsertedSignal(signal, seq, now, resolves ? wait_key : "");
+    out.resolved = resolves;
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 std::unique_ptr<Store> NewSqliteStore(std::shared_ptr<SqliteHandle> handle) {

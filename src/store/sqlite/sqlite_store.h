@@ -52,6 +52,8 @@ class SqliteStore final : public SqlStore {
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
+  // One write op: the signal, and the wake of the wait it resolves.
+  absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override;
 
   absl::StatusOr<absl::Time> Now() override { return h_->Now(); }
   Clock* clock() override { return h_->clock(); }

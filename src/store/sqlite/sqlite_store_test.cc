@@ -23,13 +23,14 @@ namespace {
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// Undoes schema version 6 (the budget ledger), for tests that take a file
-// back to an older version.
-// What versions 6 and 8 add (the budget ledger; the timers' column and
-// index), undone so that a test can set an older user_version.
+// What versions 6, 8 and 9 add (the budget ledger; the timers' column and
+// index; the signals' table and columns), undone so that a test can set an
+// older user_version.
 constexpr char kDropBudgets[] =
     "DROP TABLE budget_reservations; DROP TABLE budget_runs; DROP TABLE budget_tenants; "
-    "DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; ";
+    "DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; "
+    "DROP TABLE signals; ALTER TABLE runs DROP COLUMN wait_signal; "
+    "ALTER TABLE runs DROP COLUMN wait_key; ";
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
@@ -82,7 +83,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -102,7 +103,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 8; "
+                                     " has schema version 99 but this runloom supports up to 9; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -145,7 +146,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -184,7 +185,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -252,7 +253,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -286,7 +287,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -305,7 +306,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -328,7 +329,7 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -345,7 +346,7 @@ TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
   Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   EXPECT_OK(b->store->GetRun("r_v5"));
   absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
   ASSERT_OK(t);
@@ -366,10 +367,12 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
       " PRIMARY KEY (run_id, step_path, action));"
       " INSERT INTO write_operations VALUES ('r_v6', 'apply', 'restart', 'done', 'rl-k',"
       " 'sha256:d', 1, 201, '{}', 'sent', 1, 2);"
-      " DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; PRAGMA user_version = 6");
+      " DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; DROP TABLE signals;"
+      " ALTER TABLE runs DROP COLUMN wait_signal; ALTER TABLE runs DROP COLUMN wait_key;"
+      " PRAGMA user_version = 6");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "8");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "9");
   absl::StatusOr<std::vector<WriteOperation>> kept = b->store->ListWrites("r_v6");
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 1u);
