@@ -1,5 +1,5 @@
 // Runs, their steps, gate and events, and the operations on one run:
-// start, decide, cancel, rerun. Each handler: parse, call the engine, encode.
+// start, decide, cancel, rerun, signals. Each handler: parse, call the engine, encode.
 #include "api/api.h"
 #include "api/body.h"
 #include "api/errors.h"
@@ -222,6 +222,48 @@ HandlerResult Rerun(Engine* engine, const Call& c) {
   return {RunResponse(run)};
 }
 
+// Issue 23: a signal for the run's wait steps. The field a refusal names is
+// the one the engine's message starts with ("name: ...", "payload: ...").
+HandlerResult SendSignal(Engine* engine, const Call& c) {
+  ParsedBody b = ParseBody(c.request.body,
+                           {{"payload", FieldType::kAny}, {"idempotency_key", FieldType::kString}});
+  if (b.error) return {*b.error};
+  SignalRequest req;
+  req.name = c.params[1];
+  if (b.value.contains("payload")) req.payload = b.value["payload"];
+  req.idempotency_key = b.value.value("idempotency_key", std::string());
+  absl::StatusOr<SendSignalResult> sent = engine->Signal(c.params[0], req, c.principal.name);
+  if (!sent.ok()) {
+    const absl::Status& s = sent.status();
+    if (absl::IsInvalidArgument(s)) {
+      std::string field = "payload";
+      for (const char* f : {"name", "idempotency_key", "payload"}) {
+        if (absl::StartsWith(s.message(), absl::StrCat(f, ":"))) field = f;
+      }
+      return {ErrorResponse(400, "invalid_argument", std::string(s.message()), field)};
+    }
+    if (absl::IsFailedPrecondition(s)) {
+      return {ErrorResponse(409, "finished", std::string(s.message()))};
+    }
+    return {StatusResponse(s)};
+  }
+  nlohmann::json out = wire::SignalToJson(sent->signal);
+  out["created"] = sent->created;
+  out["resolved"] = sent->resolved;
+  return {JsonResponse(out.dump(), sent->created ? 201 : 200)};
+}
+
+HandlerResult ListSignals(Engine* engine, const Call& c) {
+  absl::StatusOr<RunRecord> run = engine->GetRun(c.params[0]);
+  if (!run.ok()) return {StatusResponse(run.status())};
+  absl::StatusOr<std::vector<SignalRecord>> signals =
+      engine->store()->ListSignals(c.params[0], 0, SignalStore::kMaxMailbox);
+  if (!signals.ok()) return {StatusResponse(signals.status())};
+  nlohmann::json list = nlohmann::json::array();
+  for (const SignalRecord& s : *signals) list.push_back(wire::SignalToJson(s));
+  return {JsonResponse(nlohmann::json{{"signals", std::move(list)}}.dump())};
+}
+
 }  // namespace
 
 std::vector<Route> RunRoutes(Engine* engine) {
@@ -240,6 +282,8 @@ std::vector<Route> RunRoutes(Engine* engine) {
       {"POST", absl::StrCat(kRun, "/decisions"), Role::kApprover, bind(Decide)},
       {"POST", absl::StrCat(kRun, "/cancel"), Role::kOperator, bind(Cancel)},
       {"POST", absl::StrCat(kRun, "/rerun"), Role::kOperator, bind(Rerun)},
+      {"GET", absl::StrCat(kRun, "/signals"), Role::kViewer, bind(ListSignals)},
+      {"POST", absl::StrCat(kRun, "/signals/{name}"), Role::kOperator, bind(SendSignal)},
       {"GET", "/api/v1/events", Role::kViewer, bind(WatchAllRuns)},
   };
 }

@@ -82,6 +82,42 @@ int RerunCommand(const CommonFlags& c, const std::string& run_id, const std::str
   return 0;
 }
 
+int SignalCommand(const SignalFlags& f) {
+  // The payload: bounded as every input is, and refused before anything
+  // is opened when it is not JSON.
+  LoadLimits limits;
+  limits.max_bytes = 64 * 1024;
+  SignalRequest req;
+  req.name = f.name;
+  req.idempotency_key = f.idempotency_key;
+  if (!f.data_file.empty()) {
+    absl::StatusOr<nlohmann::json> payload =
+        ReadJsonFileBounded(f.data_file, "--data-file: file", limits);
+    if (!payload.ok()) return BadInput(std::string(payload.status().message()));
+    req.payload = *std::move(payload);
+  } else if (!f.data.empty()) {
+    absl::StatusOr<nlohmann::json> payload = ParseJsonBounded(f.data, "--data", limits);
+    if (!payload.ok()) return BadInput(std::string(payload.status().message()));
+    req.payload = *std::move(payload);
+  }
+  auto engine = OpenEngine(f.common);
+  if (!engine.ok()) return DbOpenFailure(f.common, engine.status());
+  auto sent = (*engine)->Signal(f.run_id, req, DefaultReviewer());
+  if (!sent.ok()) return ExitForError(sent.status());
+  if (!sent->created) {
+    std::cout << "signal " << f.name << " was sent to run " << f.run_id
+              << " before with this idempotency key (seq " << sent->signal.seq
+              << "); nothing new was kept\n";
+  } else if (sent->resolved) {
+    std::cout << "signal " << f.name << " (seq " << sent->signal.seq << ") resolved run "
+              << f.run_id << "'s wait; the run is queued\n";
+  } else {
+    std::cout << "signal " << f.name << " (seq " << sent->signal.seq << ") kept in run "
+              << f.run_id << "'s mailbox: its next wait for " << f.name << " consumes it\n";
+  }
+  return 0;
+}
+
 int ResetCommand(const CommonFlags& c, bool yes) {
   if (!yes) return BadInput("reset cancels every unfinished run; confirm with --yes");
   auto engine = OpenEngine(c);

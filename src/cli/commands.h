@@ -167,6 +167,17 @@ int RerunCommand(const CommonFlags& common, const std::string& run_id, const std
                  const std::string& feedback);
 int ResetCommand(const CommonFlags& common, bool yes);
 
+// runloom signal RUN NAME [--data JSON | --data-file F] [--idempotency-key K]
+struct SignalFlags {
+  CommonFlags common;
+  std::string run_id;
+  std::string name;
+  std::string data;       // the payload as JSON text; "" = none
+  std::string data_file;  // or read from this file
+  std::string idempotency_key;
+};
+int SignalCommand(const SignalFlags& flags);
+
 int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
 int WorkflowsCommand(const CommonFlags& common, bool json);

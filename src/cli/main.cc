@@ -180,6 +180,21 @@ Command AddCancel(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return CancelCommand(f->common, f->run_id); }};
 }
 
+Command AddSignal(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<SignalFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("signal", "Send a signal to a run's wait steps (kept until one consumes it)");
+  cmd->add_option("run", f->run_id, "run id")->required();
+  cmd->add_option("name", f->name, "the signal's name (a wait step's signal:)")->required();
+  auto* data = cmd->add_option("--data", f->data, "the payload, as JSON (at most 64 KiB)");
+  auto* file = cmd->add_option("--data-file", f->data_file, "read the payload from this JSON file");
+  data->excludes(file);
+  cmd->add_option("--idempotency-key", f->idempotency_key,
+                  "the same key again keeps nothing new (a retried send)");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return SignalCommand(*f); }};
+}
+
 Command AddRerun(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("rerun", "Rerun a finished run from a phase (a new revision)");
@@ -348,7 +363,7 @@ int main(int argc, char** argv) {
   const std::vector<cli::Command> commands = {
       cli::AddRun(app, backend),    cli::AddWorker(app, backend),
       cli::AddServe(app, backend),  cli::AddDecide(app, backend),
-      cli::AddCancel(app, backend), cli::AddRerun(app, backend),
+      cli::AddCancel(app, backend), cli::AddSignal(app, backend), cli::AddRerun(app, backend),
       cli::AddReset(app, backend),  cli::AddStatus(app, backend),
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),

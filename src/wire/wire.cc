@@ -23,6 +23,17 @@ nlohmann::json RunToJson(const RunRecord& r) {
                                    ? nlohmann::json(*context.budget->limit_micros)
                                    : nlohmann::json(nullptr)}};
   }
+  // What a waiting run waits for (issue 23); null for any other status.
+  nlohmann::json waiting_for = nullptr;
+  if (r.status == RunStatus::kWaiting) {
+    waiting_for = {{"kind", r.wait_signal.empty() ? "timer" : "signal"},
+                   {"signal", r.wait_signal.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(r.wait_signal)},
+                   {"until", TimeOrNull(r.wake_at)},
+                   {"step_path", context.timer.has_value() && context.timer->revision == r.revision
+                                     ? nlohmann::json(context.timer->step_path)
+                                     : nlohmann::json(nullptr)}};
+  }
   return {{"id", r.id},
           {"workflow", r.workflow_name},
           {"workflow_version", r.workflow_version},
@@ -48,7 +59,19 @@ nlohmann::json RunToJson(const RunRecord& r) {
           {"last_event_seq", r.last_event_seq},
           {"created_at", FormatEventTime(r.created_at)},
           {"updated_at", FormatEventTime(r.updated_at)},
-          {"finished_at", TimeOrNull(r.finished_at)}};
+          {"finished_at", TimeOrNull(r.finished_at)},
+          {"waiting_for", std::move(waiting_for)}};
+}
+
+nlohmann::json SignalToJson(const SignalRecord& s) {
+  return {{"run_id", s.run_id},
+          {"seq", s.seq},
+          {"name", s.name},
+          {"payload", s.payload},
+          {"idempotency_key", s.idempotency_key},
+          {"received_at", FormatEventTime(s.received_at)},
+          {"consumed", !s.consumed_by.empty()},
+          {"consumed_at", TimeOrNull(s.consumed_at)}};
 }
 
 nlohmann::json StepCountsToJson(const std::vector<StepRecord>& steps, int64_t revision) {

@@ -24,6 +24,9 @@ namespace runloom::wire {
 
 nlohmann::json RunToJson(const RunRecord& run);
 nlohmann::json StepToJson(const StepRecord& step);
+// A signal of a run's mailbox (issue 23). The key of the wait that consumed
+// it is the engine's, not the wire's: `consumed` says whether one did.
+nlohmann::json SignalToJson(const SignalRecord& signal);
 // `step_counts` of a run's `revision` (engine/rules/step_counts.h): {revision,
 // succeeded, failed, skipped, total}, from distinct (revision, path) records.
 nlohmann::json StepCountsToJson(const std::vector<StepRecord>& steps, int64_t revision);

@@ -31,7 +31,8 @@ import time
 
 STATUSES = ["queued", "running", "paused", "waiting", "completed", "rejected", "unresolved",
             "budget_stopped", "failed", "cancelled"]
-PARTIES = ["admission", "executor", "sweeper", "decision", "cancel", "rerun", "admin", "timer"]
+PARTIES = ["admission", "executor", "sweeper", "decision", "cancel", "rerun", "admin", "timer",
+           "signal"]
 
 # The configurations searched (bounds of the model, as spin -D), each with
 # the LTL claims checked in it. The default reaches every row (safety and
@@ -45,12 +46,16 @@ PARTIES = ["admission", "executor", "sweeper", "decision", "cancel", "rerun", "a
 # one too, that search doubled (2.5e7 states, past 100 s). Every store_write
 # line must be reached by some configuration.
 CONFIGS = [
-    ("default", ["MAX_TIMERS=0"], ["leased"]),
-    ("fault, no rerun", ["MAX_RERUNS=0", "MAX_TIMERS=0"], ["rests"]),
-    ("rerun, no fault", ["MAX_FAULTS=0", "MAX_TIMERS=0"], ["rests"]),
-    ("timer, fault", ["MAX_RERUNS=0", "MAX_PAUSES=0"], ["rests", "leased"]),
-    ("timer, rerun", ["MAX_FAULTS=0", "MAX_PAUSES=0"], ["rests"]),
-    ("two gates", ["MAX_PAUSES=2", "MAX_RERUNS=0", "MAX_FAULTS=0", "MAX_TIMERS=0"], []),
+    ("default", ["MAX_TIMERS=0", "MAX_SIGNALS=0"], ["leased"]),
+    ("fault, no rerun", ["MAX_RERUNS=0", "MAX_TIMERS=0", "MAX_SIGNALS=0"], ["rests"]),
+    ("rerun, no fault", ["MAX_FAULTS=0", "MAX_TIMERS=0", "MAX_SIGNALS=0"], ["rests"]),
+    ("timer, fault", ["MAX_RERUNS=0", "MAX_PAUSES=0", "MAX_SIGNALS=0"], ["rests", "leased"]),
+    ("timer, rerun", ["MAX_FAULTS=0", "MAX_PAUSES=0", "MAX_SIGNALS=0"], ["rests"]),
+    ("signal, timeout", ["MAX_RERUNS=0", "MAX_PAUSES=0", "MAX_TIMERS=1", "MAX_SIGNALS=2"],
+     ["rests", "leased"]),
+    ("signal, rerun", ["MAX_FAULTS=0", "MAX_PAUSES=0", "MAX_TIMERS=1", "MAX_SIGNALS=1"], ["rests"]),
+    ("two gates", ["MAX_PAUSES=2", "MAX_RERUNS=0", "MAX_FAULTS=0", "MAX_TIMERS=0",
+                   "MAX_SIGNALS=0"], []),
 ]
 
 # Each search is bounded: a model that grows past this is reported, not left running.

@@ -17,4 +17,9 @@ std::string ChildPath(const std::string& prefix, const std::string& id) {
   return prefix.empty() ? id : absl::StrCat(prefix, "/", id);
 }
 
+std::string StepLocation(const Workflow& wf, const StepDef& step) {
+  std::string file = wf.source_path.empty() ? wf.name : wf.source_path;
+  return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
+}
+
 }  // namespace runloom::engine_internal

@@ -20,4 +20,7 @@ std::string TopLevelId(const std::string& path);
 // Index of the first top-level step of `phase`, or -1.
 int FirstStepOfPhase(const Workflow& wf, const std::string& phase);
 
+// "<file>:<line>: " (or "<file>: ") for messages about `step` of `wf`.
+std::string StepLocation(const Workflow& wf, const StepDef& step);
+
 }  // namespace runloom::engine_internal

@@ -18,20 +18,10 @@
 #include <string>
 
 namespace runloom::engine_internal {
-namespace {
-
-// "file:line: " for messages about a step.
-std::string Where(const Workflow& wf, const StepDef& step) {
-  std::string file = wf.source_path.empty() ? wf.name : wf.source_path;
-  return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
-}
-
-}  // namespace
-
 absl::Status ValidateApprovalStep(const Workflow& wf, const StepDef& step, bool in_parallel) {
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(
-        absl::StrCat(Where(wf, step), "step '", step.id, "': ", what));
+        absl::StrCat(StepLocation(wf, step), "step '", step.id, "': ", what));
   };
   if (in_parallel) {
     return bad("an approval gate cannot sit inside a parallel branch; put it after the join");

@@ -15,6 +15,7 @@
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
+#include "engine/rules/step_paths.h"
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_execution.h"
 #include "events/events.h"
@@ -35,15 +36,6 @@ constexpr size_t kMaxIdempotencyKey = 200;
 // Parks refused because a signal came in between, before the wait gives up
 // for this execution (a store error: the lease expiry retries it).
 constexpr int kParkTries = 3;
-
-std::string Where(const Workflow& wf, const StepDef& step) {
-  std::string file = wf.source_path.empty() ? wf.name : wf.source_path;
-  return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
-}
-
-std::string EventTime(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
-}
 
 void CollectWaits(const std::vector<StepDef>& steps, const std::string& signal,
                   std::vector<const StepDef*>& out) {
@@ -105,7 +97,7 @@ absl::StatusOr<WaitConfig> ParseWaitConfig(const nlohmann::json& config) {
 
 absl::Status ValidateWaitStep(const Workflow& wf, const StepDef& step, bool in_parallel) {
   auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(wf, step), "step '", step.id, "': ", what));
+    return absl::InvalidArgumentError(absl::StrCat(StepLocation(wf, step), "step '", step.id, "': ", what));
   };
   if (in_parallel) {
     return bad("a wait step cannot sit inside a parallel branch (it parks the whole run); put it "
@@ -238,7 +230,7 @@ absl::StatusOr<StepResult> RunExecution::RunWait(const StepDef& step, const std:
     w.events.push_back(RunWaitingEvent(
         run_.id, {.step_path = path,
                   .for_what = "signal",
-                  .until = deadline.has_value() ? EventTime(*deadline) : "",
+                  .until = deadline.has_value() ? WakeTimeText(*deadline) : "",
                   .signal = wait->signal}));
     absl::Status s = Write(std::move(w));
     if (s.ok()) {

@@ -46,6 +46,9 @@ bool IsSignalName(const std::string& name);
 // with: one per wait a run reaches (a loop's iterations have their own paths).
 std::string WaitKey(int64_t revision, const std::string& path);
 
+// A wake time as events carry it: RFC 3339, UTC, microseconds (timer.cc).
+std::string WakeTimeText(absl::Time t);
+
 // The wait steps of `wf` (loops included) that wait for `signal`.
 std::vector<const StepDef*> WaitStepsFor(const Workflow& wf, const std::string& signal);
 

@@ -10,6 +10,7 @@
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
 #include "engine/run/run_execution.h"
+#include "engine/run/signal_wait.h"
 #include "events/events.h"
 #include "workflow/template.h"
 
@@ -31,11 +32,11 @@ std::optional<absl::Duration> SleepDuration(const nlohmann::json& config) {
   return *parsed;
 }
 
-std::string EventTime(absl::Time t) {
+}  // namespace
+
+std::string WakeTimeText(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
 }
-
-}  // namespace
 
 absl::StatusOr<StepResult> RunExecution::RunSleep(const StepDef& step, const std::string& path,
                                                   Scope& scope, StopSource& stop) {
@@ -87,7 +88,7 @@ Disposition RunExecution::Park() {
   context.timer = pending_timer_;
   w.context = EncodeRunContext(context);
   w.events.push_back(RunWaitingEvent(
-      run_.id, {.step_path = pending_timer_.step_path, .until = EventTime(pending_timer_.until)}));
+      run_.id, {.step_path = pending_timer_.step_path, .until = WakeTimeText(pending_timer_.until)}));
   absl::Status s = Write(std::move(w));
   if (!s.ok()) return WriteFailed("parking at its timer", s);
   ReleaseLeftoverReservations();
