@@ -40,12 +40,6 @@ std::vector<Event> OneOfEach() {
       RunReleasedEvent(kRun, {.reason = "shutdown"}),
       RunPausedEvent(kRun, {.step_path = "gate"}),
       RunWaitingEvent(kRun, {.step_path = "nap", .until = "2026-11-29T21:50:05.123456Z"}),
-      [] {
-        Event e = SignalReceivedEvent(kRun, {.name = "payment"});
-        e.data["seq"] = 1;
-        e.data["resolved"] = false;
-        return e;
-      }(),
       RunDecidedEvent(kRun, {.step_path = "gate",
                              .decision = "approve",
                              .reviewer = "alice",
@@ -65,6 +59,12 @@ std::vector<Event> OneOfEach() {
                           .outcome = "error",
                           .error_class = ErrorClass::kRateLimited,
                           .requests = 3}),
+      [] {
+        Event e = SignalReceivedEvent(kRun, {.name = "payment"});
+        e.data["seq"] = 1;
+        e.data["resolved"] = false;
+        return e;
+      }(),
   };
 }
 
