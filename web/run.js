@@ -74,6 +74,16 @@ function actions(ctx, run, refresh) {
   return box;
 }
 
+// What a waiting run waits for (issue 23): a signal (until its timeout, if
+// any) or a timer. GET /runs/{id} carries it as waiting_for.
+function waitingFor(run) {
+  const w = run.waiting_for;
+  if (run.status !== 'waiting' || !w) return '';
+  const until = w.until ? ` until ${when(w.until)}` : '';
+  return h('span', {class: 'waiting-for'},
+    w.kind === 'signal' ? [' · waits for signal ', h('code', {}, w.signal), until] : ` · timer${until}`);
+}
+
 export async function runPage(ctx, id) {
   const path = `/runs/${encodeURIComponent(id)}`;
   let run = await get(path);
@@ -103,7 +113,8 @@ export async function runPage(ctx, id) {
           ? h('span', {class: 'step-counts'}, ` · steps ${run.step_counts.succeeded} succeeded, ` +
               `${run.step_counts.failed} failed, ${run.step_counts.skipped} skipped`)
           : '',
-        run.error ? h('span', {class: 'error'}, ` · ${run.error}`) : ''),
+        run.error ? h('span', {class: 'error'}, ` · ${run.error}`) : '',
+        waitingFor(run)),
       actions(ctx, run, refresh));
   }
 

@@ -101,7 +101,10 @@ export async function runsPage(ctx) {
     const page = await get(`/runs?${q}`);
     rows.clear();
     replace(tbody, page.runs.map((r) => {
-      const badge = h('td', {}, statusBadge(r.status));
+      // A waiting run says what it waits for (issue 23).
+      const w = r.status === 'waiting' && r.waiting_for;
+      const badge = h('td', {}, statusBadge(r.status),
+        w ? h('span', {class: 'waiting-for'}, w.kind === 'signal' ? ` signal ${w.signal}` : ' timer') : '');
       const phase = h('td', {}, r.phase || '');
       const updated = h('td', {}, when(r.updated_at));
       rows.set(r.id, {badge, phase, updated});

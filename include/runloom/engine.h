@@ -315,8 +315,10 @@ class Engine {
   // runs on the publishing thread and must not block (see event_bus.h).
   std::unique_ptr<Subscription> WatchRuns(std::function<void(const RunChange&)> on_change);
 
-  // OK once no run is queued, running or waiting and this engine holds none (for
-  // `runloom worker --until-idle`); kDeadlineExceeded at `deadline`.
+  // OK once no run is queued, running or waiting with a wake time (a timer,
+  // or a signal's timeout) and this engine holds none (for `runloom worker
+  // --until-idle`); kDeadlineExceeded at `deadline`. A run paused at a gate,
+  // or waiting for a signal with no timeout, waits for someone outside.
   absl::Status AwaitIdle(absl::Time deadline);
 
   // Records a decision on the paused run `run_id` and queues it again, in one

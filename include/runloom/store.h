@@ -325,6 +325,9 @@ class TimerStore {
   // Commit of Party::kTimer (waiting -> queued); what it read may be stale,
   // so the commit expects status waiting.
   virtual absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) = 0;
+  // The earliest wake time of any `waiting` run; nullopt when none has one
+  // (none waits, or each waits for a signal with no timeout).
+  virtual absl::StatusOr<std::optional<absl::Time>> NextWakeTime() = 0;
 };
 
 // A signal sent to a run (issue 23), as its mailbox keeps it.
@@ -557,6 +560,9 @@ class StoreWrapper : public Store {
   }
   absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) override {
     return inner_->FindDueTimers(limit);
+  }
+  absl::StatusOr<std::optional<absl::Time>> NextWakeTime() override {
+    return inner_->NextWakeTime();
   }
   absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override {
     return inner_->SendSignal(signal);

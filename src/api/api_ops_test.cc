@@ -96,6 +96,74 @@ TEST_F(ApiTest, CancelAndRerunNeedAnOperator) {
   EXPECT_EQ(again.json()["revision"], 2);
 }
 
+// Signals (issue 23): POST /runs/{id}/signals/{name} is the operator's; a
+// bad signal is a 400 naming the field with nothing kept; one to the run
+// resting at its wait resolves it (201, resolved); the same idempotency key
+// again is a 200 keeping nothing new; a finished run's is a 409.
+TEST_F(ApiTest, ASignalOverHttpResolvesTheWaitOnceAndBadOnesKeepNothing) {
+  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
+name: paywall
+steps:
+  - id: paid
+    kind: wait
+    signal: payment
+    schema: {type: object, required: [amount], properties: {amount: {type: integer}}}
+  - {id: after, kind: count}
+)",
+                                                 "paywall.yaml");
+  ASSERT_OK(wf);
+  ASSERT_OK(engine()->RegisterWorkflow(*wf));
+  ClientResponse started =
+      Post("/api/v1/runs", nlohmann::json{{"workflow", "paywall"}}.dump(), "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string id = started.json().value("id", "");
+  for (int i = 0; i < 2000 && engine()->GetRun(id)->status != RunStatus::kWaiting; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(engine()->GetRun(id)->status, RunStatus::kWaiting);
+  EXPECT_EQ(Get("/api/v1/runs/" + id).json()["waiting_for"]["signal"], "payment");
+  const std::string url = "/api/v1/runs/" + id + "/signals/payment";
+  const int64_t events = engine()->GetRun(id)->last_event_seq;
+  const std::string good = R"({"payload": {"amount": 5}, "idempotency_key": "pay-1"})";
+  EXPECT_EQ(Post(url, good, "viewer-token").status, 403);
+  EXPECT_EQ(Post(url, good, "").status, 401);
+  ClientResponse bad = Post(url, R"({"payload": {"amount": "five"}})", "operator-token");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json().value("field", ""), "payload");
+  ClientResponse unknown =
+      Post("/api/v1/runs/" + id + "/signals/refund", "{}", "operator-token");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(unknown.json().value("field", ""), "name");
+  EXPECT_EQ(Post(url, R"({"payload": 1, "by": "mallory"})", "operator-token").status, 400);
+  EXPECT_EQ(Post(url, R"({"idempotency_key": 7})", "operator-token").json().value("field", ""),
+            "idempotency_key");
+  EXPECT_EQ(Post("/api/v1/runs/nope/signals/payment", good, "operator-token").status, 404);
+  EXPECT_EQ(engine()->GetRun(id)->last_event_seq, events);  // nothing kept
+  EXPECT_EQ(Get("/api/v1/runs/" + id + "/signals").json()["signals"], nlohmann::json::array());
+
+  ClientResponse sent = Post(url, good, "operator-token");
+  ASSERT_EQ(sent.status, 201) << sent.body;
+  EXPECT_EQ(sent.json()["created"], true);
+  EXPECT_EQ(sent.json()["resolved"], true);
+  EXPECT_EQ(sent.json()["seq"], 1);
+  ClientResponse again = Post(url, good, "operator-token");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["created"], false);
+  EXPECT_EQ(again.json()["seq"], 1);
+  absl::StatusOr<RunRecord> done =
+      engine()->AwaitRun(id, engine()->clock()->Now() + absl::Seconds(20));
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
+  ClientResponse list = Get("/api/v1/runs/" + id + "/signals");
+  ASSERT_EQ(list.status, 200);
+  ASSERT_EQ(list.json()["signals"].size(), 1u);
+  EXPECT_EQ(list.json()["signals"][0]["payload"], (nlohmann::json{{"amount", 5}}));
+  EXPECT_EQ(list.json()["signals"][0]["consumed"], true);
+  ClientResponse finished = Post(url, R"({"payload": {"amount": 6}})", "operator-token");
+  EXPECT_EQ(finished.status, 409);
+  EXPECT_EQ(finished.json().value("code", ""), "finished");
+}
+
 // GET /runs/{id} carries the step counts of the run's revision: distinct
 // (revision, path) records (reference 002), so a rerun counts its own.
 TEST_F(ApiTest, GetRunCarriesTheStepCountsOfItsRevision) {

@@ -26,7 +26,7 @@ inline constexpr int kExitNotCompleted = 1;  // a terminal status other than com
 inline constexpr int kExitBadInput = 2;      // bad file, input, flag or run id; nothing written
 inline constexpr int kExitPaused = 3;        // the run waits for a human decision
 inline constexpr int kExitConflict =
-    4;  // decide/cancel/rerun refused: the run is not in a state that allows it
+    4;  // decide/cancel/rerun/signal refused: the run is not in a state that allows it
 inline constexpr int kExitInterrupted = 130;  // SIGINT/SIGTERM: the run was released to the queue
 
 // The stage-event settings of `run`, `worker` and `serve` (docs/operations.md, "Stage

@@ -98,8 +98,9 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<WorkerFlags>();
   CLI::App* cmd = app.add_subcommand("worker", "Execute every unfinished run in the database");
   cmd->add_flag("--until-idle", f->until_idle,
-                "exit when no queued, running or waiting run is left (dead-lettered runs wait "
-                "for a redrive)");
+                "exit when no queued, running or timed waiting run is left (dead-lettered runs "
+                "wait for a redrive; paused runs and runs waiting for a signal with no timeout "
+                "wait for someone outside)");
   cmd->add_option("--executors", f->executors, "concurrent runs")->capture_default_str();
   cmd->add_option("--lease-ttl", f->lease_ttl, "lease lifetime")->capture_default_str();
   cmd->add_option("--queued-grace", f->queued_grace,

@@ -279,17 +279,22 @@ int PrintDetached(const CreateRunResult& started, const RunFlags& f) {
   return kExitCompleted;
 }
 
-// A run parked at a long sleep: waits here until the store's clock has
-// passed its wake time and the run is queued again (by this process's sweep,
-// or any worker's). false when interrupted first.
-bool AwaitTimer(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
+// A run parked at a long sleep or a wait for a signal: waits here until it
+// is queued again: by the store's clock passing its wake time (this
+// process's sweep, or any worker's), or by a signal sent from any process.
+// Told once how to send the signal it waits for. false when interrupted
+// first.
+bool AwaitWake(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
+  if (!parked.wait_signal.empty()) {
+    std::cerr << "run " << parked.id << " waits for signal " << parked.wait_signal
+              << ": runloom signal " << parked.id << " " << parked.wait_signal
+              << " --data JSON\n";
+  }
   while (!signals.signalled()) {
     absl::StatusOr<absl::Time> now = e->store()->Now();
-    if (now.ok() && parked.wake_at.has_value() && *now >= *parked.wake_at) {
-      (void)e->SweepOnce();
-      absl::StatusOr<RunRecord> r = e->store()->GetRun(parked.id);
-      if (!r.ok() || r->status != RunStatus::kWaiting) return true;
-    }
+    if (now.ok() && parked.wake_at.has_value() && *now >= *parked.wake_at) (void)e->SweepOnce();
+    absl::StatusOr<RunRecord> r = e->store()->GetRun(parked.id);
+    if (!r.ok() || r->status != RunStatus::kWaiting) return true;
     RealClock()->SleepFor(absl::Milliseconds(100));
   }
   return false;
@@ -311,7 +316,7 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
   while (true) {
     result = e->ExecuteRun(run.id);
     if (result.ok() && result->status == RunStatus::kWaiting && !signals.signalled()) {
-      if (!AwaitTimer(e, *result, signals)) break;
+      if (!AwaitWake(e, *result, signals)) break;
       continue;
     }
     if (!result.ok() || result->status != RunStatus::kPaused || signals.signalled()) break;

@@ -15,4 +15,9 @@ absl::StatusOr<absl::Duration> ParseDuration(std::string_view text);
 // Shortest text that ParseDuration reads back to the same value.
 std::string FormatDuration(absl::Duration d);
 
+// An ISO 8601 / RFC 3339 time with its offset: "2026-12-24T18:00:00Z",
+// "2026-12-24T19:00:00+01:00", fractions of a second allowed (a sleep's
+// `until:`). kInvalidArgument names the bad text (at most 64 bytes read).
+absl::StatusOr<absl::Time> ParseTimestamp(std::string_view text);
+
 }  // namespace runloom

@@ -13,6 +13,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
     InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
     InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
+    InjectedBug::kParkIgnoresMailbox,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -47,6 +48,8 @@ std::string_view ToString(InjectedBug b) {
       return "stage_event_before_commit";
     case InjectedBug::kTimerDueEarly:
       return "timer_due_early";
+    case InjectedBug::kParkIgnoresMailbox:
+      return "park_ignores_mailbox";
   }
   return "unknown";
 }

@@ -57,6 +57,11 @@ enum class InjectedBug : uint32_t {
   // The store names every waiting run as due, whatever its wake time (a
   // timer compared with the wrong clock, or not at all).
   kTimerDueEarly,
+  // A move to waiting for a signal is accepted while the run's mailbox
+  // holds one of that name (the store skips the check between the
+  // executor's read of the mailbox and its park), so a signal sent in
+  // between is never consumed: the run rests waiting for what it has.
+  kParkIgnoresMailbox,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -290,7 +290,10 @@ absl::StatusOr<RunRecord> CancelRun(const DecisionContext& ctx, const std::strin
 absl::StatusOr<SendSignalResult> SendRunSignal(const DecisionContext& ctx, const std::string& run_id,
                                                const SignalRequest& request, const std::string& by) {
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, ctx.store->GetRun(run_id));
-  if (IsTerminal(run.status)) {
+  // A finished run takes no signal; with an idempotency key the store says
+  // so, unless the key names a signal kept before the run finished: a
+  // sender retrying a send whose answer it lost gets that signal again.
+  if (IsTerminal(run.status) && request.idempotency_key.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "run ", run_id, " is ", std::string(ToString(run.status)), ": a finished run takes no signals"));
   }

@@ -148,10 +148,13 @@ absl::Status FaultStore::Commit(const RunWrite& write) {
     if (t != nullptr && write.party == Party::kTimer) ++faults_->wakes;
     if (write.new_status == RunStatus::kWaiting) {
       ++faults_->parks;
+      if (write.wait_for_signal.has_value()) ++faults_->signal_parks;
       absl::StatusOr<RunRecord> after = base_->GetRun(write.run_id);
-      if (after.ok() && (!after->lease_token.empty() || !after->wake_at.has_value())) {
-        world_->Violate(
-            absl::StrCat("run ", write.run_id, " parked with a lease or without a wake time"));
+      if (after.ok() && (!after->lease_token.empty() ||
+                         (!after->wake_at.has_value() && after->wait_signal.empty()))) {
+        world_->Violate(absl::StrCat("run ", write.run_id,
+                                     " parked with a lease, or with neither a wake time nor a "
+                                     "signal to wait for"));
       }
     }
   }
@@ -238,6 +241,44 @@ absl::StatusOr<int64_t> FaultStore::ReleaseReservations(const std::string& run_i
   absl::StatusOr<int64_t> r = StoreWrapper::ReleaseReservations(run_id);
   if (r.ok() && ReplyLost("ReleaseReservations")) return absl::UnavailableError("injected: lost");
   return r;
+}
+
+// A signal (issue 23): kept, and when it resolves a wait, only for a run
+// resting waiting for a signal of its name; a finished run keeps none.
+absl::StatusOr<SendSignalResult> FaultStore::SendSignal(const NewSignal& signal) {
+  if (absl::Status s = Before("SendSignal", true); !s.ok()) return s;
+  absl::StatusOr<RunRecord> before = base_->GetRun(signal.run_id);
+  absl::StatusOr<SendSignalResult> r = StoreWrapper::SendSignal(signal);
+  if (r.ok() && before.ok() && r->created) {
+    ++faults_->signals_kept;
+    if (IsTerminal(before->status)) {
+      world_->Violate(absl::StrCat("signal ", signal.name, " kept for run ", signal.run_id,
+                                   ", which is ", Name(before->status)));
+    }
+    const bool waits_for_it =
+        before->status == RunStatus::kWaiting && before->wait_signal == signal.name;
+    if (r->resolved != waits_for_it) {
+      world_->Violate(absl::StrCat("signal ", signal.name, " (seq ", r->signal.seq, ") of run ",
+                                   signal.run_id, r->resolved ? " resolved" : " did not resolve",
+                                   " a run ", Name(before->status), " waiting for '",
+                                   before->wait_signal, "'"));
+    }
+    if (r->resolved) ++faults_->signals_resolved;
+  }
+  if (r.ok() && ReplyLost("SendSignal")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
+absl::StatusOr<std::optional<SignalRecord>> FaultStore::NextSignal(const std::string& run_id,
+                                                                   const std::string& name) {
+  if (absl::Status s = Before("NextSignal", false); !s.ok()) return s;
+  return StoreWrapper::NextSignal(run_id, name);
+}
+
+absl::StatusOr<std::optional<SignalRecord>> FaultStore::SignalConsumedBy(const std::string& run_id,
+                                                                         const std::string& key) {
+  if (absl::Status s = Before("SignalConsumedBy", false); !s.ok()) return s;
+  return StoreWrapper::SignalConsumedBy(run_id, key);
 }
 
 absl::StatusOr<std::vector<QueueMessage>> FaultTransport::Claim(const std::string& consumer,

@@ -47,8 +47,11 @@ struct FaultState {
   int64_t operations = 0;
   int64_t calls_returned = 0;  // store calls that reached the store (the checker's "dirty" mark)
   int faults = 0;
-  int parks = 0;  // runs parked at a timer (moves to waiting)
+  int parks = 0;  // runs parked (moves to waiting): at a timer, a wait for a signal
   int wakes = 0;  // timers woken (waiting -> queued by the timer party)
+  int signals_kept = 0;      // signals the store kept (SendSignal, created)
+  int signals_resolved = 0;  // of them, those that resolved the wait of a run resting at it
+  int signal_parks = 0;      // moves to waiting for a signal
 };
 
 class FaultStore final : public StoreWrapper {
@@ -84,6 +87,11 @@ class FaultStore final : public StoreWrapper {
   absl::StatusOr<ReserveResult> Reserve(const BudgetRequest& request) override;
   absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
+  absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override;
+  absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
+                                                         const std::string& name) override;
+  absl::StatusOr<std::optional<SignalRecord>> SignalConsumedBy(const std::string& run_id,
+                                                               const std::string& key) override;
 
  private:
   // Before a call: the scheduling point and the faults that strike first.

@@ -73,6 +73,10 @@ struct Workload {
   // and the stages its steps name.
   bool staged = false;
   std::set<std::string> stages;
+  // Waits for a signal (issue 23): step id -> the signal it waits for, and
+  // the names the workflow's waits use.
+  std::map<std::string, std::string> waits;
+  std::vector<std::string> signals;
 };
 
 std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
@@ -90,11 +94,11 @@ Workload MakeWorkload(Rng& rng, int index) {
     const std::string phase = absl::StrCat("p", i);
     w.phases.push_back(phase);
     const std::string head = absl::StrCat("  - id: ", id, "\n    phase: ", phase, "\n");
-    const uint64_t kind = rng.Below(7);
+    const uint64_t kind = rng.Below(8);
     // A leaf step of a staged workflow may name the stage it enters, or the
     // stage its start and its success enter (`stage: [pending, processing]`).
     std::string stage;
-    if (w.staged && kind != 2 && kind != 3 && kind != 6 && rng.Chance(0.6)) {
+    if (w.staged && kind != 2 && kind != 3 && kind != 6 && kind != 7 && rng.Chance(0.6)) {
       // Reference 004's vocabulary (workflow-yaml.md, "Stage events").
       static constexpr const char* kStages[] = {"pending", "processing", "parsing", "chunking",
                                                 "indexing"};
@@ -177,6 +181,20 @@ Workload MakeWorkload(Rng& rng, int index) {
             "\n        class: unavailable\n"
             "        retry: {max_attempts: 2, initial_delay: 100ms, on: [unavailable]}\n");
         w.worst += max * (d + absl::Milliseconds(300));
+        break;
+      }
+      case 7: {  // a wait for a signal, with a timeout or none; two waits may share a name
+        const std::string signal = absl::StrCat("sig", rng.Below(2));
+        absl::StrAppend(&steps, head, "    kind: wait\n    signal: ", signal, "\n");
+        if (rng.Chance(0.6)) {
+          const absl::Duration timeout = rng.Millis(300, 4000);
+          absl::StrAppend(&steps, "    timeout: ", Ms(timeout), "\n");
+          w.worst += timeout;
+        }
+        w.waits[id] = signal;
+        if (std::find(w.signals.begin(), w.signals.end(), signal) == w.signals.end()) {
+          w.signals.push_back(signal);
+        }
         break;
       }
       default: {  // an external write, once in effect
@@ -273,6 +291,16 @@ class Sim {
   void ClientTick();
   void FaultTick();
   void Decide(const std::string& run_id);
+  // Sends one of the run's workflow's signals (and now and then the same
+  // again under its idempotency key, as a sender whose reply was lost).
+  void SendSignal(const RunRecord& run, const Workload& w);
+  // The mailbox against the client's sends, the wait steps' records and
+  // the run's status: each wait resolved once, signals consumed in order.
+  void CheckSignals(const RunRecord& run, const std::vector<StepRecord>& steps, const Workload& w);
+  const Workload* WorkloadOf(const std::string& workflow) const;
+  // At rest: finished, paused at a gate, or waiting for a signal with no
+  // timeout (only a signal, which the clients no longer send, moves it).
+  static bool Rests(const RunRecord& run);
   void Check();
   void CheckRun(const RunRecord& run);
   void CheckEnd();
@@ -313,6 +341,9 @@ class Sim {
   std::map<std::string, std::string> records_;
   std::map<std::string, int> reviews_;  // run id -> pauses the client decided on
   std::map<std::string, int> counted_;  // "run/revision" -> step counts' total last seen
+  // Signals the clients sent and the store kept: run id -> seq -> (name, payload).
+  std::map<std::string, std::map<int64_t, std::pair<std::string, nlohmann::json>>> sent_;
+  int signals_sent_ = 0;
   int64_t checked_at_ = -1;             // FaultState::calls_returned at the last check
 };
 
@@ -558,6 +589,9 @@ void Sim::ClientTick() {
     absl::StatusOr<RunRecord> r = client_->Rerun(id, phase, "", "sim-client");
     world_.Record(absl::StrCat(world_.Stamp(), " client reruns ", id, " from ", phase, ": ",
                                r.ok() ? std::string("queued") : std::string(r.status().message())));
+  } else if (pick >= 90 && pick < 99) {
+    const Workload* w = WorkloadOf(run->workflow_name);
+    if (w != nullptr && !w->signals.empty()) SendSignal(*run, *w);
   } else if (pick == 99 && rng.Chance(0.3)) {
     absl::StatusOr<int> n = client_->ResetAll("sim-admin");
     world_.Record(absl::StrCat(world_.Stamp(), " admin reset: ",
@@ -593,6 +627,131 @@ void Sim::Decide(const std::string& run_id) {
     }
   }
   if (accepted > 1) world_.Violate(absl::StrCat("two decisions accepted for one gate of ", run_id));
+}
+
+const Workload* Sim::WorkloadOf(const std::string& workflow) const {
+  for (const Workload& w : workloads_) {
+    if (w.name == workflow) return &w;
+  }
+  return nullptr;
+}
+
+bool Sim::Rests(const RunRecord& run) {
+  return IsTerminal(run.status) || run.status == RunStatus::kPaused ||
+         (run.status == RunStatus::kWaiting && !run.wait_signal.empty() &&
+          !run.wake_at.has_value());
+}
+
+void Sim::SendSignal(const RunRecord& run, const Workload& w) {
+  Rng& rng = world_.rng();
+  const int n = ++signals_sent_;
+  SignalRequest req;
+  req.name = w.signals[rng.Below(w.signals.size())];
+  req.payload = {{"n", n}};
+  if (rng.Chance(0.4)) req.idempotency_key = absl::StrCat("key", n);
+  absl::StatusOr<SendSignalResult> r = client_->Signal(run.id, req, "sim-client");
+  world_.Record(absl::StrCat(world_.Stamp(), " client signals ", req.name, " #", n, " to ", run.id,
+                             " (", Name(run.status), "): ",
+                             r.ok() ? absl::StrCat("seq ", r->signal.seq,
+                                                   r->resolved ? ", resolved its wait" : ", kept")
+                                    : std::string(r.status().message())));
+  // The client's calls meet no fault and nothing runs between its read of
+  // the run and its send: a finished run refuses, any other keeps it.
+  if (IsTerminal(run.status) != absl::IsFailedPrecondition(r.status()) ||
+      (!IsTerminal(run.status) && !r.ok())) {
+    world_.Violate(absl::StrCat("signal to run ", run.id, " (", Name(run.status),
+                                "): ", r.status().ToString()));
+    return;
+  }
+  if (!r.ok()) return;
+  sent_[run.id][r->signal.seq] = {req.name, req.payload};
+  if (req.idempotency_key.empty() || !rng.Chance(0.5)) return;
+  absl::StatusOr<SendSignalResult> again = client_->Signal(run.id, req, "sim-client");
+  if (!again.ok() || again->created || again->signal.seq != r->signal.seq) {
+    world_.Violate(absl::StrCat("signal ", req.name, " sent again under key ", req.idempotency_key,
+                                " to run ", run.id, " was kept twice: ",
+                                again.ok() ? absl::StrCat("seq ", again->signal.seq)
+                                           : again.status().ToString()));
+  }
+}
+
+void Sim::CheckSignals(const RunRecord& run, const std::vector<StepRecord>& steps,
+                       const Workload& w) {
+  absl::StatusOr<std::vector<SignalRecord>> mailbox =
+      base_.store->ListSignals(run.id, 0, SignalStore::kMaxMailbox);
+  if (!mailbox.ok()) {
+    world_.Violate(absl::StrCat("ListSignals ", run.id, ": ", mailbox.status().ToString()));
+    return;
+  }
+  const auto& sent = sent_[run.id];
+  std::map<std::string, const SignalRecord*> by_key;  // wait key -> the signal it consumed
+  std::set<std::string> unconsumed;                   // names with a signal still in the mailbox
+  for (const SignalRecord& sig : *mailbox) {
+    auto it = sent.find(sig.seq);
+    if (it == sent.end() || it->second.first != sig.name || it->second.second != sig.payload) {
+      world_.Violate(absl::StrCat("run ", run.id, " keeps signal ", sig.name, " seq ", sig.seq,
+                                  " with payload ", sig.payload.dump(),
+                                  ", which no client sent so"));
+      return;
+    }
+    if (sig.consumed_by.empty()) {
+      unconsumed.insert(sig.name);
+      continue;
+    }
+    if (unconsumed.contains(sig.name)) {
+      world_.Violate(absl::StrCat("run ", run.id, ": signal ", sig.name, " seq ", sig.seq,
+                                  " was consumed while an earlier one of its name waits"));
+    }
+    const size_t colon = sig.consumed_by.find(':');
+    const std::string path =
+        colon == std::string::npos ? std::string() : sig.consumed_by.substr(colon + 1);
+    auto wait = w.waits.find(path);
+    if (wait == w.waits.end() || wait->second != sig.name) {
+      world_.Violate(absl::StrCat("run ", run.id, ": signal ", sig.name, " seq ", sig.seq,
+                                  " consumed by '", sig.consumed_by,
+                                  "', no wait for it in the workflow"));
+    }
+    if (!by_key.emplace(sig.consumed_by, &sig).second) {
+      world_.Violate(absl::StrCat("run ", run.id, ": wait ", sig.consumed_by,
+                                  " consumed two signals (seq ", by_key[sig.consumed_by]->seq,
+                                  " and ", sig.seq, ")"));
+    }
+  }
+  // Exactly one of signal and timeout resolves a wait: a wait step that
+  // succeeded consumed one signal and returns its payload; one that timed
+  // out consumed none.
+  // A rerun copies the records before its phase into the new revision: a
+  // record the same as the one of the revision before is that one's copy,
+  // and the wait that resolved it was the first revision's.
+  std::map<std::pair<int64_t, std::string>, const StepRecord*> records;
+  for (const StepRecord& st : steps) records[{st.revision, st.path}] = &st;
+  for (const StepRecord& st : steps) {
+    if (!w.waits.contains(st.path)) continue;
+    int64_t origin = st.revision;
+    for (auto prev = records.find({origin - 1, st.path});
+         prev != records.end() && prev->second->state == st.state &&
+         prev->second->output == st.output && prev->second->finished_at == st.finished_at;
+         prev = records.find({origin - 1, st.path})) {
+      --origin;
+    }
+    const std::string key = absl::StrCat(origin, ":", st.path);
+    auto it = by_key.find(key);
+    if (st.state == StepState::kSucceeded &&
+        (it == by_key.end() || it->second->payload != st.output)) {
+      world_.Violate(absl::StrCat("run ", run.id, ": wait ", key, " succeeded with ",
+                                  st.output.dump(), " but consumed ",
+                                  it == by_key.end() ? std::string("no signal")
+                                                     : it->second->payload.dump()));
+    } else if (st.state == StepState::kFailed && it != by_key.end()) {
+      world_.Violate(absl::StrCat("run ", run.id, ": wait ", key, " failed (", st.error,
+                                  ") yet consumed signal seq ", it->second->seq));
+    }
+  }
+  if (run.status == RunStatus::kWaiting && !run.wait_signal.empty() &&
+      unconsumed.contains(run.wait_signal)) {
+    world_.Violate(absl::StrCat("run ", run.id, " rests waiting for signal ", run.wait_signal,
+                                ", which its mailbox holds"));
+  }
 }
 
 void Sim::FaultTick() {
@@ -705,6 +864,9 @@ void Sim::CheckRun(const RunRecord& run) {
     if (!inserted && it->second != value) {
       world_.Violate(absl::StrCat("step record ", key, " changed: ", it->second, " -> ", value));
     }
+  }
+  if (const Workload* w = WorkloadOf(run.workflow_name); w != nullptr && !w->signals.empty()) {
+    CheckSignals(run, *steps, *w);
   }
   // Step counts (distinct records of a revision) only grow: no redelivery,
   // takeover or retried commit takes one back or counts one twice.
@@ -881,8 +1043,10 @@ void Sim::CheckCapEnd() {
   world_.Record(absl::StrCat("end: LLM cap ", cap.ok() && cap->has_value() ? **cap : 0, " by ",
                              cap_ledger_.holder, ", ", cap_ledger_.publications, " publications, ",
                              cap_ledger_.takeovers, " takeovers; ", stage_events_,
-                             " stage events; ", faults_.parks, " runs parked at timers, ",
-                             faults_.wakes, " woken"));
+                             " stage events; ", faults_.parks, " runs parked (",
+                             faults_.signal_parks, " for a signal), ", faults_.wakes,
+                             " timers woken; ", faults_.signals_kept, " signals kept, ",
+                             faults_.signals_resolved, " resolving a wait"));
 }
 
 void Sim::CheckEnd() {
@@ -922,12 +1086,13 @@ void Sim::CheckEnd() {
 bool Sim::AllRest() {
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
-    if (!run.ok() || !(IsTerminal(run->status) || run->status == RunStatus::kPaused)) return false;
+    if (!run.ok() || !Rests(*run)) return false;
   }
   return true;
 }
 
-// Once faults stop, every run rests (terminal, or paused at a gate) within:
+// Once faults stop, every run rests (terminal, paused at a gate, or waiting
+// for a signal with no timeout) within:
 // one recovery (the lease runs out, a sweep, the queued grace or a
 // redelivery, a poll) and the longest workflow's work with every retry,
 // once per run queued behind the same executors.
@@ -974,7 +1139,7 @@ SimResult Sim::Run() {
   if (world_.violation().empty()) {
     for (const std::string& id : runs_) {
       absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
-      if (run.ok() && !IsTerminal(run->status) && run->status != RunStatus::kPaused) {
+      if (run.ok() && !Rests(*run)) {
         world_.Violate(absl::StrCat("liveness: run ", id, " is still ", Name(run->status), " ",
                                     absl::FormatDuration(bound), " after the faults stopped"));
         break;
@@ -988,6 +1153,7 @@ SimResult Sim::Run() {
     if (!run.ok()) continue;
     if (IsTerminal(run->status)) ++result.runs_ended;
     if (run->status == RunStatus::kPaused) ++result.runs_at_gate;
+    if (run->status == RunStatus::kWaiting) ++result.runs_at_wait;
     world_.Record(absl::StrCat("end: ", id, " ", Name(run->status), " revision ", run->revision,
                                " attempts ", run->attempts));
   }
@@ -999,6 +1165,8 @@ SimResult Sim::Run() {
   result.operations = faults_.operations;
   result.crashes = crashes_;
   result.faults = faults_.faults;
+  result.signals_kept = faults_.signals_kept;
+  result.signals_resolved = faults_.signals_resolved;
   result.history = std::move(world_.history());
   return result;
 }

@@ -43,6 +43,9 @@ struct SimResult {
   int runs = 0;            // runs started
   int runs_ended = 0;      // terminal at the end
   int runs_at_gate = 0;    // paused at a gate at the end
+  int runs_at_wait = 0;    // waiting for a signal with no timeout at the end
+  int signals_kept = 0;      // signals the store kept (issue 23)
+  int signals_resolved = 0;  // of them, those that resolved a wait resting for them
   int64_t operations = 0;  // store calls made through the fault wrappers
   int crashes = 0;
   int faults = 0;  // store, queue and service faults injected

@@ -54,10 +54,11 @@ class SleepStep final : public StepKind {
   }
 
   absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
-    RUNLOOM_ASSIGN_OR_RETURN(std::optional<absl::Duration> duration,
-                             Parse(config, /*unresolved=*/false));
+    RUNLOOM_ASSIGN_OR_RETURN(Length length, Parse(config, /*unresolved=*/false));
     const absl::Time start = ctx.clock()->Now();
-    const absl::Time until = start + duration.value_or(absl::ZeroDuration());
+    const absl::Time until = length.until.has_value()
+                                 ? std::max(start, *length.until)
+                                 : start + length.duration.value_or(absl::ZeroDuration());
     const absl::Time deadline = ctx.deadline();
     if (!ctx.SleepUntil(std::min(until, deadline))) {
       return absl::CancelledError(
@@ -75,15 +76,23 @@ class SleepStep final : public StepKind {
   }
 
  private:
-  // nullopt only when unresolved and the duration is a template.
-  static absl::StatusOr<std::optional<absl::Duration>> Parse(const nlohmann::json& config,
-                                                             bool unresolved) {
+  // `duration:` or `until:` (issue 23), exactly one; each nullopt when
+  // absent, or unresolved and a template.
+  struct Length {
+    std::optional<absl::Duration> duration;
+    std::optional<absl::Time> until;
+  };
+  static absl::StatusOr<Length> Parse(const nlohmann::json& config, bool unresolved) {
     ConfigReader r("sleep", config, unresolved);
-    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys({"duration"}));
-    if (!r.Has("duration")) {
-      return r.Missing("duration", "duration: 2s");
+    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys({"duration", "until"}));
+    if (r.Has("duration") == r.Has("until")) {
+      return r.Missing("duration",
+                       "duration: 2s, or until: \"2026-12-24T18:00:00Z\" (one of the two)");
     }
-    return r.Duration("duration");
+    Length out;
+    RUNLOOM_ASSIGN_OR_RETURN(out.duration, r.Duration("duration"));
+    RUNLOOM_ASSIGN_OR_RETURN(out.until, r.Timestamp("until"));
+    return out;
   }
 };
 

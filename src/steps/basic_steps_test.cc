@@ -113,6 +113,19 @@ TEST_F(SleepStepTest, ValidateRequiresADuration) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(sleep_->Validate(MakeDef("sleep", {{"duration", "1s"}, {"x", 1}})),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // `until:` (issue 23): an ISO 8601 time with its offset, or a template;
+  // never with `duration:`.
+  EXPECT_OK(sleep_->Validate(MakeDef("sleep", {{"until", "2026-12-24T18:00:00Z"}})));
+  EXPECT_OK(sleep_->Validate(MakeDef("sleep", {{"until", "2026-12-24T19:00:00.5+01:00"}})));
+  EXPECT_OK(sleep_->Validate(MakeDef("sleep", {{"until", "{{ inputs.at }}"}})));
+  s = sleep_->Validate(MakeDef("sleep", {{"until", "2026-12-24 18:00"}}));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("key 'until'"));
+  EXPECT_THAT(sleep_->Validate(MakeDef("sleep", {{"until", std::string(10000, '9')}})),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      sleep_->Validate(MakeDef("sleep", {{"duration", "1s"}, {"until", "2026-12-24T18:00:00Z"}})),
+      StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 class FailStepTest : public ::testing::Test {

@@ -29,12 +29,14 @@ absl::StatusOr<std::string> EncodeNewSignal(const NewSignal& signal) {
 
 std::vector<Event> SignalEvents(const NewSignal& signal, int64_t seq, bool resolved) {
   std::vector<Event> out = signal.events;
-  if (resolved) out.insert(out.end(), signal.wake_events.begin(), signal.wake_events.end());
   for (Event& e : out) {
     if (!e.data.is_object()) e.data = nlohmann::json::object();
     e.data["seq"] = seq;
     e.data["resolved"] = resolved;
   }
+  // The wake events (run.resumed) are the run's, not the signal's: their
+  // data stays as the caller built it.
+  if (resolved) out.insert(out.end(), signal.wake_events.begin(), signal.wake_events.end());
   return out;
 }
 

@@ -51,9 +51,9 @@ absl::StatusOr<SignalRecord> SignalFromRow(const Row& row) {
 // empty or over-long name or key, or a payload over kMaxSignalPayloadBytes.
 absl::StatusOr<std::string> EncodeNewSignal(const NewSignal& signal);
 
-// The events SendSignal appends for signal `seq`: `signal.events`, then
-// `signal.wake_events` when it resolved the wait, each with "seq" and
-// "resolved" in its data.
+// The events SendSignal appends for signal `seq`: `signal.events`, each
+// with "seq" and "resolved" in its data, then `signal.wake_events` as they
+// are when it resolved the wait.
 std::vector<Event> SignalEvents(const NewSignal& signal, int64_t seq, bool resolved);
 
 // The commit that queues a run whose wait signal `seq` resolved

@@ -33,6 +33,7 @@ namespace {
 
 using workflow_internal::kLoop;
 using workflow_internal::kParallel;
+using workflow_internal::kWait;
 using workflow_internal::LineAtPath;
 using workflow_internal::LineOf;
 using workflow_internal::ScalarToJson;
@@ -458,7 +459,7 @@ class Loader {
       if (!Get(n, "retry").IsDefined() && default_retry_) {
         s.retry = *default_retry_;
       }
-      if (!s.timeout && default_timeout_) {
+      if (!s.timeout && default_timeout_ && s.kind != kWait) {
         s.timeout = default_timeout_;
       }
     }

@@ -17,7 +17,9 @@
 //      tables, vocabulary.js); a paused run does show Cancel;
 //   5. a run that approves a gate and then writes to the example actions
 //      server shows the write on its page, with the decision it carried out
-//      (GET /runs/{id}/writes), and a run without writes says so.
+//      (GET /runs/{id}/writes), and a run without writes says so;
+//   6. a run waiting for a signal says so on its page and in the runs list,
+//      and a signal sent over the API resolves it.
 // Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
 // first failed check, after stopping the server (SIGTERM: it must exit 0).
 
@@ -287,6 +289,24 @@ try {
   } finally {
     actions.kill('SIGTERM');
   }
+
+  // 6. A run waiting for a signal says what it waits for, on its page and in
+  // the list (issue 23); a signal sent over the API resolves it.
+  const waitYaml = 'name: ui_wait\nsteps:\n  - {id: paid, kind: wait, signal: payment, timeout: 1h}\n' +
+    '  - {id: after, kind: noop}\n';
+  check((await api('POST', '/workflows', admin, {yaml: waitYaml})).status < 300, 'a workflow with a wait is registered');
+  const waiting = await api('POST', '/runs', approver, {workflow: 'ui_wait', inputs: {}});
+  await waitFor('the wait run to park', async () => (await api('GET', `/runs/${waiting.body.id}`, viewer)).body.status === 'waiting');
+  await page.goto(`${base}/#/runs/${waiting.body.id}`);
+  await page.locator('.runhead .waiting-for', {hasText: 'payment'}).waitFor();
+  check(true, 'the run page says the run waits for signal payment');
+  await page.screenshot({path: path.join(shots, 'run-waiting.png'), fullPage: true});
+  await page.goto(`${base}/#/runs?status=waiting`);
+  await page.locator('table.runs tbody tr', {hasText: waiting.body.id}).locator('.waiting-for', {hasText: 'signal payment'}).waitFor();
+  check(true, 'the runs list says what a waiting run waits for');
+  const signalled = await api('POST', `/runs/${waiting.body.id}/signals/payment`, approver, {payload: {amount: 5}});
+  check(signalled.status === 201 && signalled.body.resolved === true, 'a signal over the API resolves the wait (201)');
+  await waitFor('the wait run to complete', async () => (await api('GET', `/runs/${waiting.body.id}`, viewer)).body.status === 'completed');
 
   // The other pages render.
   await page.goto(`${base}/#/workflows/blog`);

@@ -3,6 +3,7 @@
 #include "conformance_fixture.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace runloom::conformance {
 namespace {
@@ -980,6 +981,9 @@ TEST_P(StoreConformanceTest, AWaitingRunIsDueOnlyOnceTheStoresClockPassesItsWake
   stray.wake_at = due;
   EXPECT_THAT(store_->Commit(stray), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
+  absl::StatusOr<std::optional<absl::Time>> next = store_->NextWakeTime();
+  ASSERT_OK(next);
+  EXPECT_EQ(*next, std::optional<absl::Time>(due));
   Advance(absl::Seconds(9));
   EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
   Advance(absl::Seconds(1));  // wake time == now counts as due
@@ -997,6 +1001,9 @@ TEST_P(StoreConformanceTest, AWaitingRunIsDueOnlyOnceTheStoresClockPassesItsWake
   EXPECT_EQ(queued->wake_at, std::nullopt);
   EXPECT_EQ(queued->attempts, 0);
   EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
+  next = store_->NextWakeTime();
+  ASSERT_OK(next);
+  EXPECT_FALSE(next->has_value());
   std::vector<QueueMessage> m = ClaimAll("c2");
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].run_id, id);
@@ -1028,6 +1035,271 @@ TEST_P(StoreConformanceTest, CancelRerunAndAdminActOnAWaitingRunAtOnce) {
     ASSERT_OK(due);
     EXPECT_THAT(*due, ::testing::Not(::testing::Contains(id))) << ToString(party);
   }
+}
+
+// Signals (issue 23): the run's mailbox keeps signals in the order they
+// came, each consumed once; a run never rests waiting for a signal its
+// mailbox has; an idempotency key keeps one signal.
+TEST_P(StoreConformanceTest, TheMailboxKeepsSignalsInOrderAndEachIsConsumedOnce) {
+  Lease l;
+  const std::string id = DriveTo(RunStatus::kRunning, &l);
+  ClaimAll();
+  auto send = [&](const std::string& name, int payload, const std::string& key = "") {
+    NewSignal n;
+    n.run_id = id;
+    n.name = name;
+    n.payload = payload;
+    n.idempotency_key = key;
+    n.events = {Ev("signal.received", {{"name", name}})};
+    return store_->SendSignal(n);
+  };
+  absl::StatusOr<SendSignalResult> first = send("go", 1);
+  ASSERT_OK(first);
+  EXPECT_TRUE(first->created);
+  EXPECT_FALSE(first->resolved);  // the run is running, not waiting
+  EXPECT_EQ(first->signal.seq, 1);
+  EXPECT_EQ(first->signal.consumed_by, "");
+  ASSERT_OK(send("go", 2, "k"));
+  const int64_t events = store_->GetRun(id)->last_event_seq;
+  absl::StatusOr<SendSignalResult> again = send("go", 99, "k");
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->signal.seq, 2);
+  EXPECT_EQ(again->signal.payload, 2);  // the one first kept
+  EXPECT_EQ(store_->GetRun(id)->last_event_seq, events);
+  ASSERT_OK(send("other", 3));
+  absl::StatusOr<std::vector<Event>> evs = store_->ListEvents(id, 0, 0);
+  ASSERT_OK(evs);
+  EXPECT_EQ(evs->back().type, "signal.received");
+  EXPECT_EQ(evs->back().data["seq"], 3);
+  EXPECT_EQ(evs->back().data["resolved"], false);
+
+  absl::StatusOr<std::optional<SignalRecord>> next = store_->NextSignal(id, "go");
+  ASSERT_OK(next);
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->seq, 1);
+  EXPECT_EQ((*next)->payload, 1);
+  // No resting for a signal the mailbox has: refused, nothing written.
+  RunWrite park = ExecutorWrite(l);
+  park.new_status = RunStatus::kWaiting;
+  park.wait_for_signal = SignalWait{.signal = "go", .key = "1:w"};
+  park.events = {Ev("run.waiting")};
+  EXPECT_THAT(store_->Commit(park), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+  EXPECT_EQ(store_->GetRun(id)->last_event_seq, evs->back().seq);
+  // Consumed in the executor's fenced write, once.
+  RunWrite consume = ExecutorWrite(l);
+  consume.consume_signal = SignalConsumption{.seq = 1, .key = "1:w"};
+  consume.events = {Ev("step.succeeded")};
+  ASSERT_OK(store_->Commit(consume));
+  absl::StatusOr<std::optional<SignalRecord>> by = store_->SignalConsumedBy(id, "1:w");
+  ASSERT_OK(by);
+  ASSERT_TRUE(by->has_value());
+  EXPECT_EQ((*by)->seq, 1);
+  EXPECT_EQ((*by)->consumed_by, "1:w");
+  EXPECT_TRUE((*by)->consumed_at.has_value());
+  RunWrite twice = ExecutorWrite(l);
+  twice.consume_signal = SignalConsumption{.seq = 1, .key = "1:x"};
+  twice.events = {Ev("step.succeeded")};
+  EXPECT_THAT(store_->Commit(twice), StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<std::optional<SignalRecord>> none = store_->SignalConsumedBy(id, "1:x");
+  ASSERT_OK(none);
+  EXPECT_FALSE(none->has_value());
+  // Only the lease holder consumes.
+  RunWrite stale = ExecutorWrite(l);
+  stale.lease_token = "not-the-token";
+  stale.consume_signal = SignalConsumption{.seq = 2, .key = "1:y"};
+  EXPECT_FALSE(store_->Commit(stale).ok());
+  RunWrite not_executor;
+  not_executor.run_id = id;
+  not_executor.party = Party::kCancel;
+  not_executor.consume_signal = SignalConsumption{.seq = 2, .key = "1:y"};
+  EXPECT_THAT(store_->Commit(not_executor), StatusIs(absl::StatusCode::kInvalidArgument));
+  next = store_->NextSignal(id, "go");
+  ASSERT_OK(next);
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->seq, 2);
+  absl::StatusOr<std::vector<SignalRecord>> all = store_->ListSignals(id, 0, 10);
+  ASSERT_OK(all);
+  ASSERT_THAT(*all, SizeIs(3));
+  EXPECT_EQ((*all)[0].consumed_by, "1:w");
+  EXPECT_EQ((*all)[2].name, "other");
+  EXPECT_THAT(store_->ListSignals(id, 2, 10), IsOkAndHolds(SizeIs(1)));
+  absl::StatusOr<std::optional<SignalRecord>> missing = store_->NextSignal("r_missing", "go");
+  ASSERT_OK(missing);
+  EXPECT_FALSE(missing->has_value());
+  NewSignal unknown;
+  unknown.run_id = "r_missing";
+  unknown.name = "go";
+  EXPECT_THAT(store_->SendSignal(unknown), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A signal sent to a run resting at a wait for it resolves the wait in the
+// commit that keeps it: the signal is marked consumed by the wait, the run
+// queued with a message and a fresh attempt budget; the wait's timer and a
+// second resolution then lose. A finished run takes no signal.
+TEST_P(StoreConformanceTest, ASignalResolvesTheWaitOfARunRestingForItInOneCommit) {
+  Lease l;
+  const std::string id = DriveTo(RunStatus::kRunning, &l);
+  ClaimAll();
+  RunWrite park = ExecutorWrite(l);
+  park.new_status = RunStatus::kWaiting;
+  park.wait_for_signal = SignalWait{.signal = "go", .key = "1:w"};
+  park.wake_at = Now() + absl::Seconds(10);
+  ASSERT_OK(store_->Commit(park));
+  absl::StatusOr<RunRecord> waiting = store_->GetRun(id);
+  ASSERT_OK(waiting);
+  EXPECT_EQ(waiting->status, RunStatus::kWaiting);
+  EXPECT_EQ(waiting->wait_signal, "go");
+  EXPECT_EQ(waiting->lease_token, "");
+  EXPECT_THAT(store_->NextWakeTime(),
+              IsOkAndHolds(::testing::Optional(::testing::Eq(*waiting->wake_at))));
+  NewSignal other;
+  other.run_id = id;
+  other.name = "other";
+  absl::StatusOr<SendSignalResult> kept = store_->SendSignal(other);
+  ASSERT_OK(kept);
+  EXPECT_FALSE(kept->resolved);
+  EXPECT_EQ(StatusOf(id), RunStatus::kWaiting);
+
+  NewSignal go;
+  go.run_id = id;
+  go.name = "go";
+  go.payload = {{"ok", true}};
+  go.events = {Ev("signal.received", {{"name", "go"}})};
+  go.wake_events = {Ev("run.resumed", {{"reason", "signal go arrived"}})};
+  absl::StatusOr<SendSignalResult> sent = store_->SendSignal(go);
+  ASSERT_OK(sent);
+  EXPECT_TRUE(sent->created);
+  EXPECT_TRUE(sent->resolved);
+  EXPECT_EQ(sent->signal.seq, 2);
+  EXPECT_EQ(sent->signal.consumed_by, "1:w");
+  absl::StatusOr<RunRecord> queued = store_->GetRun(id);
+  ASSERT_OK(queued);
+  EXPECT_EQ(queued->status, RunStatus::kQueued);
+  EXPECT_EQ(queued->wait_signal, "");
+  EXPECT_EQ(queued->wake_at, std::nullopt);
+  EXPECT_EQ(queued->attempts, 0);
+  std::vector<QueueMessage> m = ClaimAll("c2");
+  ASSERT_THAT(m, SizeIs(1));
+  EXPECT_EQ(m[0].run_id, id);
+  absl::StatusOr<std::vector<Event>> evs = store_->ListEvents(id, 0, 0);
+  ASSERT_OK(evs);
+  ASSERT_GE(evs->size(), 2u);
+  const Event& received = (*evs)[evs->size() - 2];
+  EXPECT_EQ(received.type, "signal.received");
+  EXPECT_EQ(received.data["resolved"], true);
+  EXPECT_EQ(evs->back().type, "run.resumed");
+  EXPECT_EQ(evs->back().data, (nlohmann::json{{"reason", "signal go arrived"}}));
+  EXPECT_THAT(store_->SignalConsumedBy(id, "1:w"),
+              IsOkAndHolds(::testing::Optional(Field(&SignalRecord::seq, 2))));
+  // The timer found it due too late: its compare-and-set loses.
+  Advance(absl::Seconds(11));
+  EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::Not(::testing::Contains(id))));
+  RunWrite wake;
+  wake.run_id = id;
+  wake.party = Party::kTimer;
+  wake.expected = {RunStatus::kWaiting};
+  wake.new_status = RunStatus::kQueued;
+  EXPECT_THAT(store_->Commit(wake), StatusIs(absl::StatusCode::kAborted));
+  // A second signal resolves nothing: it waits in the mailbox.
+  absl::StatusOr<SendSignalResult> later = store_->SendSignal(go);
+  ASSERT_OK(later);
+  EXPECT_FALSE(later->resolved);
+  RunWrite cancel;
+  cancel.run_id = id;
+  cancel.party = Party::kCancel;
+  cancel.expected = {RunStatus::kQueued};
+  cancel.new_status = RunStatus::kCancelled;
+  ASSERT_OK(store_->Commit(cancel));
+  EXPECT_THAT(store_->SendSignal(go), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->ListSignals(id, 0, 10), IsOkAndHolds(SizeIs(3)));
+}
+
+// Acceptance 2 of issue 23: a signal racing the wait's timeout resolves
+// exactly one of them, 100 times in 100: the signal's commit and the timer's
+// each expect the run waiting, on two threads at once.
+TEST_P(StoreConformanceTest, ASignalRacingATimeoutResolvesExactlyOneOfThem) {
+  int by_signal = 0, by_timer = 0;
+  for (int i = 0; i < 100; ++i) {
+    Lease l;
+    const std::string id = DriveTo(RunStatus::kRunning, &l);
+    RunWrite park = ExecutorWrite(l);
+    park.new_status = RunStatus::kWaiting;
+    park.wait_for_signal = SignalWait{.signal = "go", .key = "1:w"};
+    park.wake_at = Now();  // due at once
+    ASSERT_OK(store_->Commit(park));
+    absl::StatusOr<SendSignalResult> sent;
+    absl::Status woken;
+    std::thread signaller([&] {
+      NewSignal n;
+      n.run_id = id;
+      n.name = "go";
+      sent = store_->SendSignal(n);
+    });
+    std::thread timer([&] {
+      RunWrite wake;
+      wake.run_id = id;
+      wake.party = Party::kTimer;
+      wake.expected = {RunStatus::kWaiting};
+      wake.new_status = RunStatus::kQueued;
+      wake.reset_attempts = true;
+      woken = store_->Commit(wake);
+    });
+    signaller.join();
+    timer.join();
+    ASSERT_OK(sent);
+    ASSERT_TRUE(woken.ok() || absl::IsAborted(woken)) << woken;
+    EXPECT_NE(sent->resolved, woken.ok()) << "try " << i;
+    by_signal += sent->resolved ? 1 : 0;
+    by_timer += woken.ok() ? 1 : 0;
+    EXPECT_EQ(StatusOf(id), RunStatus::kQueued);
+    // The signal is consumed exactly when it won.
+    absl::StatusOr<std::optional<SignalRecord>> consumed = store_->SignalConsumedBy(id, "1:w");
+    ASSERT_OK(consumed);
+    EXPECT_EQ(consumed->has_value(), sent->resolved);
+  }
+  EXPECT_EQ(by_signal + by_timer, 100);
+  RecordProperty("won_by_signal", by_signal);
+  RecordProperty("won_by_timer", by_timer);
+}
+
+// A wait for a signal with no timeout has no wake time: no timer names it,
+// and it is no work to come (`worker --until-idle`).
+TEST_P(StoreConformanceTest, AWaitForASignalWithNoTimeoutHasNoWakeTime) {
+  Lease l;
+  const std::string id = DriveTo(RunStatus::kRunning, &l);
+  RunWrite park = ExecutorWrite(l);
+  park.new_status = RunStatus::kWaiting;
+  park.wait_for_signal = SignalWait{.signal = "go", .key = "1:w"};
+  ASSERT_OK(store_->Commit(park));
+  EXPECT_EQ(StatusOf(id), RunStatus::kWaiting);
+  absl::StatusOr<std::optional<absl::Time>> next = store_->NextWakeTime();
+  ASSERT_OK(next);
+  EXPECT_FALSE(next->has_value());
+  Advance(absl::Hours(24 * 365));
+  EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
+  RunWrite half;  // a wait names its signal and its key
+  half.run_id = id;
+  half.party = Party::kCancel;
+  half.expected = {RunStatus::kWaiting};
+  half.new_status = RunStatus::kCancelled;
+  half.wait_for_signal = SignalWait{.signal = "go", .key = ""};
+  EXPECT_THAT(store_->Commit(half), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(StatusOf(id), RunStatus::kWaiting);
+}
+
+// A mailbox keeps at most kMaxMailbox signals not yet consumed.
+TEST_P(StoreConformanceTest, AFullMailboxRefusesTheNextSignalAndKeepsNothing) {
+  const std::string id = DriveTo(RunStatus::kQueued);
+  NewSignal n;
+  n.run_id = id;
+  n.name = "go";
+  for (int i = 0; i < SignalStore::kMaxMailbox; ++i) ASSERT_OK(store_->SendSignal(n));
+  const int64_t events = store_->GetRun(id)->last_event_seq;
+  EXPECT_THAT(store_->SendSignal(n), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(store_->GetRun(id)->last_event_seq, events);
+  EXPECT_THAT(store_->ListSignals(id, SignalStore::kMaxMailbox - 1, 10), IsOkAndHolds(SizeIs(1)));
 }
 
 }  // namespace

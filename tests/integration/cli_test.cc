@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli_harness.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -71,6 +72,21 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   EXPECT_TRUE(expired) << "the event log records the interruption";
 }
 
+// The id of the run `runloom run` logs to `log`, once the run is waiting
+// (polled for about 5 s each); "" when no id came.
+std::string AwaitParked(const std::string& log, const std::string& db) {
+  std::string run_id;
+  for (int i = 0; i < 500 && run_id.empty(); ++i) {
+    run_id = RunIdFrom(ReadFile(log));
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  for (int i = 0; i < 500 && !run_id.empty(); ++i) {
+    if (StatusJson(db, run_id)["status"] == "waiting") break;
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  return run_id;
+}
+
 // Issue 23, acceptance 2: a run sleeping 3 s parks (status waiting, no
 // executor held); every runloom process is killed with SIGKILL while it
 // waits; a worker started afterwards wakes and completes it once its time
@@ -88,16 +104,8 @@ TEST(Cli, ARunSleepingAcrossAKillOfEveryProcessCompletesOnTime) {
                 "  - {id: after, kind: noop}\n");
   const absl::Time started = RealClock()->Now();
   Child run({"run", dir + "/nap.yaml", "--db", db, "--park-sleeps-over", "1s"}, dir + "/run.log");
-  std::string run_id;
-  for (int i = 0; i < 500 && run_id.empty(); ++i) {
-    run_id = RunIdFrom(ReadFile(dir + "/run.log"));
-    RealClock()->SleepFor(absl::Milliseconds(10));
-  }
+  const std::string run_id = AwaitParked(dir + "/run.log", db);
   ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
-  for (int i = 0; i < 500; ++i) {
-    if (StatusJson(db, run_id)["status"] == "waiting") break;
-    RealClock()->SleepFor(absl::Milliseconds(10));
-  }
   ASSERT_EQ(StatusJson(db, run_id)["status"], "waiting");
   run.Kill(SIGKILL);
   EXPECT_EQ(run.Wait(), 128 + SIGKILL);
@@ -113,6 +121,49 @@ TEST(Cli, ARunSleepingAcrossAKillOfEveryProcessCompletesOnTime) {
   for (const auto& e : EventsJson(db, run_id)) types.push_back(e["type"]);
   EXPECT_NE(std::find(types.begin(), types.end(), "run.waiting"), types.end());
   EXPECT_NE(std::find(types.begin(), types.end(), "run.resumed"), types.end());
+}
+
+// Issue 23, acceptance 2: a run parked at a wait for a signal resumes when
+// the signal is sent by another process (`runloom signal`) than the one
+// that parked it; a payload that is not JSON is refused with exit 2 and
+// nothing kept; the step's output is the payload.
+TEST(Cli, ARunWaitingForASignalResumesWhenAnotherProcessSendsIt) {
+  const std::string dir = MakeTempDir("signal");
+  const std::string db = dir + "/signal.db";
+  WriteFile(dir + "/pay.yaml",
+            "name: pay\nsteps:\n"
+            "  - {id: before, kind: noop}\n"
+            "  - {id: paid, kind: wait, signal: payment}\n"
+            "  - {id: after, kind: noop}\n");
+  Child run({"run", dir + "/pay.yaml", "--db", db}, dir + "/run.log");
+  const std::string run_id = AwaitParked(dir + "/run.log", db);
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  nlohmann::json waiting = StatusJson(db, run_id);
+  ASSERT_EQ(waiting["status"], "waiting") << waiting.dump(2);
+  EXPECT_EQ(waiting["waiting_for"]["kind"], "signal");
+  EXPECT_EQ(waiting["waiting_for"]["signal"], "payment");
+  Result bad = RunCli({"signal", run_id, "payment", "--data", "{not json", "--db", db});
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, ::testing::HasSubstr("--data"));
+  Result unknown = RunCli({"signal", run_id, "refund", "--db", db});
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_EQ(StatusJson(db, run_id)["status"], "waiting");
+  Result sent = RunCli({"signal", run_id, "payment", "--data", R"({"amount": 5})", "--db", db});
+  EXPECT_EQ(sent.code, 0) << sent.out;
+  EXPECT_THAT(sent.out, ::testing::HasSubstr("resolved"));
+  EXPECT_EQ(run.Wait(), 0) << ReadFile(dir + "/run.log");
+  nlohmann::json st = StatusJson(db, run_id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  bool found = false;
+  for (const nlohmann::json& step : st["steps"]) {
+    if (step["path"] != "paid") continue;
+    found = true;
+    EXPECT_EQ(step["output"], (nlohmann::json{{"amount", 5}}));
+  }
+  EXPECT_TRUE(found) << st.dump(2);
+  std::vector<std::string> types;
+  for (const auto& e : EventsJson(db, run_id)) types.push_back(e["type"]);
+  EXPECT_NE(std::find(types.begin(), types.end(), "signal.received"), types.end());
 }
 
 // Processes whose command line is exactly `argv` (zombies have none).

@@ -86,10 +86,11 @@
 #define MAX_RERUNS 1
 #endif
 #ifndef MAX_TIMERS
-#define MAX_TIMERS 1   /* wake times in all: sleeps, and timeouts of waits for a signal */
+#define MAX_TIMERS 1   /* timers (sleeps) the run waits at in all */
 #endif
 #ifndef MAX_SIGNALS
-#define MAX_SIGNALS 1  /* signals sent to the run in all, and waits for one it reaches in all */
+#define MAX_SIGNALS 1  /* signals sent to the run in all, and waits for one it reaches in all
+                          (each with a timeout, or none) */
 #endif
 /* Faults in all: crashes, lost and duplicated messages, give-backs (one budget, so
    their every combination up to it is explored, not the product of each one's). */
@@ -310,9 +311,8 @@ proctype Executor(byte me) {
   byte steps;
   byte renews;
   bool done;
-  byte wk;   /* the wait for a signal it is at (its key); 0: none */
-  byte sq;   /* the signal it read for that wait */
-  bool tmo;  /* it read that the wait timed out */
+  byte wk;   /* the wait for a signal it read no signal for, and parks at; 0: none */
+  byte sq;   /* a signal of the mailbox (a temporary) */
 end_idle:
   do
   :: q?_ ->
@@ -376,72 +376,75 @@ end_idle:
              :: else -> done = true
              fi
            }
-        :: !done && (wk != 0 || pending != 0 || sigwaits < MAX_SIGNALS) ->
-           /* A wait for the signal: the one it parked at (resumed), else the next one.
-              It reads (SignalConsumedBy, the timeout, NextSignal), then writes: the
-              read may be stale by then. */
-           atomic {
-             if
-             :: wk == 0 && pending != 0 -> wk = pending
-             :: wk == 0 && pending == 0 -> wk = sigwaits + 1
-             :: else -> skip
-             fi;
-             consumed_by(wk, sq);
-             if
-             :: sq == 0 -> tmo = (timed_out == wk && wk != 0)
-             :: else -> skip
-             fi;
-             if
-             :: sq == 0 && !tmo -> first_unconsumed(sq)
-             :: else -> skip
-             fi
-           };
+        :: !done && wk == 0 && (pending != 0 || sigwaits < MAX_SIGNALS) ->
+           /*
+            * A wait for the signal: the one it parked at (resumed), else the next
+            * one. It reads (SignalConsumedBy, the timeout, NextSignal) and writes
+            * what it read in one step: while it holds the lease only it consumes, so
+            * a read signal stays there, and a write after a lost lease is refused
+            * (as a read after it). A read finding no signal parks in a second step:
+            * a signal may come in between.
+            */
            atomic {
              if
              :: status == RUNNING && TOKEN_OK(mytok) ->
                 if
-                :: sq != 0 && by[sq] == wk ->
+                :: pending != 0 -> wk = pending
+                :: else -> wk = sigwaits + 1
+                fi;
+                consumed_by(wk, sq);
+                if
+                :: sq != 0 ->
                    /* Resumed after the signal's wake: the step succeeds with it. */
                    step_write(mytok);
                    assert(how[wk] == RES_SIGNAL && timed_out != wk);
                    pending = 0;
                    wk = 0
-                :: tmo ->
+                :: sq == 0 && timed_out == wk ->
                    /* Resumed after the timeout: the step fails as one (the run goes on). */
                    step_write(mytok);
-                   consumed_by(wk, sq);
-                   assert(how[wk] == RES_TIMEOUT && sq == 0);
+                   assert(how[wk] == RES_TIMEOUT);
                    timed_out = 0;
                    pending = 0;
                    wk = 0
-                :: sq != 0 && by[sq] == 0 ->
-                   /* Consumes it in the fenced write that records the step succeeded. */
-                   step_write(mytok);
-                   use_signal(sq, wk);
-                   mark_consumed(sq, wk);
-                   sigwaits = wk;
-                   pending = 0;
-                   wk = 0
-                :: sq != 0 && by[sq] != 0 && by[sq] != wk ->
-                   skip /* kAborted: consumed meanwhile; it reads again */
-                :: sq == 0 && !tmo && PARK_REFUSED ->
-                   skip /* kAlreadyExists: a signal came since its read; it reads again */
-                :: sq == 0 && !tmo && !PARK_REFUSED ->
-                   /* Parks: waiting for the signal, with a timeout or none. */
-                   sigwaits = wk;
-                   pending = wk;
-                   wait_sig = wk;
+                :: else ->
+                   first_unconsumed(sq);
                    if
-                   :: timers < MAX_TIMERS -> timers++; wake = true
-                   :: true -> skip
-                   fi;
-                   store_write(RUNNING, WAITING, EXECUTOR, mytok);
-                   done = true
+                   :: sq != 0 ->
+                      /* Consumes it in the fenced write that records the step succeeded. */
+                      step_write(mytok);
+                      use_signal(sq, wk);
+                      mark_consumed(sq, wk);
+                      sigwaits = wk;
+                      pending = 0;
+                      wk = 0
+                   :: else -> skip /* none: it parks (wk) */
+                   fi
                 fi
              :: else -> done = true /* lease lost: stop */
              fi;
-             sq = 0;
-             tmo = false
+             sq = 0
+           }
+        :: !done && wk != 0 ->
+           /* Parks at wait wk, with a timeout or none; refused, writing nothing, if
+              a signal came since its read. */
+           atomic {
+             if
+             :: status == RUNNING && TOKEN_OK(mytok) && PARK_REFUSED ->
+                skip /* kAlreadyExists: it reads again */
+             :: status == RUNNING && TOKEN_OK(mytok) && !PARK_REFUSED ->
+                sigwaits = wk;
+                pending = wk;
+                wait_sig = wk;
+                if
+                :: wake = true
+                :: skip
+                fi;
+                store_write(RUNNING, WAITING, EXECUTOR, mytok);
+                done = true
+             :: else -> done = true /* lease lost: stop */
+             fi;
+             wk = 0
            }
         :: !done && wk == 0 && pending == 0 ->
            /* The graph ends, pauses at a gate, or sees the cancel request. */
@@ -579,7 +582,10 @@ end_timer:
  * A signal sent to the run (SendSignal, one transaction): refused by a
  * finished run; else kept in the mailbox and, when the run rests waiting
  * for a signal, consumed by that wait, which it resolves: the run is queued
- * with a fresh attempt budget. It may stop sending at any moment.
+ * with a fresh attempt budget. (It sends at any moment, up to MAX_SIGNALS;
+ * under weak fairness it sends them all. Stopping early, `:: break`, tripled
+ * the search: a run that rests waiting for a signal is reached anyway, by a
+ * signal refused before a rerun.)
  */
 proctype Signaller() {
 end_signal:
@@ -610,7 +616,6 @@ end_signal:
        fi;
        waiting_ok()
      }
-  :: break
   od
 }
 

@@ -37,7 +37,7 @@ TEST(Simulation, OneSeedReplaysByteForByte) {
 }
 
 TEST(Simulation, EverySeedHoldsEveryInvariant) {
-  int64_t runs = 0, crashes = 0, faults = 0, ended = 0;
+  int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     SimResult r = RunSimulation({.seed = seed});
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation << "\n"
@@ -45,14 +45,20 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
     runs += r.runs;
     crashes += r.crashes;
     faults += r.faults;
-    ended += r.runs_ended + r.runs_at_gate;
+    ended += r.runs_ended + r.runs_at_gate + r.runs_at_wait;
+    kept += r.signals_kept;
+    resolved += r.signals_resolved;
   }
   // Not vacuous: the campaign started runs, crashed processes, injected
-  // faults, and brought every run to rest.
+  // faults, sent signals that waits consumed (some resolving a resting
+  // wait, some kept until the run reached its wait), and brought every run
+  // to rest.
   EXPECT_GT(runs, static_cast<int64_t>(kSeeds));
   EXPECT_GT(crashes, static_cast<int64_t>(kSeeds));
   EXPECT_GT(faults, static_cast<int64_t>(kSeeds));
   EXPECT_EQ(ended, runs);
+  EXPECT_GT(resolved, 0);
+  EXPECT_GT(kept, resolved);
 }
 
 class InjectedBugCaught : public ::testing::TestWithParam<InjectedBug> {};

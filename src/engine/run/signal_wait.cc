@@ -78,16 +78,6 @@ absl::StatusOr<WaitConfig> ParseWaitConfig(const nlohmann::json& config) {
         " is not a signal name: 1 to 128 of A-Z a-z 0-9 _ . -, starting with a letter or digit"));
   }
   out.signal = signal->get<std::string>();
-  if (auto t = config.find("timeout"); t != config.end()) {
-    absl::StatusOr<absl::Duration> d =
-        t->is_string() ? ParseDuration(t->get<std::string>())
-                       : absl::InvalidArgumentError("not a string");
-    if (!d.ok() || *d <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("timeout: ", t->dump(), " is not a positive duration (e.g. timeout: 3d)"));
-    }
-    out.timeout = *d;
-  }
   if (auto s = config.find("schema"); s != config.end()) {
     RUNLOOM_RETURN_IF_ERROR(JsonSchema::Compile(*s, "schema", "payload").status());
     out.schema = *s;
@@ -158,6 +148,7 @@ absl::Status CheckSignal(const Workflow& wf, const std::string& name,
 
 absl::StatusOr<StepResult> RunExecution::RunWait(const StepDef& step, const std::string& path) {
   absl::StatusOr<WaitConfig> wait = ParseWaitConfig(step.config);
+  if (wait.ok()) wait->timeout = step.timeout;  // the common key; the loader checked it
   const absl::Time started = config_.clock->Now();
   if (!wait.ok()) {  // refused at load time; a stored definition that fails now fails the step
     StepResult failed;

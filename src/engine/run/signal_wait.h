@@ -22,8 +22,10 @@
 
 namespace runloom::engine_internal {
 
-// A wait step's config, as written: `signal:` a name, `timeout:` a duration
-// (optional), `schema:` the payload's JSON Schema (optional).
+// A wait step's config, as written: `signal:` a name, `schema:` the
+// payload's JSON Schema (optional). `timeout:` is the step's common key
+// (StepDef::timeout, checked by the loader; defaults.timeout does not apply
+// to a wait): RunWait sets `timeout` from it.
 struct WaitConfig {
   std::string signal;
   std::optional<absl::Duration> timeout;
@@ -31,8 +33,8 @@ struct WaitConfig {
 };
 
 // kInvalidArgument naming the key: an unknown key, no signal, a name that is
-// not 1-128 of [A-Za-z0-9_.-] starting with a letter or digit, a timeout
-// that is not a positive duration, a schema valijson refuses.
+// not 1-128 of [A-Za-z0-9_.-] starting with a letter or digit, a schema
+// valijson refuses.
 absl::StatusOr<WaitConfig> ParseWaitConfig(const nlohmann::json& config);
 
 // ParseWaitConfig, and not inside a parallel branch (a wait parks the whole

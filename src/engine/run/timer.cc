@@ -22,14 +22,20 @@
 namespace runloom::engine_internal {
 namespace {
 
-// The sleep's duration as written, templates resolved; nullopt when it
-// cannot be read here (the sleep kind then reports why, as a leaf).
-std::optional<absl::Duration> SleepDuration(const nlohmann::json& config) {
+// When the sleep, as written with templates resolved, ends if it starts at
+// `now`: `duration:` from now, or `until:` (issue 23); nullopt when it cannot
+// be read here (the sleep kind then reports why, as a leaf).
+std::optional<absl::Time> SleepEnd(const nlohmann::json& config, absl::Time now) {
+  if (auto u = config.find("until"); u != config.end()) {
+    if (!u->is_string() || config.contains("duration")) return std::nullopt;
+    absl::StatusOr<absl::Time> t = ParseTimestamp(u->get<std::string>());
+    return t.ok() ? std::optional<absl::Time>(*t) : std::nullopt;
+  }
   auto d = config.find("duration");
   if (d == config.end() || !d->is_string()) return std::nullopt;
   absl::StatusOr<absl::Duration> parsed = ParseDuration(d->get<std::string>());
   if (!parsed.ok() || *parsed < absl::ZeroDuration()) return std::nullopt;
-  return *parsed;
+  return now + *parsed;
 }
 
 }  // namespace
@@ -55,10 +61,9 @@ absl::StatusOr<StepResult> RunExecution::RunSleep(const StepDef& step, const std
   } else {
     absl::StatusOr<nlohmann::json> config =
         ResolveTemplates(step.config, [&](const std::string& ref) { return Resolve(ref, scope); });
-    std::optional<absl::Duration> d =
-        config.ok() ? SleepDuration(*config) : std::optional<absl::Duration>();
-    if (!d.has_value() || *d < threshold) return RunLeaf(step, path, scope, stop);
-    until = now + *d;
+    std::optional<absl::Time> end = config.ok() ? SleepEnd(*config, now) : std::nullopt;
+    if (!end.has_value() || *end - now < threshold) return RunLeaf(step, path, scope, stop);
+    until = *end;
   }
   const absl::Duration left = std::max(absl::ZeroDuration(), until - now);
   if (left >= threshold) {
@@ -71,6 +76,7 @@ absl::StatusOr<StepResult> RunExecution::RunSleep(const StepDef& step, const std
   // What is left of it (nothing, once due) runs in place, and the step is
   // recorded as any sleep is.
   StepDef rest = step;
+  rest.config.erase("until");
   rest.config["duration"] = runloom::FormatDuration(left);
   return RunLeaf(rest, path, scope, stop);
 }

@@ -74,6 +74,53 @@ TEST(Timers, ALongSleepParksTheRunAndTheSweeperWakesItWhenDue) {
   EXPECT_EQ(steps["before"].attempt, 1);  // not run again
 }
 
+// `until:` (a template giving an ISO 8601 time) parks until that time, on
+// the store's clock; a time already past sleeps not at all.
+TEST(Timers, ASleepUntilATimeParksUntilThenAndOneInThePastDoesNotWait) {
+  SimulatedClock clock;
+  Harness h({}, &clock);
+  constexpr char kUntil[] = R"(
+name: appointment
+inputs:
+  at: {type: string}
+steps:
+  - {id: nap, kind: sleep, until: "{{ inputs.at }}"}
+  - {id: after, kind: noop}
+)";
+  auto wf = LoadWorkflowYaml(kUntil, "until.yaml");
+  ASSERT_OK(wf);
+  const absl::Time at = clock.Now() + absl::Minutes(10);
+  const std::string text = absl::FormatTime("%Y-%m-%dT%H:%M:%E6S+01:00", at,
+                                            absl::FixedTimeZone(3600));
+  auto started = h.engine->StartRun({.workflow = *wf, .inputs = {{"at", text}}});
+  ASSERT_OK(started);
+  absl::StatusOr<RunRecord> parked = h.engine->ExecuteRun(started->run.id);
+  ASSERT_OK(parked);
+  ASSERT_EQ(parked->status, RunStatus::kWaiting);
+  ASSERT_TRUE(parked->wake_at.has_value());
+  EXPECT_EQ(*parked->wake_at, at);
+  clock.Advance(absl::Minutes(10));
+  ASSERT_OK(h.engine->SweepOnce());
+  absl::StatusOr<RunRecord> done = h.engine->ExecuteRun(started->run.id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted);
+
+  auto past = h.engine->StartRun(
+      {.workflow = *wf, .inputs = {{"at", "2001-01-01T00:00:00Z"}}});
+  ASSERT_OK(past);
+  absl::StatusOr<RunRecord> at_once = h.engine->ExecuteRun(past->run.id);
+  ASSERT_OK(at_once);
+  EXPECT_EQ(at_once->status, RunStatus::kCompleted);
+  for (const Event& e : h.Events(past->run.id)) EXPECT_NE(e.type, "run.waiting");
+
+  auto bad = h.engine->StartRun({.workflow = *wf, .inputs = {{"at", "tomorrow"}}});
+  ASSERT_OK(bad);
+  absl::StatusOr<RunRecord> failed = h.engine->ExecuteRun(bad->run.id);
+  ASSERT_OK(failed);
+  EXPECT_EQ(failed->status, RunStatus::kFailed);
+  EXPECT_THAT(h.Steps(bad->run.id)["nap"].error, ::testing::HasSubstr("bad time 'tomorrow'"));
+}
+
 TEST(Timers, ShortSleepsAndSleepsInAParallelBranchSleepInPlace) {
   EngineOptions o;
   o.park_sleeps_over = absl::Milliseconds(200);

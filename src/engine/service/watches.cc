@@ -81,13 +81,19 @@ absl::Status Watches::AwaitIdle(absl::Time deadline) {
   Wakeup wake(bus_, "");
   while (true) {
     bool stored_busy = false;
-    // A waiting run is work to come: its timer queues it by itself.
-    for (RunStatus s : {RunStatus::kQueued, RunStatus::kRunning, RunStatus::kWaiting}) {
+    for (RunStatus s : {RunStatus::kQueued, RunStatus::kRunning}) {
       RunFilter filter;
       filter.status = s;
       filter.limit = 1;
       RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(filter));
       stored_busy = stored_busy || !runs.empty();
+    }
+    // A waiting run with a wake time is work to come: its timer queues it by
+    // itself. One waiting for a signal with no timeout waits for someone
+    // outside, as a paused run does: it is no work to come.
+    if (!stored_busy) {
+      RUNLOOM_ASSIGN_OR_RETURN(std::optional<absl::Time> wake, store_->NextWakeTime());
+      stored_busy = wake.has_value();
     }
     bool held = active_runs_() > 0;
     if (!stored_busy && !held) return absl::OkStatus();

@@ -128,6 +128,22 @@ absl::StatusOr<std::optional<absl::Duration>> ConfigReader::Duration(const std::
   return *d;
 }
 
+absl::StatusOr<std::optional<absl::Time>> ConfigReader::Timestamp(const std::string& key) const {
+  if (!Has(key) || Deferred(key)) {
+    return std::nullopt;
+  }
+  const nlohmann::json& v = Get(key);
+  if (!v.is_string()) {
+    return Error(key, absl::StrCat("must be an ISO 8601 time such as \"2026-12-24T18:00:00Z\", got ",
+                                   v.dump()));
+  }
+  absl::StatusOr<absl::Time> t = ParseTimestamp(v.get_ref<const std::string&>());
+  if (!t.ok()) {
+    return Error(key, std::string(t.status().message()));
+  }
+  return *t;
+}
+
 absl::Status ConfigReader::Error(const std::string& key, std::string_view what) const {
   return absl::InvalidArgumentError(
       absl::StrCat(kind_, " step: key '", key, "' ", std::string(what)));

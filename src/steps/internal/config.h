@@ -48,6 +48,8 @@ class ConfigReader {
                                              int64_t max) const;
   // A duration string, e.g. "250ms", "2s", "1m30s".
   absl::StatusOr<std::optional<absl::Duration>> Duration(const std::string& key) const;
+  // An ISO 8601 time with its offset, e.g. "2026-12-24T18:00:00Z".
+  absl::StatusOr<std::optional<absl::Time>> Timestamp(const std::string& key) const;
 
   // kInvalidArgument "<kind> step: key '<key>' <what>".
   absl::Status Error(const std::string& key, std::string_view what) const;

@@ -607,6 +607,24 @@ absl::StatusOr<int64_t> SqlStore::ReleaseReservations(const std::string& run_id)
   return released;
 }
 
+// ---- timers ----
+
+namespace {
+// MIN over the partial index runs_waiting (wake_at) WHERE status = 'waiting'.
+constexpr Sql kNextWakeTime =
+    BothDialects("SELECT MIN(wake_at) FROM runs WHERE status = 'waiting'");
+}  // namespace
+
+absl::StatusOr<std::optional<absl::Time>> SqlStore::NextWakeTime() {
+  std::optional<absl::Time> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(SqlRows r, s.Query(kNextWakeTime, SqlArgs()));
+    if (r.rows() > 0) out = r.row(0).ColumnOptionalTime(0);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 // ---- signals: the reads (SendSignal is each backend's, with its commit) ----
 
 namespace {

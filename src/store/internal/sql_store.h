@@ -54,6 +54,9 @@ class SqlStore : public Store {
   absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) final;
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) final;
 
+  // ---- timers: the earliest wake time (FindDueTimers is each backend's) ----
+  absl::StatusOr<std::optional<absl::Time>> NextWakeTime() final;
+
   // ---- signals: the reads (SendSignal is each backend's, with its commit) ----
   absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
                                                          const std::string& name) final;

@@ -2,6 +2,7 @@
 // on the group-commit queue: it reads the run's fence (status, lease token,
 // last event seq) and writes only if the fence matches, so the checks and the
 // writes are atomic with respect to every other writer (BEGIN IMMEDIATE).
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "store/sqlite/codec.h"
 #include "store/signal_codec.h"
@@ -127,7 +128,8 @@ absl::StatusOr<int64_t> QueryIntOfRun(Db& db, const char* sql, const std::string
 absl::Status ApplyMailboxRules(Db& db, absl::Time now, const RunWrite& write, RunStatus to) {
   const std::string& id = write.run_id;
   if (to == RunStatus::kWaiting && write.new_status.has_value() &&
-      write.wait_for_signal.has_value()) {
+      write.wait_for_signal.has_value() &&
+      !RUNLOOM_INJECTED_BUG(InjectedBug::kParkIgnoresMailbox)) {
     RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kMailboxHead));
     st.BindText(1, id);
     st.BindText(2, write.wait_for_signal->signal);

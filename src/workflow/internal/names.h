@@ -16,6 +16,9 @@ namespace runloom::workflow_internal {
 // containers of other steps.
 inline constexpr char kLoop[] = "loop";
 inline constexpr char kParallel[] = "parallel";
+// A wait for a signal (issue 23): its `timeout:` is how long it waits, not a
+// bound on work, so `defaults.timeout` does not apply to it.
+inline constexpr char kWait[] = "wait";
 
 std::optional<TriggerRule> ParseTriggerRule(const std::string& s);
 std::optional<ErrorClass> ParseErrorClass(const std::string& s);
