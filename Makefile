@@ -22,6 +22,8 @@
 #                                    a fresh clone without the test-only tools
 #                and prints each step's time.
 #   make bench   build Release and print the benchmark as JSON
+#   make bench-waiting  build Release and measure 100,000 runs waiting at once
+#                (timers and signals) as JSON
 #   make bench-http  build Release, install wrk and node if missing, and run
 #                the HTTP benchmarks once each (bench/http/run.sh post, sse)
 #   make build   build the engine, the CLI and the example programs in build/
@@ -78,7 +80,7 @@ FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -ma
 TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz test-setup
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo bench bench-http test $(TEST_STEPS) clean
+.PHONY: bootstrap bootstrap-test configure build cli demo bench bench-waiting bench-http test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -114,6 +116,11 @@ demo: cli
 
 bench: cli
 	$(RUNLOOM) bench --json
+
+# 100,000 runs waiting at once without a worker (issue 23): half parked at
+# timers, half waiting for signals; about 4 minutes.
+bench-waiting: cli
+	$(RUNLOOM) bench --waiting --runs 100000 --json
 
 # Installs wrk, node and curl when missing (scripts/bootstrap.sh --bench).
 bench-http: cli

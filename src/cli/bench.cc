@@ -167,9 +167,9 @@ bool AllRunsFinished(Engine& e) {
   return true;
 }
 
-// Flags only: RUNLOOM_DB and RUNLOOM_QUEUE never send a benchmark's runs to
-// the database or queue a shell points at.
-CommonFlags BackendFlags(const BenchFlags& f) {
+}  // namespace
+
+CommonFlags BenchBackendFlags(const BenchFlags& f) {
   CommonFlags c;
   c.db = f.db;
   c.db_from = "--db";
@@ -178,8 +178,6 @@ CommonFlags BackendFlags(const BenchFlags& f) {
   c.sync = f.sync;
   return c;
 }
-
-}  // namespace
 
 int BenchCommand(const BenchFlags& flags) {
   if (flags.runs < 1 || flags.executors < 1 || flags.producers < 0 || flags.workers < 1) {
@@ -198,7 +196,7 @@ int BenchCommand(const BenchFlags& flags) {
   if (f.workers > 1 && f.db.empty()) {
     return BadInput("--workers above 1 needs --db: worker processes share it");
   }
-  CommonFlags c = BackendFlags(f);
+  CommonFlags c = BenchBackendFlags(f);
   if (absl::Status s = CheckQueueUrl(c); !s.ok()) return BadInput(std::string(s.message()));
   std::string dir;
   if (c.db.empty()) {

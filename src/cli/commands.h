@@ -246,7 +246,15 @@ struct BenchFlags {
   std::string db;     // "" = a fresh temp file
   std::string queue;  // "" = the store's own queue
   bool json = false;
+  // Runs waiting at once without a worker instead (issue 23): half at
+  // timers, half for signals (bench_waiting.cc).
+  bool waiting = false;
 };
 int BenchCommand(const BenchFlags& flags);
+int WaitingBenchCommand(const BenchFlags& flags);
+// The backend a benchmark opens, from its flags only: RUNLOOM_DB and
+// RUNLOOM_QUEUE never send a benchmark's runs to the database or queue a
+// shell points at.
+CommonFlags BenchBackendFlags(const BenchFlags& f);
 
 }  // namespace runloom::cli

@@ -342,7 +342,11 @@ Command AddBench(CLI::App& app) {
                   "queue: redis://host:port[/n] (default: the store's own; RUNLOOM_QUEUE is not "
                   "read)");
   cmd->add_flag("--json", f->json, "print one JSON object");
-  return {cmd, [f] { return BenchCommand(*f); }};
+  cmd->add_flag("--waiting", f->waiting,
+                "measure --runs runs waiting at once without a worker instead: half parked at "
+                "timers, half waiting for signals (memory, leases held, due-timer lateness, "
+                "signal latency)");
+  return {cmd, [f] { return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f); }};
 }
 
 }  // namespace

@@ -296,5 +296,20 @@ TEST(CliBench, WorkerProcessesShareTheRunsOfADatabase) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.db"));
 }
 
+// `bench --waiting` measures one process: bad counts are refused with
+// nothing opened (its figures are a benchmark's, docs/performance.md, not
+// a test's).
+TEST(CliBench, WaitingRefusesWhatItCannotMeasure) {
+  const std::string dir = MakeTempDir("benchwaiting");
+  Result workers = RunCli({"bench", "--waiting", "--runs", "10", "--workers", "2", "--db",
+                           dir + "/w.db"},
+                          In(dir));
+  EXPECT_EQ(workers.code, 2) << workers.out;
+  EXPECT_NE(workers.out.find("--workers must be 1"), std::string::npos) << workers.out;
+  Result one = RunCli({"bench", "--waiting", "--runs", "1", "--db", dir + "/w.db"}, In(dir));
+  EXPECT_EQ(one.code, 2) << one.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/w.db"));
+}
+
 }  // namespace
 }  // namespace runloom::testing

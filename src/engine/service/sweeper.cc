@@ -25,6 +25,14 @@ void Sweeper::Tick() {
   }
 }
 
+void Sweeper::TimerTick() {
+  absl::StatusOr<int> woken = WakeDueTimers();
+  if (!woken.ok()) {
+    Log(logger_, LogLevel::kWarning, "sweeper: waking due timers failed (next try in ",
+        absl::FormatDuration(std::min(interval_, kTimerPoll)), "): ", woken.status().ToString());
+  }
+}
+
 absl::StatusOr<int> Sweeper::WakeDueTimers() {
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<std::string> due, store_->FindDueTimers(kSweepLimit));
   int woken = 0;
