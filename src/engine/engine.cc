@@ -103,8 +103,9 @@ class Engine::Impl {
               transport(), clock(), &launcher_, logger()),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
         cancel_watch_(store(), clock(), &active_, options_.cancel_check, logger()),
-        sweeper_(store(), transport(), clock(), options_.sweep_interval, options_.queued_grace,
-                 logger(), metrics_.get(), [this](const RunRecord& run) { PublishFinished(run); }),
+        sweeper_(store(), transport(), clock(), options_.env.scheduler, options_.sweep_interval,
+                 options_.queued_grace, logger(), metrics_.get(),
+                 [this](const RunRecord& run) { PublishFinished(run); }),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
   ~Impl() { Stop(); }
 

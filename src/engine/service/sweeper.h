@@ -17,6 +17,7 @@
 
 #include "runloom/clock.h"
 #include "runloom/env.h"
+#include "runloom/scheduler.h"
 #include "runloom/store.h"
 
 #include "core/periodic_task.h"
@@ -37,10 +38,14 @@ class Sweeper {
   // Every pointer must outlive the sweeper. `on_failed` (may be empty) is
   // called with the run, as written, after the sweeper failed it at the
   // attempt cap (the engine publishes its stage event there).
-  Sweeper(Store* store, Transport* transport, Clock* clock, absl::Duration interval,
-          absl::Duration queued_grace, Logger* logger, EngineMetrics* metrics,
-          std::function<void(const RunRecord&)> on_failed = nullptr)
+  // `scheduler` runs the commits that wake due timers side by side (so a
+  // store's group commit takes them together).
+  Sweeper(Store* store, Transport* transport, Clock* clock, Scheduler* scheduler,
+          absl::Duration interval, absl::Duration queued_grace, Logger* logger,
+          EngineMetrics* metrics, std::function<void(const RunRecord&)> on_failed = nullptr)
       : store_(store),
+        clock_(clock),
+        scheduler_(scheduler),
         on_failed_(std::move(on_failed)),
         interval_(interval),
         queued_grace_(queued_grace),
@@ -78,6 +83,8 @@ class Sweeper {
   void TimerTick();
   // Queues the waiting runs whose timer is due; how many it queued.
   absl::StatusOr<int> WakeDueTimers();
+  // Queues one; false (logged) when the run moved on or the commit failed.
+  bool WakeOne(const std::string& id);
   // The rule for a `running` run whose lease expired. Returns whether it
   // acted (false: the expiry was announced by an earlier sweep, and the
   // run's message was only made sure of).
@@ -88,6 +95,8 @@ class Sweeper {
 
   // Constant after construction.
   Store* const store_;
+  Clock* const clock_;
+  Scheduler* const scheduler_;
   const std::function<void(const RunRecord&)> on_failed_;
   const absl::Duration interval_;
   const absl::Duration queued_grace_;
