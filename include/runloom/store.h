@@ -328,6 +328,12 @@ class TimerStore {
   // The earliest wake time of any `waiting` run; nullopt when none has one
   // (none waits, or each waits for a signal with no timeout).
   virtual absl::StatusOr<std::optional<absl::Time>> NextWakeTime() = 0;
+  // Whether any run is queued, running, or waiting with a wake time: work
+  // that comes to an executor by itself. One statement, so one snapshot: a
+  // run moving between those statuses is never missed (`worker
+  // --until-idle`; a check per status could miss a run that moved between
+  // two checks).
+  virtual absl::StatusOr<bool> HasWorkToCome() = 0;
 };
 
 // A signal sent to a run (issue 23), as its mailbox keeps it.
@@ -564,6 +570,7 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::optional<absl::Time>> NextWakeTime() override {
     return inner_->NextWakeTime();
   }
+  absl::StatusOr<bool> HasWorkToCome() override { return inner_->HasWorkToCome(); }
   absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override {
     return inner_->SendSignal(signal);
   }

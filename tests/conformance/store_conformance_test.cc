@@ -984,6 +984,7 @@ TEST_P(StoreConformanceTest, AWaitingRunIsDueOnlyOnceTheStoresClockPassesItsWake
   absl::StatusOr<std::optional<absl::Time>> next = store_->NextWakeTime();
   ASSERT_OK(next);
   EXPECT_EQ(*next, std::optional<absl::Time>(due));
+  EXPECT_THAT(store_->HasWorkToCome(), IsOkAndHolds(true));
   Advance(absl::Seconds(9));
   EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
   Advance(absl::Seconds(1));  // wake time == now counts as due
@@ -1277,6 +1278,7 @@ TEST_P(StoreConformanceTest, AWaitForASignalWithNoTimeoutHasNoWakeTime) {
   absl::StatusOr<std::optional<absl::Time>> next = store_->NextWakeTime();
   ASSERT_OK(next);
   EXPECT_FALSE(next->has_value());
+  EXPECT_THAT(store_->HasWorkToCome(), IsOkAndHolds(false));
   Advance(absl::Hours(24 * 365));
   EXPECT_THAT(store_->FindDueTimers(100), IsOkAndHolds(::testing::IsEmpty()));
   RunWrite half;  // a wait names its signal and its key

@@ -80,21 +80,12 @@ absl::Status Watches::AwaitIdle(absl::Time deadline) {
   constexpr absl::Duration kHandoff = absl::Milliseconds(20);
   Wakeup wake(bus_, "");
   while (true) {
-    bool stored_busy = false;
-    for (RunStatus s : {RunStatus::kQueued, RunStatus::kRunning}) {
-      RunFilter filter;
-      filter.status = s;
-      filter.limit = 1;
-      RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(filter));
-      stored_busy = stored_busy || !runs.empty();
-    }
-    // A waiting run with a wake time is work to come: its timer queues it by
-    // itself. One waiting for a signal with no timeout waits for someone
-    // outside, as a paused run does: it is no work to come.
-    if (!stored_busy) {
-      RUNLOOM_ASSIGN_OR_RETURN(std::optional<absl::Time> wake, store_->NextWakeTime());
-      stored_busy = wake.has_value();
-    }
+    // Queued, running, or waiting with a wake time (its timer queues it by
+    // itself), in one snapshot: a run the timer queues, or one that parks,
+    // between two reads of one status each was missed (a worker exited with
+    // a run just woken). One waiting for a signal with no timeout waits for
+    // someone outside, as a paused run does: it is no work to come.
+    RUNLOOM_ASSIGN_OR_RETURN(const bool stored_busy, store_->HasWorkToCome());
     bool held = active_runs_() > 0;
     if (!stored_busy && !held) return absl::OkStatus();
     absl::Time now = clock_->Now();

@@ -613,7 +613,20 @@ namespace {
 // MIN over the partial index runs_waiting (wake_at) WHERE status = 'waiting'.
 constexpr Sql kNextWakeTime =
     BothDialects("SELECT MIN(wake_at) FROM runs WHERE status = 'waiting'");
+constexpr Sql kWorkToCome = BothDialects(
+    "SELECT 1 FROM runs WHERE status IN ('queued', 'running') "
+    "OR (status = 'waiting' AND wake_at IS NOT NULL) LIMIT 1");
 }  // namespace
+
+absl::StatusOr<bool> SqlStore::HasWorkToCome() {
+  bool out = false;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(SqlRows r, s.Query(kWorkToCome, SqlArgs()));
+    out = r.rows() > 0;
+    return absl::OkStatus();
+  }));
+  return out;
+}
 
 absl::StatusOr<std::optional<absl::Time>> SqlStore::NextWakeTime() {
   std::optional<absl::Time> out;

@@ -56,6 +56,7 @@ class SqlStore : public Store {
 
   // ---- timers: the earliest wake time (FindDueTimers is each backend's) ----
   absl::StatusOr<std::optional<absl::Time>> NextWakeTime() final;
+  absl::StatusOr<bool> HasWorkToCome() final;
 
   // ---- signals: the reads (SendSignal is each backend's, with its commit) ----
   absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
