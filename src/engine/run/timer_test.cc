@@ -57,9 +57,9 @@ TEST(Timers, ALongSleepParksTheRunAndTheSweeperWakesItWhenDue) {
   ASSERT_OK(h.engine->SweepOnce());
   EXPECT_EQ(h.engine->store()->GetRun(p.id)->status, RunStatus::kWaiting);
   clock.Advance(absl::Minutes(1));
-  absl::StatusOr<int> acted = h.engine->SweepOnce();
-  ASSERT_OK(acted);
-  EXPECT_GE(*acted, 1);
+  // This sweep, or the engine's own timer thread (ExecuteRun started it, on
+  // this clock), queues it: whichever comes first; the other finds it gone.
+  ASSERT_OK(h.engine->SweepOnce());
   absl::StatusOr<RunRecord> queued = h.engine->store()->GetRun(p.id);
   ASSERT_OK(queued);
   EXPECT_EQ(queued->status, RunStatus::kQueued);
