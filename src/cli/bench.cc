@@ -43,19 +43,6 @@ Workflow NoopWorkflow() {
   return wf;
 }
 
-double PeakRssMb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
-}
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
-
 // What the durable events say about the runs: how many completed, and each
 // run's latency from creation to its first step.start.
 struct Measured {
@@ -108,9 +95,9 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
       {"elapsed_s", elapsed},
       {"runs_per_s", runs_per_s},
       {"steps_per_s", runs_per_s * 3},
-      {"p50_ms", Percentile(lat, 0.50)},
-      {"p99_ms", Percentile(lat, 0.99)},
-      {"peak_rss_mb", PeakRssMb()},
+      {"p50_ms", BenchPercentile(lat, 0.50)},
+      {"p99_ms", BenchPercentile(lat, 0.99)},
+      {"peak_rss_mb", BenchPeakRssMb()},
       {"db", RedactedUrl(db)},
       {"queue", f.queue},
   };
@@ -120,8 +107,8 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
     std::cout << absl::StrFormat(
         "%d runs (%d completed) in %.2f s: %.0f runs/s, %.0f steps/s; enqueue->step start p50 "
         "%.2f ms, p99 %.2f ms; peak RSS %.1f MiB (synchronous=%s, %d executors)\n",
-        f.runs, completed, elapsed, runs_per_s, runs_per_s * 3, Percentile(lat, 0.5),
-        Percentile(lat, 0.99), PeakRssMb(), f.sync, f.executors);
+        f.runs, completed, elapsed, runs_per_s, runs_per_s * 3, BenchPercentile(lat, 0.5),
+        BenchPercentile(lat, 0.99), BenchPeakRssMb(), f.sync, f.executors);
   }
   return completed;
 }
@@ -168,6 +155,19 @@ bool AllRunsFinished(Engine& e) {
 }
 
 }  // namespace
+
+double BenchPeakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+double BenchPercentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
 
 CommonFlags BenchBackendFlags(const BenchFlags& f) {
   CommonFlags c;

@@ -23,7 +23,6 @@
 #include <functional>
 #include <fstream>
 #include <iostream>
-#include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
 
@@ -62,17 +61,7 @@ double RssMb() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
 }
 
-double ProcessPeakRssMb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
-
-double Pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
+double Pct(std::vector<double> v, double p) { return BenchPercentile(v, p); }
 
 // Runs of `status` now, counted page by page.
 int64_t CountRuns(Engine& e, RunStatus status) {
@@ -207,13 +196,12 @@ int WaitingBenchCommand(const BenchFlags& f) {
     if (!evs.ok()) continue;
     const Event* parked = Find(*evs, "run.waiting");
     if (parked == nullptr) continue;
-    absl::Time until;
-    std::string err;
-    if (!absl::ParseTime(absl::RFC3339_full, parked->data.value("until", ""), &until, &err)) continue;
+    absl::StatusOr<absl::Time> until = ParseTimestamp(parked->data.value("until", ""));
+    if (!until.ok()) continue;
     // The sleep's record starts once the run is leased again after its wake.
     for (const Event& ev : *evs) {
-      if (ev.type == "step.started" && ev.data.value("path", "") == "nap" && ev.at >= until) {
-        late_ms.push_back(absl::ToDoubleMilliseconds(ev.at - until));
+      if (ev.type == "step.started" && ev.data.value("path", "") == "nap" && ev.at >= *until) {
+        late_ms.push_back(absl::ToDoubleMilliseconds(ev.at - *until));
         break;
       }
     }
@@ -252,7 +240,7 @@ int WaitingBenchCommand(const BenchFlags& f) {
       {"all_waiting_at_once", all_at_once && waiting == f.runs},
       {"runs_holding_a_lease", held},
       {"rss_mb_while_waiting", rss_waiting},
-      {"peak_rss_mb", ProcessPeakRssMb()},
+      {"peak_rss_mb", BenchPeakRssMb()},
       {"timers_measured", late_ms.size()},
       {"timers_due_per_s", kTimersDuePerSecond},
       {"timer_late_p50_ms", Pct(late_ms, 0.50)},
@@ -273,7 +261,7 @@ int WaitingBenchCommand(const BenchFlags& f) {
         "due timers (%d a second): %d measured, late p50 %.0f ms, p99 %.0f ms, max %.0f ms\n"
         "signals: %d measured, commit to the wait's success p50 %.1f ms, p99 %.1f ms\n",
         static_cast<int>(waiting), n_timer, n_signal, absl::ToDoubleSeconds(parked_at - t0),
-        static_cast<int>(held), rss_waiting, ProcessPeakRssMb(), kTimersDuePerSecond,
+        static_cast<int>(held), rss_waiting, BenchPeakRssMb(), kTimersDuePerSecond,
         static_cast<int>(late_ms.size()),
         Pct(late_ms, 0.5), Pct(late_ms, 0.99), Pct(late_ms, 1.0),
         static_cast<int>(signal_ms.size()), Pct(signal_ms, 0.5), Pct(signal_ms, 0.99));

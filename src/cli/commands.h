@@ -256,5 +256,9 @@ int WaitingBenchCommand(const BenchFlags& flags);
 // RUNLOOM_QUEUE never send a benchmark's runs to the database or queue a
 // shell points at.
 CommonFlags BenchBackendFlags(const BenchFlags& f);
+// This process's peak RSS, MiB.
+double BenchPeakRssMb();
+// The p-quantile (0..1) of `v` (reordered; 0 when empty).
+double BenchPercentile(std::vector<double>& v, double p);
 
 }  // namespace runloom::cli
