@@ -12,9 +12,12 @@ the thread-safety ones (ABSL_GUARDED_BY & co., STYLE.md §4) and clang's own
 failed. Nothing is written to the build directory.
 
 In a unity build (CMakeLists.txt) the database lists CMake's unity units;
-each source file a unit includes is checked alone instead, with the unit's
-command, so a file that leans on what an earlier file of its unit included
-fails here.
+each library source file a unit includes is checked alone instead, with the
+unit's command, so a file that leans on what an earlier file of its unit
+included fails here. A unit of tests (files named *_test.cc, or under tests/)
+is checked whole: its files parse GoogleTest and the engine's headers once
+instead of once each (the engine tests' unit: 7 s whole, 69 s file by file),
+and an embedder never compiles them.
 """
 import concurrent.futures
 import json
@@ -36,8 +39,13 @@ UNITY_UNIT = re.compile(r"/Unity/unity_[0-9A-Za-z_]+_cxx\.cxx$")
 UNITY_INCLUDE = re.compile(r'^#include "(.+)"$', re.M)
 
 
+def is_test_source(path):
+    return path.endswith("_test.cc") or "/tests/" in path
+
+
 def expand_unity(entries):
-    """One entry per source file: a unity unit becomes the files it includes."""
+    """One entry per library source file: a unity unit of library code becomes
+    the files it includes; a unit of tests stays whole."""
     out = []
     for e in entries:
         if not UNITY_UNIT.search(e["file"]):
@@ -45,6 +53,9 @@ def expand_unity(entries):
             continue
         with open(e["file"]) as f:
             members = UNITY_INCLUDE.findall(f.read())
+        if members and all(is_test_source(m) for m in members):
+            out.append(e)
+            continue
         args = e.get("arguments") or shlex.split(e["command"])
         for m in members:
             out.append({"directory": e["directory"], "file": m,

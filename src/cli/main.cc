@@ -6,7 +6,9 @@
 // while it parses) and the call that runs it.
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "runloom/backend.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 #include <functional>
@@ -31,8 +33,10 @@ class BackendFlags {
   void Add(CLI::App* sub, CommonFlags& c) {
     CLI::Option* db =
         sub->add_option("--db", c.db,
-                        "backend (else $RUNLOOM_DB): a SQLite file path, sqlite:///abs/path.db, "
-                        "sqlite://rel/path.db or sqlite::memory:")
+                        // The forms come from the backends themselves, so the help
+                        // names every backend this binary links.
+                        absl::StrCat("backend (else $RUNLOOM_DB): ",
+                                     BuiltinBackends().AcceptedForms()))
             ->capture_default_str();
     CLI::Option* queue = sub->add_option(
         "--queue", c.queue,

@@ -15,7 +15,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -29,6 +28,32 @@ constexpr int64_t kMaxTokensLimit = 1'000'000;
 constexpr int64_t kMaxConcurrencyLimit = 100'000;
 constexpr int64_t kMaxRetryAttempts = 100;
 constexpr size_t kMaxNameLength = 64;
+
+// The keys each level of the file accepts: MapReader::CheckKeys refuses any
+// other, and ConfigFileKeys() lists them for the documentation check.
+using KeyList = std::vector<absl::string_view>;
+const KeyList& TopKeys() {
+  static const KeyList k = {"providers", "models", "tenants"};
+  return k;
+}
+const KeyList& ProviderKeys() {
+  static const KeyList k = {"kind",    "base_url", "api_key", "max_concurrency", "connect_timeout",
+                            "timeout", "retry"};
+  return k;
+}
+const KeyList& RetryKeys() {
+  static const KeyList k = {"max_attempts", "initial_delay", "max_delay"};
+  return k;
+}
+const KeyList& ModelKeys() {
+  static const KeyList k = {"provider", "model", "input_price_per_1k", "output_price_per_1k",
+                            "max_tokens"};
+  return k;
+}
+const KeyList& TenantKeys() {
+  static const KeyList k = {"budget"};
+  return k;
+}
 
 bool IsConfigName(const std::string& s) {
   if (s.empty() || s.size() > kMaxNameLength || !std::islower(static_cast<unsigned char>(s[0]))) {
@@ -63,7 +88,7 @@ class MapReader {
     return Error("", absl::StrCat("must be a mapping, e.g. ", example));
   }
 
-  absl::Status CheckKeys(std::initializer_list<absl::string_view> allowed) const {
+  absl::Status CheckKeys(const KeyList& allowed) const {
     for (const auto& [key, v] : value_.items()) {
       bool ok = false;
       for (absl::string_view a : allowed) ok = ok || a == key;
@@ -147,8 +172,7 @@ class MapReader {
 
 absl::StatusOr<ProviderConfig> ReadProvider(const MapReader& r, const std::string& name) {
   RUNLOOM_RETURN_IF_ERROR(r.CheckObject("{kind: openai, base_url: http://127.0.0.1:8000/v1}"));
-  RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(
-      {"kind", "base_url", "api_key", "max_concurrency", "connect_timeout", "timeout", "retry"}));
+  RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(ProviderKeys()));
   ProviderConfig p;
   p.name = name;
   RUNLOOM_ASSIGN_OR_RETURN(std::string kind, r.String("kind", ""));
@@ -194,7 +218,7 @@ absl::StatusOr<ProviderConfig> ReadProvider(const MapReader& r, const std::strin
     MapReader rr = r.Child("retry");
     RUNLOOM_RETURN_IF_ERROR(
         rr.CheckObject("{max_attempts: 3, initial_delay: 500ms, max_delay: 30s}"));
-    RUNLOOM_RETURN_IF_ERROR(rr.CheckKeys({"max_attempts", "initial_delay", "max_delay"}));
+    RUNLOOM_RETURN_IF_ERROR(rr.CheckKeys(RetryKeys()));
     RUNLOOM_ASSIGN_OR_RETURN(int64_t attempts,
                              rr.Int("max_attempts", 1, kMaxRetryAttempts, p.retry.max_attempts));
     p.retry.max_attempts = static_cast<int>(attempts);
@@ -211,8 +235,7 @@ absl::StatusOr<ProviderConfig> ReadProvider(const MapReader& r, const std::strin
 absl::StatusOr<ModelConfig> ReadModel(const MapReader& r, const std::string& alias,
                                       const LlmConfig& config) {
   RUNLOOM_RETURN_IF_ERROR(r.CheckObject("{provider: local, model: qwen2.5-7b-instruct}"));
-  RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(
-      {"provider", "model", "input_price_per_1k", "output_price_per_1k", "max_tokens"}));
+  RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(ModelKeys()));
   ModelConfig m;
   m.alias = alias;
   RUNLOOM_ASSIGN_OR_RETURN(m.provider, r.String("provider", ""));
@@ -258,7 +281,7 @@ absl::StatusOr<LlmConfig> ReadConfig(const YAML::Node& root, const std::string& 
   if (json.is_null()) return config;  // an empty file: nothing configured
   MapReader top(root, source, {}, json);
   RUNLOOM_RETURN_IF_ERROR(top.CheckObject("providers: {...}, models: {...}, tenants: {...}"));
-  RUNLOOM_RETURN_IF_ERROR(top.CheckKeys({"providers", "models", "tenants"}));
+  RUNLOOM_RETURN_IF_ERROR(top.CheckKeys(TopKeys()));
   RUNLOOM_RETURN_IF_ERROR(ReadSection(
       top, "providers", "{local: {kind: openai}}", config.providers,
       [](const MapReader& r, const std::string& name) { return ReadProvider(r, name); }));
@@ -270,7 +293,7 @@ absl::StatusOr<LlmConfig> ReadConfig(const YAML::Node& root, const std::string& 
       ReadSection(top, "tenants", "{acme: {budget: 50}}", config.tenants,
                   [](const MapReader& r, const std::string& name) -> absl::StatusOr<TenantConfig> {
                     RUNLOOM_RETURN_IF_ERROR(r.CheckObject("{budget: 50}"));
-                    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys({"budget"}));
+                    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(TenantKeys()));
                     TenantConfig t;
                     t.name = name;
                     RUNLOOM_ASSIGN_OR_RETURN(t.budget_micros, r.Micros("budget", kMaxBudget, true));
@@ -333,6 +356,20 @@ absl::StatusOr<LlmConfig> LoadLlmConfigFile(const std::string& path, const LoadL
     return text.status();
   }
   return ParseLlmConfig(*text, path, limits);
+}
+
+std::vector<std::string> ConfigFileKeys() {
+  std::vector<std::string> out;
+  auto add = [&out](absl::string_view prefix, const KeyList& keys) {
+    for (absl::string_view k : keys) out.push_back(absl::StrCat(prefix, k));
+  };
+  for (absl::string_view k : ProviderKeys()) {
+    if (k != "retry") out.push_back(absl::StrCat("providers.NAME.", k));
+  }
+  add("providers.NAME.retry.", RetryKeys());
+  add("models.ALIAS.", ModelKeys());
+  add("tenants.NAME.", TenantKeys());
+  return out;
 }
 
 }  // namespace runloom

@@ -43,6 +43,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace runloom {
 
@@ -110,5 +111,11 @@ absl::StatusOr<LlmConfig> ParseLlmConfig(const std::string& yaml_text, const std
 
 // Reads and parses the file `path`. kNotFound "config file 'x' not found".
 absl::StatusOr<LlmConfig> LoadLlmConfigFile(const std::string& path, const LoadLimits& limits = {});
+
+// Every key the file accepts, as a dotted path with NAME or ALIAS for the
+// names a user chooses ("providers.NAME.retry.max_attempts"): the leaves,
+// not the mappings that hold them. docs/operations.md lists exactly these
+// (LlmConfig.EveryKeyIsDocumentedAndEveryDocumentedKeyIsAccepted).
+std::vector<std::string> ConfigFileKeys();
 
 }  // namespace runloom

@@ -1,12 +1,21 @@
 #include "llm/config.h"
 
 #include "testing/status_matchers.h"
+#include "testing/test_servers.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace runloom {
 namespace {
@@ -175,6 +184,60 @@ TEST(LlmConfigTest, MissingFileNamesTheFlag) {
   absl::Status s = LoadLlmConfigFile("/nonexistent/runloom.yaml").status();
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(std::string(s.message()), HasSubstr("--config or RUNLOOM_CONFIG"));
+}
+
+// docs/operations.md, "Configuration file": the key table names exactly the
+// keys the reader accepts, and the example file there loads. A key added to
+// the reader and not to the table (or a row left behind after a key went)
+// fails here, naming it.
+TEST(LlmConfig, EveryKeyIsDocumentedAndEveryDocumentedKeyIsAccepted) {
+  const std::string path = testing::SourceDir() + "/docs/operations.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const size_t start = doc.find("\n## Configuration file");
+  ASSERT_NE(start, std::string::npos) << path << " has no \"## Configuration file\" section";
+  const size_t end = doc.find("\n## ", start + 1);
+  const std::string section = doc.substr(start, end - start);
+
+  // Table rows: "| `a.b.c`, `d` | ..." documents a.b.c and a.b.d.
+  std::set<std::string> documented;
+  for (absl::string_view line : absl::StrSplit(section, '\n')) {
+    if (!absl::StartsWith(line, "| `")) continue;
+    std::vector<absl::string_view> cells = absl::StrSplit(line, '|');
+    std::string prefix;
+    for (absl::string_view key : absl::StrSplit(cells[1], ',')) {
+      key = absl::StripAsciiWhitespace(key);
+      ASSERT_TRUE(absl::StartsWith(key, "`") && absl::EndsWith(key, "`")) << line;
+      std::string k(key.substr(1, key.size() - 2));
+      if (absl::StrContains(k, '.')) {
+        prefix = k.substr(0, k.rfind('.') + 1);
+      } else {
+        k = prefix + k;
+      }
+      documented.insert(k);
+    }
+  }
+  const std::vector<std::string> keys = ConfigFileKeys();
+  const std::set<std::string> accepted(keys.begin(), keys.end());
+  for (const std::string& k : accepted) {
+    EXPECT_TRUE(documented.contains(k))
+        << "the config file accepts `" << k << "`, but the table in " << path
+        << " (\"## Configuration file\") has no row for it";
+  }
+  for (const std::string& k : documented) {
+    EXPECT_TRUE(accepted.contains(k))
+        << path << " documents config key `" << k << "`, which the config file refuses";
+  }
+
+  // The section's example file loads as it is written.
+  const size_t yaml = section.find("```yaml\n");
+  ASSERT_NE(yaml, std::string::npos);
+  const size_t body = yaml + 8;
+  const std::string example = section.substr(body, section.find("```", body) - body);
+  EXPECT_OK(ParseLlmConfig(example, "operations.md example").status());
 }
 
 }  // namespace

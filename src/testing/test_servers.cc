@@ -65,10 +65,13 @@ absl::StatusOr<TestServers> FindOrStart() {
 
 }  // namespace
 
-int RunTestServersScript(const std::string& cmd, const std::string& dir) {
+std::string SourceDir() {
   const char* src = std::getenv("RUNLOOM_SOURCE_DIR");
-  const std::string script =
-      absl::StrCat(src != nullptr ? src : RUNLOOM_SOURCE_DIR_DEFAULT, "/scripts/test-servers.sh");
+  return src != nullptr ? src : RUNLOOM_SOURCE_DIR_DEFAULT;
+}
+
+int RunTestServersScript(const std::string& cmd, const std::string& dir) {
+  const std::string script = absl::StrCat(SourceDir(), "/scripts/test-servers.sh");
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {

@@ -32,6 +32,10 @@ absl::StatusOr<TestServers> GetTestServers();
 // tests share no rows and no LISTEN/NOTIFY channels.
 absl::StatusOr<std::string> CreateTestPostgresDatabase(const std::string& hint);
 
+// The source tree's root: $RUNLOOM_SOURCE_DIR, else the one this build was
+// configured from. For tests that read the scripts and docs in it.
+std::string SourceDir();
+
 // Runs `bash scripts/test-servers.sh cmd dir` (argv, no shell string) and
 // waits: start, stop, restart-postgres or restart-redis (see the script).
 // Its exit code; -1 when it could not run. For a test that starts a pair of
