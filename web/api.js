@@ -49,11 +49,15 @@ export const get = (path) => api('GET', path);
 export const post = (path, body) => api('POST', path, body === undefined ? {} : body);
 
 // Follows an SSE stream at `path`. onEvent({id, event, data}) is called for
-// each message in order; the stream is reopened after a cut with the last id
-// seen, so nothing is lost or repeated. Returns a function that stops it.
+// each message in order; the stream is reopened with the last id seen (an id
+// with no data counts, as in EventSource) after a cut or when the server
+// closes it, so nothing is lost or repeated. Returns a function that stops it.
 // onState('live' | 'reconnecting' | 'ended') reports the connection.
-// A stream that is never meant to end (opts.endless, e.g. /events) is reopened
-// when the server closes it too.
+// A run's stream is over only when the server says so: its last bytes are the
+// comment `: end` (docs/openapi.yaml), sent when the run has finished and
+// everything was sent. A close without it (a graceful restart of `serve`) is
+// a cut. A stream that is never meant to end (opts.endless, e.g. /events) is
+// reopened in every case.
 export function follow(path, onEvent, onState, opts) {
   const endless = !!(opts && opts.endless);
   let lastId = null;
@@ -61,7 +65,9 @@ export function follow(path, onEvent, onState, opts) {
   let controller = null;
   const state = onState || (() => {});
 
-  async function once() {
+  // Reads one connection; true when the server ended the stream (`: end`).
+  // `got` is set once a message arrives (the backoff starts over).
+  async function once(got) {
     controller = new AbortController();
     const h = headers({Accept: 'text/event-stream'});
     if (lastId !== null) h['Last-Event-ID'] = lastId;
@@ -79,9 +85,10 @@ export function follow(path, onEvent, onState, opts) {
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '';
     let msg = {data: []};
+    let end = false;
     for (;;) {
       const {value, done} = await reader.read();
-      if (done) return;
+      if (done) return end;
       buf += value;
       let nl;
       while ((nl = buf.indexOf('\n')) >= 0) {
@@ -89,8 +96,9 @@ export function follow(path, onEvent, onState, opts) {
         buf = buf.slice(nl + 1);
         if (line.endsWith('\r')) line = line.slice(0, -1);
         if (line === '') {
+          if (msg.id !== undefined) lastId = msg.id;
           if (msg.data.length) {
-            if (msg.id !== undefined) lastId = msg.id;
+            got.message = true;
             let data = msg.data.join('\n');
             try {
               data = JSON.parse(data);
@@ -102,7 +110,8 @@ export function follow(path, onEvent, onState, opts) {
           msg = {data: []};
           continue;
         }
-        if (line.startsWith(':')) continue;  // keep-alive comment
+        if (line === ': end') end = true;  // the run's stream is over
+        if (line.startsWith(':')) continue;  // keep-alive or end comment
         const colon = line.indexOf(':');
         const field = colon < 0 ? line : line.slice(0, colon);
         let value = colon < 0 ? '' : line.slice(colon + 1);
@@ -117,26 +126,26 @@ export function follow(path, onEvent, onState, opts) {
   (async () => {
     let delay = 500;
     while (!stopped) {
+      const got = {message: false};
       try {
-        await once();
+        const end = await once(got);
         if (stopped) break;
-        if (!endless) {
-          // The server ends a run's stream after its terminal event.
+        if (end && !endless) {
           state('ended');
           return;
         }
-        state('reconnecting');
-        await new Promise((r) => setTimeout(r, delay));
       } catch (e) {
         if (stopped) return;
         if (e instanceof ApiError && e.status >= 400 && e.status < 500) {
           state('ended', e);
           return;
         }
-        state('reconnecting');
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 5000);
       }
+      // A cut, or a close without `: end`: reconnect with Last-Event-ID.
+      if (got.message) delay = 500;
+      state('reconnecting');
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 5000);
     }
   })();
 

@@ -103,7 +103,9 @@ async function answer(method, url, init) {
       return json(200, {next_cursor: '', runs: state.runs.filter((r) => !status || r.status === status)});
     }
     if (path === '/events') {
-      return stream([`event: run\ndata: ${JSON.stringify(WIRE.run_change)}\n\n`], init && init.signal);
+      // The server's ids here are times of its store (unix microseconds).
+      return stream([`id: ${Date.now() * 1000}\nevent: run\ndata: ${JSON.stringify(WIRE.run_change)}\n\n`],
+        init && init.signal);
     }
     if (parts[0] === 'runs' && parts.length >= 2) {
       const run = runById(parts[1]);

@@ -150,6 +150,12 @@ struct RunFilter {
   // order, i.e. (created_at, id) < (after.created_at, after.id). Runs
   // created later sort before the position, so they never shift a page.
   std::optional<RunPosition> after;
+  // Only runs whose updated_at (the store's time of their last state write)
+  // is at or after this. kInvalidArgument together with `after`. The all-runs
+  // event stream's resume (docs/openapi.yaml, /api/v1/events) reads with it:
+  // one statement over the runs table (no index on updated_at: it checks
+  // each row, as the SQLite change check does), no event history.
+  std::optional<absl::Time> updated_since;
 };
 
 // An API token as the store keeps it: never the token itself, and the hash

@@ -1,19 +1,22 @@
 // Event streams over real HTTP: a run's events as SSE with seq as the id,
 // resumed with Last-Event-ID after the test cuts the connection mid-run (no
 // gap, no duplicate), the end after run.finished, keep-alive comments, the
-// all-runs stream, and streams ended by a graceful shutdown.
+// all-runs stream and its resume on a restarted server, and streams ended by
+// a graceful shutdown (no `: end`).
 #include "events/events.h"
 #include "testing/api_test_util.h"
 
 #include "gmock/gmock.h"
 
 #include <chrono>
+#include <map>
 
 namespace runloom::api::testing {
 namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string EventsUrl(const std::string& run_id) { return "/api/v1/runs/" + run_id + "/events"; }
 
@@ -102,10 +105,12 @@ TEST_F(ApiTest, SseOfAFinishedRunReplaysThenEndsAndResumingAtTheEndSendsNothing)
   EXPECT_TRUE(all.ended());
   ASSERT_EQ(static_cast<int64_t>(events.size()), done.last_event_seq - 1);
   EXPECT_EQ(events.front().id, "2");
+  EXPECT_THAT(all.raw(), HasSubstr(": end\n\n"));
   SseReader at_end(port(), EventsUrl(done.id), "viewer-token", std::to_string(done.last_event_seq));
   EXPECT_TRUE(at_end.ReadToEnd(milliseconds(5'000)).empty());
   EXPECT_TRUE(at_end.ended());
   EXPECT_THAT(at_end.raw(), HasSubstr("text/event-stream"));
+  EXPECT_THAT(at_end.raw(), HasSubstr(": end\n\n"));
 }
 
 TEST_F(ApiTest, SseOfARerunRunGoesOnPastTheFirstFinish) {
@@ -143,18 +148,80 @@ TEST_F(ApiTest, SseRefusalsAreOrdinaryErrors) {
 
 TEST_F(ApiTest, AllRunsStreamSendsStatusChanges) {
   SseReader live(port(), "/api/v1/events", "viewer-token");
-  live.ReadEvents(1, milliseconds(100));  // the headers are in
+  live.ReadEvents(1, milliseconds(100));  // the headers and the position are in
   RunRecord done = StartAndAwait("quick");
   bool completed = false;
   for (int i = 0; i < 100 && !completed; ++i) {
     for (const SseEvent& e : live.ReadEvents(1, milliseconds(100))) {
       EXPECT_EQ(e.event, "run");
+      EXPECT_FALSE(e.id.empty());
       nlohmann::json data = nlohmann::json::parse(e.data);
       completed = completed || (data["run_id"] == done.id && data["status"] == "completed");
     }
   }
   EXPECT_TRUE(completed);
   EXPECT_EQ(Get("/api/v1/events").status, 406);
+}
+
+// Issue 28: the all-runs stream's ids are times of the store, so a client
+// cut by a graceful restart resumes on a new server over the same store with
+// Last-Event-ID and gets every run that changed while it was away: one that
+// finished, one that was created and finished.
+TEST_F(ApiTest, AllRunsStreamResumesWithLastEventIdOnARestartedServer) {
+  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "slow"})", "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string slow_id = started.json()["id"];
+  std::string last_id;
+  {
+    SseReader live(port(), "/api/v1/events", "viewer-token");
+    for (int i = 0; i < 50 && last_id.empty(); ++i) {
+      for (const SseEvent& e : live.ReadEvents(1, milliseconds(100))) last_id = e.id;
+    }
+    ASSERT_FALSE(last_id.empty()) << "the stream sends its position first";
+    server_->Shutdown();  // a graceful restart: the stream ends cleanly
+    live.ReadToEnd(milliseconds(5'000));
+    ASSERT_TRUE(live.ended());
+  }
+  harness_->kind->release.Notify();  // the slow run finishes while nobody listens
+  ASSERT_OK(engine()->AwaitRun(slow_id, engine()->clock()->Now() + absl::Seconds(20)));
+  StartRunRequest quick;
+  quick.workflow_name = "quick";
+  absl::StatusOr<CreateRunResult> created = engine()->StartRun(quick);
+  ASSERT_OK(created);
+  ASSERT_OK(engine()->AwaitRun(created->run.id, engine()->clock()->Now() + absl::Seconds(20)));
+
+  absl::StatusOr<std::unique_ptr<Server>> again =
+      Server::Start({.port = 0}, engine(), &auth_, registry_.get());
+  ASSERT_OK(again);
+  server_ = *std::move(again);
+  SseReader resumed(port(), "/api/v1/events", "viewer-token", last_id);
+  std::map<std::string, std::string> status;
+  for (int i = 0; i < 50 && status.size() < 2; ++i) {
+    for (const SseEvent& e : resumed.ReadEvents(1, milliseconds(100))) {
+      EXPECT_NE(e.event, "reset") << e.data;
+      if (e.event != "run") continue;
+      EXPECT_GE(std::stoll(e.id), std::stoll(last_id));
+      nlohmann::json data = nlohmann::json::parse(e.data);
+      if (data["status"] == "completed") status[data["run_id"]] = data["status"];
+    }
+  }
+  EXPECT_EQ(status.count(slow_id), 1u);
+  EXPECT_EQ(status.count(created->run.id), 1u);
+}
+
+// Malformed ids are refused; one older than the window gets a reset (re-read
+// the runs) and the live stream.
+TEST_F(ApiTest, AllRunsStreamRefusesBadIdsAndResetsOldOnes) {
+  SseReader bad(port(), "/api/v1/events", "viewer-token", "yesterday");
+  bad.ReadToEnd(milliseconds(300));
+  EXPECT_THAT(bad.raw(), HasSubstr("HTTP/1.1 400"));
+  EXPECT_THAT(bad.raw(), HasSubstr("Last-Event-ID"));
+  SseReader old(port(), "/api/v1/events", "viewer-token", "1");
+  std::vector<SseEvent> first = old.ReadEvents(1, milliseconds(5'000));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].event, "reset");
+  EXPECT_FALSE(first[0].id.empty());
+  EXPECT_FALSE(old.ended());
 }
 
 TEST_F(ApiTest, IdleStreamsGetKeepAliveCommentsAndShutdownEndsThem) {
@@ -171,6 +238,7 @@ TEST_F(ApiTest, IdleStreamsGetKeepAliveCommentsAndShutdownEndsThem) {
   server_->Shutdown();
   reader.ReadToEnd(milliseconds(5'000));
   EXPECT_TRUE(reader.ended());
+  EXPECT_THAT(reader.raw(), Not(HasSubstr(": end\n\n")));  // a cut, not the run's end
 }
 
 }  // namespace

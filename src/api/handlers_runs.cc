@@ -116,18 +116,21 @@ HandlerResult GetGate(Engine* engine, const Call& c) {
   return {JsonResponse(wire::GateToJson(**gate).dump())};
 }
 
+// Where a stream resumes: ?after=N, or the Last-Event-ID header (a
+// reconnect), which wins; both a non-negative integer (else 400).
+QueryInt StreamResumePoint(const HttpRequest& request, bool sse) {
+  QueryInt after = ReadQueryInt(request, "after", 0, INT64_MAX);
+  if (after.error || !sse || !request.has_last_event_id) return after;
+  return ParseInt(request.last_event_id, "Last-Event-ID", 0, INT64_MAX);
+}
+
 // JSON with ?after=N (and ?limit), or Server-Sent Events when the client
 // accepts text/event-stream; Last-Event-ID (a reconnect) wins over ?after.
 HandlerResult ListEvents(Engine* engine, const Call& c) {
-  QueryInt after = ReadQueryInt(c.request, "after", 0, INT64_MAX);
-  if (after.error) return {*after.error};
-  int64_t after_seq = after.value.value_or(0);
   const bool sse = absl::StrContains(c.request.accept, "text/event-stream");
-  if (sse && c.request.has_last_event_id) {
-    QueryInt last = ParseInt(c.request.last_event_id, "Last-Event-ID", 0, INT64_MAX);
-    if (last.error) return {*last.error};
-    after_seq = *last.value;
-  }
+  QueryInt after = StreamResumePoint(c.request, sse);
+  if (after.error) return {*after.error};
+  const int64_t after_seq = after.value.value_or(0);
   if (sse) {
     absl::StatusOr<RunRecord> run = engine->GetRun(c.params[0]);
     if (!run.ok()) return {StatusResponse(run.status())};
@@ -143,12 +146,20 @@ HandlerResult ListEvents(Engine* engine, const Call& c) {
   return {JsonResponse(nlohmann::json{{"events", std::move(out)}}.dump())};
 }
 
+// Every run's status changes; resumed (Last-Event-ID or ?after) by the
+// current state of the runs that changed since, within kChangesResumeWindow
+// (sse.h).
 HandlerResult WatchAllRuns(Engine*, const Call& c) {
   if (!absl::StrContains(c.request.accept, "text/event-stream")) {
     return {ErrorResponse(406, "not_acceptable",
                           "this route streams Server-Sent Events: send Accept: text/event-stream")};
   }
-  return {{}, StreamRequest{.all_runs = true}};
+  // An id of this stream is a time of the store (unix microseconds).
+  QueryInt after = StreamResumePoint(c.request, true);
+  if (after.error) return {*after.error};
+  StreamRequest stream{.all_runs = true};
+  if (after.value) stream.changes_after = absl::FromUnixMicros(*after.value);
+  return {{}, std::move(stream)};
 }
 
 // The reviewer is the caller's principal, never a body field. A refusal

@@ -7,6 +7,8 @@
 
 #include "runloom/auth.h"
 
+#include "absl/time/time.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -37,11 +39,12 @@ struct HttpResponse {
 
 // What a handler asks the server to stream instead of answering once: a
 // run's events as Server-Sent Events after `after_seq`, or (all_runs) every
-// run's status changes.
+// run's status changes, first those since `changes_after` (a resume) when set.
 struct StreamRequest {
   bool all_runs = false;
   std::string run_id;
   int64_t after_seq = 0;
+  std::optional<absl::Time> changes_after;
 };
 
 struct HandlerResult {

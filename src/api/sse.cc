@@ -1,5 +1,7 @@
 #include "api/sse.h"
 
+#include "runloom/store.h"
+
 #include "events/events.h"
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +30,26 @@ constexpr char kKeepAlive[] = ": keep-alive\n\n";
 // Changes an all-runs stream holds for a slow client before it drops the
 // oldest (a live list re-reads the runs it shows; a change is a hint).
 constexpr size_t kMaxQueuedChanges = 10'000;
+// The last bytes of a run's stream that ended because the run did.
+constexpr char kEndOfRun[] = ": end\n\n";
+
+// One all-runs event; `id` is "" when the store's time could not be read.
+std::string ChangeBlock(const std::string& run_id, RunStatus status, int64_t last_event_seq,
+                        const std::string& id) {
+  nlohmann::json j = {{"run_id", run_id},
+                      {"status", std::string(ToString(status))},
+                      {"last_event_seq", last_event_seq}};
+  std::string text = id.empty() ? "" : absl::StrCat("id: ", id, "\n");
+  absl::StrAppend(&text, "event: run\ndata: ", j.dump(), "\n\n");
+  return text;
+}
+
+std::string ResetBlock(const std::string& id, const std::string& reason) {
+  std::string text = id.empty() ? "" : absl::StrCat("id: ", id, "\n");
+  absl::StrAppend(&text, "event: reset\ndata: ", nlohmann::json{{"reason", reason}}.dump(),
+                  "\n\n");
+  return text;
+}
 
 }  // namespace
 
@@ -44,7 +66,7 @@ void SseStream::Start() {
     self->WatchForHangUp();
     self->ArmKeepAlive();
     std::string text = kHeaders;
-    if (!self->request_.all_runs) text += self->TakeRunEvents();
+    text += self->request_.all_runs ? self->StartChanges() : self->TakeRunEvents();
     self->Write(std::move(text));
   });
 }
@@ -94,8 +116,9 @@ std::string SseStream::TakeRunEvents() {
   RunFeed::Slice slice = feed_->After(last_seq_);
   if (slice.behind) return ReadRunEvents();
   last_seq_ = slice.last_seq;
-  if (slice.ended) finishing_ = true;
-  return std::move(slice.text);
+  if (!slice.ended) return std::move(slice.text);
+  finishing_ = true;
+  return slice.text + kEndOfRun;
 }
 
 // A stream behind its feed's window reads the store itself (this stream
@@ -107,8 +130,9 @@ std::string SseStream::ReadRunEvents() {
   absl::StatusOr<std::vector<Event>> events =
       engine->ListEvents(request_.run_id, last_seq_, kMaxReadLimit);
   if (!events.ok()) {
-    if (absl::IsNotFound(events.status())) finishing_ = true;
-    return "";
+    if (!absl::IsNotFound(events.status())) return "";
+    finishing_ = true;
+    return kEndOfRun;
   }
   std::string text;
   bool finished = false;
@@ -125,6 +149,7 @@ std::string SseStream::ReadRunEvents() {
     absl::StatusOr<RunRecord> run = engine->GetRun(request_.run_id);
     if (run.ok() && IsTerminal(run->status) && last_seq_ >= run->last_event_seq) {
       finishing_ = true;
+      text += kEndOfRun;
     } else if (finished) {
       dirty_ = true;  // a later revision's events follow
     }
@@ -132,16 +157,47 @@ std::string SseStream::ReadRunEvents() {
   return text;
 }
 
+// The changes queued, each with the store's time taken after they were
+// (a resume from it re-reads what committed since, less the overlap).
 std::string SseStream::TakeChanges() {
+  if (changes_.empty()) return "";
+  absl::StatusOr<absl::Time> now = hub_->engine()->store()->Now();
+  const std::string id = now.ok() ? absl::StrCat(absl::ToUnixMicros(*now)) : "";
   std::string text;
   for (const RunChange& c : changes_) {
-    nlohmann::json j = {{"run_id", c.run_id},
-                        {"status", std::string(ToString(c.status))},
-                        {"last_event_seq", c.last_event_seq}};
-    absl::StrAppend(&text, "event: run\ndata: ", j.dump(), "\n\n");
+    text += ChangeBlock(c.run_id, c.status, c.last_event_seq, id);
   }
   changes_.clear();
   return text;
+}
+
+// The all-runs stream's first bytes: its position (an id with no data sets a
+// client's last event id without an event) and, for a resume, the current
+// state of each run changed since the client's id, or a reset. The store's
+// time is read before the runs, so a commit the read misses has a later
+// updated_at than the id sent. Changes notified meanwhile follow (Add() ran
+// first), some twice: a change is a hint, compared with what was read.
+std::string SseStream::StartChanges() {
+  Store* store = hub_->engine()->store();
+  absl::StatusOr<absl::Time> now = store->Now();
+  if (!now.ok()) {
+    return request_.changes_after ? ResetBlock("", "the store's time could not be read") : "";
+  }
+  const std::string id = absl::StrCat(absl::ToUnixMicros(*now));
+  if (!request_.changes_after) return absl::StrCat("id: ", id, "\n\n");
+  const absl::Time after = *request_.changes_after;
+  if (after < *now - kChangesResumeWindow || after > *now + kChangesResumeOverlap) {
+    return ResetBlock(id, "Last-Event-ID is outside the resume window");
+  }
+  RunFilter filter{.limit = kMaxReadLimit + 1, .updated_since = after - kChangesResumeOverlap};
+  absl::StatusOr<std::vector<RunRecord>> runs = store->ListRuns(filter);
+  if (!runs.ok()) return ResetBlock(id, "the runs could not be read");
+  if (runs->size() > static_cast<size_t>(kMaxReadLimit)) {
+    return ResetBlock(id, "too many runs changed since Last-Event-ID");
+  }
+  std::string text;
+  for (const RunRecord& r : *runs) text += ChangeBlock(r.id, r.status, r.last_event_seq, id);
+  return text.empty() ? absl::StrCat("id: ", id, "\n\n") : text;
 }
 
 void SseStream::Write(std::string text) {

@@ -8,9 +8,23 @@
 // terminal and everything was sent. It takes the events from its run's
 // RunFeed (run_feed.h: one store read and one rendering per change for all
 // streams of the run); a stream behind the feed's window reads the store
-// itself until it has caught up. The all-runs stream sends `event: run` with
-// {run_id, status, last_event_seq} for every committed change. Both send a
-// `: keep-alive` comment when idle for keepalive_interval.
+// itself until it has caught up. When the run's stream ends because the run
+// did (not at a shutdown), its last bytes are the comment `: end`, so a
+// client tells the end from a cut and reconnects only after a cut.
+//
+// The all-runs stream sends `event: run` with {run_id, status,
+// last_event_seq} for every committed change. Its ids are times of the store
+// (Store::Now(), unix microseconds: the database server's clock on
+// PostgreSQL), so they mean the same to every server on the store: it opens
+// with an id alone (the client's position, no event), and each batch of
+// changes carries the time it was taken. A resume from id T sends the
+// current state of every run whose updated_at is at or after T minus
+// kChangesResumeOverlap (a commit lands after the time it wrote); an id older
+// than kChangesResumeWindow, later than the store's time, or with more than
+// kMaxReadLimit runs changed since gets `event: reset` instead (re-read the
+// runs), then the live changes.
+//
+// Both send a `: keep-alive` comment when idle for keepalive_interval.
 //
 // The hub holds one engine subscription (Engine::WatchRuns) for all streams:
 // a change refreshes its run's feed (which then wakes that run's streams) and
@@ -40,6 +54,11 @@
 #include <string>
 
 namespace runloom::api {
+
+// How far back an all-runs stream resumes, and the margin it reads before
+// the client's id (docs/openapi.yaml, /api/v1/events).
+inline constexpr absl::Duration kChangesResumeWindow = absl::Minutes(10);
+inline constexpr absl::Duration kChangesResumeOverlap = absl::Seconds(5);
 
 struct StreamOptions {
   absl::Duration keepalive_interval = absl::Seconds(15);
@@ -73,6 +92,7 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   std::string TakeRunEvents();
   std::string ReadRunEvents();
   std::string TakeChanges();
+  std::string StartChanges();
   void Write(std::string text);
   void OnWrite(boost::beast::error_code ec);
   void ArmKeepAlive();

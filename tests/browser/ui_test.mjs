@@ -19,7 +19,11 @@
 //      server shows the write on its page, with the decision it carried out
 //      (GET /runs/{id}/writes), and a run without writes says so;
 //   6. a run waiting for a signal says so on its page and in the runs list,
-//      and a signal sent over the API resolves it.
+//      and a signal sent over the API resolves it;
+//   7. serve restarted gracefully (SIGTERM, then again on the same port and
+//      database) while a run page follows a run that goes on: the page
+//      reconnects, shows the events after the restart, and says ended only
+//      when the run has finished.
 // Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
 // first failed check, after stopping the server (SIGTERM: it must exit 0).
 
@@ -91,13 +95,31 @@ const unresolvedId = cliRun([path.join(terminalDir, 'unresolved.yaml')], 'unreso
 const budgetId = cliRun([path.join(terminalDir, 'billed.yaml'), '--config', path.join(terminalDir, 'config.yaml'),
   '--budget', '0.000001'], 'budget_stopped');
 
-const server = spawn(binary, ['serve', '--db', db, '--listen', `127.0.0.1:${port}`],
-  {stdio: ['ignore', 'inherit', 'inherit']});
+// `runloom serve` on the database and port; step 7 stops it and starts it
+// again (a graceful restart).
+let server = null;
 let serverExit = null;
-const exited = new Promise((resolve) => server.on('exit', (code, signal) => {
-  serverExit = {code, signal};
-  resolve();
-}));
+let exited = null;
+function startServer() {
+  server = spawn(binary, ['serve', '--db', db, '--listen', `127.0.0.1:${port}`],
+    {stdio: ['ignore', 'inherit', 'inherit']});
+  serverExit = null;
+  exited = new Promise((resolve) => server.on('exit', (code, signal) => {
+    serverExit = {code, signal};
+    resolve();
+  }));
+}
+startServer();
+
+async function serverReady() {
+  await waitFor('the server to be ready', async () => {
+    try {
+      return (await fetch(`${base}/readyz`)).ok;
+    } catch (e) {
+      return false;
+    }
+  });
+}
 
 async function api(method, p, tok, body) {
   const res = await fetch(`${base}/api/v1${p}`, {
@@ -146,13 +168,7 @@ const browser = await chromium.launch({
 });
 let failed = null;
 try {
-  await waitFor('the server to be ready', async () => {
-    try {
-      return (await fetch(`${base}/readyz`)).ok;
-    } catch (e) {
-      return false;
-    }
-  });
+  await serverReady();
   const yaml = fs.readFileSync(path.join(sourceDir, 'examples', 'blog.yaml'), 'utf8');
   const reg = await api('POST', '/workflows', admin, {yaml});
   check(reg.status === 201 || reg.status === 200, 'the blog workflow is registered over the API');
@@ -307,6 +323,38 @@ try {
   const signalled = await api('POST', `/runs/${waiting.body.id}/signals/payment`, approver, {payload: {amount: 5}});
   check(signalled.status === 201 && signalled.body.resolved === true, 'a signal over the API resolves the wait (201)');
   await waitFor('the wait run to complete', async () => (await api('GET', `/runs/${waiting.body.id}`, viewer)).body.status === 'completed');
+
+  // 7. A graceful restart of `serve` while a run page follows a run that
+  // goes on (issue 28): the server closes the stream cleanly, which is a cut,
+  // not the end; the page reconnects with Last-Event-ID to the new server,
+  // shows the events after the restart, and says ended only when the run is.
+  const going = await api('POST', '/runs', approver, {workflow: 'ui_wait', inputs: {}});
+  await waitFor('the run to park', async () => (await api('GET', `/runs/${going.body.id}`, viewer)).body.status === 'waiting');
+  await page.goto(`${base}/#/runs/${going.body.id}`);
+  await page.locator('.runhead .waiting-for', {hasText: 'payment'}).waitFor();
+  await page.locator('.timeline li', {hasText: 'run.waiting'}).waitFor();
+  await page.locator('span.live', {hasText: '(live)'}).waitFor();
+  server.kill('SIGTERM');
+  await exited;
+  check(serverExit.code === 0, 'serve stopped gracefully on SIGTERM (exit 0)');
+  const cutState = await waitFor('the page to notice the closed stream', async () => {
+    const t = await page.locator('span.live').textContent();
+    return t === '(live)' ? null : t;
+  });
+  check(cutState === '(reconnecting…)', `a stream the server closed for a restart is not the end (${cutState})`);
+  startServer();
+  await serverReady();
+  await page.locator('span.live', {hasText: '(live)'}).waitFor();
+  check(true, 'the page reconnected to the restarted server');
+  const resumed = await api('POST', `/runs/${going.body.id}/signals/payment`, approver, {payload: {amount: 7}});
+  check(resumed.status === 201, 'a signal to the restarted server resolves the wait (201)');
+  await page.locator('.timeline li', {hasText: 'run.finished'}).waitFor();
+  await page.locator('.runhead .badge', {hasText: 'completed'}).waitFor();
+  check(true, 'the page shows the events after the restart and the completed run');
+  await page.locator('span.live', {hasText: '(ended)'}).waitFor();
+  check(true, 'the page says ended once the run has finished');
+  const shown = await page.locator('.timeline li').evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
+  check(shown.every((s, i) => s === i + 1), `the timeline shows events 1..${shown.length} once each across the restart`);
 
   // The other pages render.
   await page.goto(`${base}/#/workflows/blog`);

@@ -210,6 +210,28 @@ TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
   EXPECT_THAT(store_->ListRuns(limited), IsOkAndHolds(SizeIs(2)));
 }
 
+// RunFilter::updated_since (the resume of the all-runs event stream): the
+// runs whose last state write is at or after the time, however old they are.
+TEST_P(StoreConformanceTest, ListRunsUpdatedSinceFindsRunsWrittenSinceThatTime) {
+  Create("wf");  // written before `since` only: not listed
+  std::string leased = Create("wf");
+  Advance(absl::Seconds(1));
+  absl::StatusOr<absl::Time> since = store_->Now();
+  ASSERT_OK(since);
+  std::string fresh = Create("other");
+  Advance(absl::Seconds(1));
+  Acquire(leased);
+  RunFilter filter;
+  filter.updated_since = *since;
+  EXPECT_THAT(store_->ListRuns(filter),
+              IsOkAndHolds(UnorderedElementsAre(Field(&RunRecord::id, leased),
+                                                Field(&RunRecord::id, fresh))));
+  filter.status = RunStatus::kQueued;
+  EXPECT_THAT(store_->ListRuns(filter), IsOkAndHolds(ElementsAre(Field(&RunRecord::id, fresh))));
+  filter.after = RunPosition{*since, fresh};
+  EXPECT_THAT(store_->ListRuns(filter), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 // Pages of `filter` (limit as given), each continuing after the previous
 // page's last run, until a short page; every id in order.
 std::vector<std::string> PageThrough(Store& store, RunFilter filter) {

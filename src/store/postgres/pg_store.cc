@@ -37,6 +37,10 @@ constexpr char kListRunsAfter[] =
     "SELECT " RUNLOOM_RUN_COLUMNS
     " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
     "AND (created_at, id) < ($4::bigint, $5::text) ORDER BY created_at DESC, id DESC LIMIT $3";
+constexpr char kListRunsUpdatedSince[] =
+    "SELECT " RUNLOOM_RUN_COLUMNS
+    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
+    "AND updated_at >= $4::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES ($1, $2, $3, $4, $5, $6)";
@@ -259,6 +263,9 @@ absl::StatusOr<RunRecord> PgStore::GetRun(const std::string& run_id) {
 }
 
 absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter) {
+  if (filter.after.has_value() && filter.updated_since.has_value()) {
+    return absl::InvalidArgumentError("RunFilter: after and updated_since do not combine");
+  }
   std::vector<RunRecord> out;
   RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
     PgParams p;
@@ -269,8 +276,11 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter
     }
     p.Text(filter.workflow_name).OptionalInt(SqlLimit(filter.limit));
     if (filter.after.has_value()) p.Time(filter.after->created_at).Text(filter.after->id);
-    RUNLOOM_ASSIGN_OR_RETURN(PgResult r,
-                             c.Exec(filter.after.has_value() ? kListRunsAfter : kListRuns, p));
+    if (filter.updated_since.has_value()) p.Time(*filter.updated_since);
+    const char* sql = filter.after.has_value()           ? kListRunsAfter
+                      : filter.updated_since.has_value() ? kListRunsUpdatedSince
+                                                         : kListRuns;
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(sql, p));
     RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<RunRecord>(r, RunFromRow<PgRow>));
     return absl::OkStatus();
   }));

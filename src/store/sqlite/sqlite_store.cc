@@ -33,6 +33,11 @@ constexpr char kListRunsAfter[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
     "AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3";
+// RunFilter::updated_since: checks updated_at on each row the walk visits.
+constexpr char kListRunsUpdatedSince[] =
+    "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
+    " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
+    "AND updated_at >= ?4 ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -217,9 +222,14 @@ absl::StatusOr<RunRecord> SqliteStore::GetRun(const std::string& run_id) {
 }
 
 absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& filter) {
+  if (filter.after.has_value() && filter.updated_since.has_value()) {
+    return absl::InvalidArgumentError("RunFilter: after and updated_since do not combine");
+  }
   return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<RunRecord>> {
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st,
-                             db.Prepare(filter.after.has_value() ? kListRunsAfter : kListRuns));
+    const char* sql = filter.after.has_value()           ? kListRunsAfter
+                      : filter.updated_since.has_value() ? kListRunsUpdatedSince
+                                                         : kListRuns;
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(sql));
     if (filter.status.has_value()) {
       st.BindText(1, ToString(*filter.status));
     } else {
@@ -231,6 +241,7 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& fi
       st.BindTime(4, filter.after->created_at);
       st.BindText(5, filter.after->id);
     }
+    if (filter.updated_since.has_value()) st.BindTime(4, *filter.updated_since);
     return CollectRows<RunRecord>(st, RunFromRow<Statement>);
   });
 }
