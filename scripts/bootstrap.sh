@@ -25,6 +25,7 @@ readonly BUILD_PACKAGES=(
   libcurl4-openssl-dev  # outbound HTTP: model providers and the http step (src/net)
   libvalijson-dev  # JSON Schema checks of model replies (header-only)
   python3  # examples/ingest/*.py and other exec steps
+  tzdata  # /usr/share/zoneinfo: schedules' time zones (src/schedule, absl::LoadTimeZone)
 )
 # clang (clang-14): `make test-thread-safety` runs clang++ -fsyntax-only
 # -Wthread-safety. The ASan and TSan builds use GCC, whose sanitizer runtimes

@@ -37,6 +37,7 @@ UNITS = [
     ("include/runloom/", "core"),
     ("src/core/", "core"),
     ("src/net/", "net"),
+    ("src/schedule/", "schedule"),
     ("src/workflow/", "workflow"),
     ("src/redis/", "redis"),
     ("src/events/", "events"),
@@ -74,6 +75,8 @@ STEP = CORE | {"step_api"}
 ALLOWED = {
     "core": set(),
     "net": set(),
+    # Cron expressions and fire times in a time zone: pure, no store (issue 23).
+    "schedule": CORE,
     "workflow": CORE,
     "redis": CORE,
     "events": CORE | {"workflow"},
