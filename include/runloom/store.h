@@ -399,6 +399,61 @@ class SignalStore {
                                                                 int64_t after_seq, int limit) = 0;
 };
 
+// A schedule (issue 23): runs of a catalog workflow started at the times a
+// cron expression names in a time zone. The store keeps the definition and
+// the tick to fire next; the engine computes fire times (src/schedule).
+struct ScheduleRecord {
+  std::string id;        // 1 to 128 of A-Z a-z 0-9 _ . : -
+  std::string workflow;  // a catalog name; each tick starts its latest version
+  std::string cron;      // a cron expression (src/schedule/cron.h)
+  std::string timezone = "UTC";  // an IANA time-zone name
+  nlohmann::json inputs = nlohmann::json::object();
+  std::string overlap = "skip";     // the previous run unfinished: skip | allow | cancel
+  std::string catch_up = "latest";  // ticks missed while nothing ran: none | latest | all
+  bool paused = false;
+  absl::Time next_fire_at;          // the tick to fire next (kept while paused)
+  std::string last_run_id;          // the run the latest tick started; "" = none yet
+  std::optional<absl::Time> last_fired_at;  // the latest tick fired (started a run or not)
+  absl::Time created_at;            // set by the store (its Now())
+  absl::Time updated_at;            // set by the store at each write
+};
+
+// Schedules (issue 23). Every method is one transaction.
+class ScheduleStore {
+ public:
+  virtual ~ScheduleStore() = default;
+  // Keeps `s`: its id, definition, paused and next_fire_at (the other
+  // fields are the store's). A schedule with its id exists: kAlreadyExists
+  // and nothing written, unless `replace`, which replaces those fields and
+  // keeps its last run and creation time. kInvalidArgument, nothing written:
+  // a field the store cannot keep (an empty id, workflow or cron, an overlap
+  // or catch_up outside the lists above, inputs that are not an object).
+  virtual absl::StatusOr<ScheduleRecord> PutSchedule(const ScheduleRecord& s, bool replace) = 0;
+  virtual absl::StatusOr<std::optional<ScheduleRecord>> GetSchedule(const std::string& id) = 0;
+  // By id, those after `after_id` ("" = from the first), at most `limit`.
+  virtual absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules(const std::string& after_id,
+                                                                    int limit) = 0;
+  // false: no such schedule.
+  virtual absl::StatusOr<bool> DeleteSchedule(const std::string& id) = 0;
+  // Pauses it, or resumes it with `next_fire_at` as its next tick (the
+  // caller computes it from now: ticks passed while paused are not caught
+  // up). false: no such schedule.
+  virtual absl::StatusOr<bool> SetSchedulePaused(const std::string& id, bool paused,
+                                                 absl::Time next_fire_at) = 0;
+  // Schedules not paused whose next tick is at or before the store's now,
+  // the earliest first, at most `limit`.
+  virtual absl::StatusOr<std::vector<ScheduleRecord>> FindDueSchedules(int limit) = 0;
+  // The compare-and-set that fires a tick once however many processes see
+  // it due: moves next_fire_at from `tick` to `next`, sets last_fired_at to
+  // `tick` and, when `run_id` is not "" (the tick started that run; "" = it
+  // started none, e.g. skipped for an overlap), last_run_id to `run_id` —
+  // only if the schedule is not paused and its next tick is still `tick`.
+  // false, nothing written: another process fired it first, or it was
+  // paused, replaced or deleted since it was read.
+  virtual absl::StatusOr<bool> AdvanceSchedule(const std::string& id, absl::Time tick,
+                                               absl::Time next, const std::string& run_id) = 0;
+};
+
 // API tokens.
 class TokenStore {
  public:
@@ -503,7 +558,8 @@ class Store : public CatalogStore,
               public WriteLedgerStore,
               public BudgetStore,
               public TimerStore,
-              public SignalStore {
+              public SignalStore,
+              public ScheduleStore {
  public:
   Store() = default;
   Store(const Store&) = delete;
@@ -577,6 +633,30 @@ class StoreWrapper : public Store {
     return inner_->NextWakeTime();
   }
   absl::StatusOr<bool> HasWorkToCome() override { return inner_->HasWorkToCome(); }
+  absl::StatusOr<ScheduleRecord> PutSchedule(const ScheduleRecord& s, bool replace) override {
+    return inner_->PutSchedule(s, replace);
+  }
+  absl::StatusOr<std::optional<ScheduleRecord>> GetSchedule(const std::string& id) override {
+    return inner_->GetSchedule(id);
+  }
+  absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules(const std::string& after_id,
+                                                            int limit) override {
+    return inner_->ListSchedules(after_id, limit);
+  }
+  absl::StatusOr<bool> DeleteSchedule(const std::string& id) override {
+    return inner_->DeleteSchedule(id);
+  }
+  absl::StatusOr<bool> SetSchedulePaused(const std::string& id, bool paused,
+                                         absl::Time next_fire_at) override {
+    return inner_->SetSchedulePaused(id, paused, next_fire_at);
+  }
+  absl::StatusOr<std::vector<ScheduleRecord>> FindDueSchedules(int limit) override {
+    return inner_->FindDueSchedules(limit);
+  }
+  absl::StatusOr<bool> AdvanceSchedule(const std::string& id, absl::Time tick, absl::Time next,
+                                       const std::string& run_id) override {
+    return inner_->AdvanceSchedule(id, tick, next, run_id);
+  }
   absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override {
     return inner_->SendSignal(signal);
   }

@@ -2,7 +2,10 @@
 // recovery, for every backend of AllBackendsUnderTest().
 #include "conformance_fixture.h"
 
+#include "absl/strings/match.h"
+
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 namespace runloom::conformance {
@@ -13,6 +16,7 @@ using ::runloom::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::IsEmpty;
+using ::testing::Optional;
 using ::testing::SizeIs;
 using ::testing::UnorderedElementsAre;
 
@@ -1324,6 +1328,142 @@ TEST_P(StoreConformanceTest, AFullMailboxRefusesTheNextSignalAndKeepsNothing) {
   EXPECT_THAT(store_->SendSignal(n), StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(store_->GetRun(id)->last_event_seq, events);
   EXPECT_THAT(store_->ListSignals(id, SignalStore::kMaxMailbox - 1, 10), IsOkAndHolds(SizeIs(1)));
+}
+
+// ---- schedules ----
+
+ScheduleRecord NightlySchedule(const std::string& id, absl::Time next) {
+  ScheduleRecord s;
+  s.id = id;
+  s.workflow = "nightly";
+  s.cron = "0 3 * * *";
+  s.timezone = "Europe/Paris";
+  s.inputs = {{"scope", "all"}};
+  s.overlap = "skip";
+  s.catch_up = "latest";
+  s.next_fire_at = next;
+  return s;
+}
+
+TEST_P(StoreConformanceTest, SchedulesAreKeptListedReplacedAndDeleted) {
+  const absl::Time t0 = Now();
+  absl::StatusOr<ScheduleRecord> put = store_->PutSchedule(NightlySchedule("b", t0), false);
+  ASSERT_OK(put);
+  EXPECT_EQ(put->workflow, "nightly");
+  EXPECT_EQ(put->inputs, nlohmann::json({{"scope", "all"}}));
+  EXPECT_EQ(put->next_fire_at, t0);
+  EXPECT_EQ(put->created_at, Now());
+  EXPECT_EQ(put->last_run_id, "");
+  EXPECT_FALSE(put->last_fired_at.has_value());
+  ASSERT_OK(store_->PutSchedule(NightlySchedule("a", t0), false));
+  // The same id again: refused, nothing written.
+  ScheduleRecord other = NightlySchedule("b", t0 + absl::Hours(1));
+  other.cron = "*/5 * * * *";
+  EXPECT_THAT(store_->PutSchedule(other, false), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(store_->GetSchedule("b"),
+              IsOkAndHolds(Optional(Field(&ScheduleRecord::cron, "0 3 * * *"))));
+  // Replaced: the definition changes, the last run and creation stay.
+  ASSERT_THAT(store_->AdvanceSchedule("b", t0, t0 + absl::Hours(24), "r_1"), IsOkAndHolds(true));
+  Advance(absl::Seconds(1));
+  absl::StatusOr<ScheduleRecord> replaced = store_->PutSchedule(other, true);
+  ASSERT_OK(replaced);
+  EXPECT_EQ(replaced->cron, "*/5 * * * *");
+  EXPECT_EQ(replaced->next_fire_at, t0 + absl::Hours(1));
+  EXPECT_EQ(replaced->last_run_id, "r_1");
+  EXPECT_EQ(replaced->created_at, put->created_at);
+  EXPECT_EQ(replaced->updated_at, Now());
+  // Listed by id, a page at a time.
+  absl::StatusOr<std::vector<ScheduleRecord>> page = store_->ListSchedules("", 1);
+  ASSERT_OK(page);
+  ASSERT_THAT(*page, SizeIs(1));
+  EXPECT_EQ((*page)[0].id, "a");
+  page = store_->ListSchedules("a", 10);
+  ASSERT_OK(page);
+  ASSERT_THAT(*page, SizeIs(1));
+  EXPECT_EQ((*page)[0].id, "b");
+  EXPECT_THAT(store_->DeleteSchedule("a"), IsOkAndHolds(true));
+  EXPECT_THAT(store_->DeleteSchedule("a"), IsOkAndHolds(false));
+  EXPECT_THAT(store_->GetSchedule("a"), IsOkAndHolds(::testing::Eq(std::nullopt)));
+  // What the store cannot keep is refused with nothing written.
+  ScheduleRecord bad = NightlySchedule("c", t0);
+  bad.overlap = "sometimes";
+  EXPECT_THAT(store_->PutSchedule(bad, false), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = NightlySchedule("c d", t0);
+  EXPECT_THAT(store_->PutSchedule(bad, false), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = NightlySchedule("c", t0);
+  bad.inputs = nlohmann::json::array();
+  EXPECT_THAT(store_->PutSchedule(bad, false), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->GetSchedule("c"), IsOkAndHolds(::testing::Eq(std::nullopt)));
+}
+
+// Due by the store's clock, earliest first; a paused schedule never is, and
+// resumes at the tick its caller gives.
+TEST_P(StoreConformanceTest, DueSchedulesComeByTheStoresClockAndPausedOnesNever) {
+  const absl::Time t0 = Now();
+  ASSERT_OK(store_->PutSchedule(NightlySchedule("late", t0 + absl::Minutes(2)), false));
+  ASSERT_OK(store_->PutSchedule(NightlySchedule("early", t0 + absl::Minutes(1)), false));
+  ASSERT_OK(store_->PutSchedule(NightlySchedule("held", t0), false));
+  ASSERT_THAT(store_->SetSchedulePaused("held", true, t0), IsOkAndHolds(true));
+  EXPECT_THAT(store_->FindDueSchedules(10), IsOkAndHolds(IsEmpty()));
+  Advance(absl::Minutes(3));
+  absl::StatusOr<std::vector<ScheduleRecord>> due = store_->FindDueSchedules(10);
+  ASSERT_OK(due);
+  ASSERT_THAT(*due, SizeIs(2));
+  EXPECT_EQ((*due)[0].id, "early");
+  EXPECT_EQ((*due)[1].id, "late");
+  EXPECT_THAT(store_->FindDueSchedules(1), IsOkAndHolds(SizeIs(1)));
+  // A paused schedule's tick does not fire.
+  EXPECT_THAT(store_->AdvanceSchedule("held", t0, t0 + absl::Hours(24), "r_x"),
+              IsOkAndHolds(false));
+  // Resumed: due at the tick given, not at the ticks it missed.
+  ASSERT_THAT(store_->SetSchedulePaused("held", false, Now() + absl::Hours(1)),
+              IsOkAndHolds(true));
+  absl::StatusOr<std::optional<ScheduleRecord>> held = store_->GetSchedule("held");
+  ASSERT_OK(held);
+  ASSERT_TRUE(held->has_value());
+  EXPECT_FALSE((*held)->paused);
+  EXPECT_EQ((*held)->next_fire_at, Now() + absl::Hours(1));
+  EXPECT_THAT(store_->FindDueSchedules(10), IsOkAndHolds(SizeIs(2)));
+  EXPECT_THAT(store_->SetSchedulePaused("gone", true, t0), IsOkAndHolds(false));
+}
+
+// The compare-and-set on the next tick: of several processes firing one tick
+// at once, exactly one advances it; a skipped tick keeps the last run.
+TEST_P(StoreConformanceTest, ATickAdvancesOnceHoweverManyFireIt) {
+  const absl::Time t0 = Now();
+  ASSERT_OK(store_->PutSchedule(NightlySchedule("s", t0), false));
+  for (int tick = 0; tick < 20; ++tick) {
+    const absl::Time at = t0 + absl::Seconds(tick);
+    std::atomic<int> won{0};
+    std::vector<std::thread> firing;
+    for (int p = 0; p < 4; ++p) {
+      firing.emplace_back([&, p] {
+        absl::StatusOr<bool> r = store_->AdvanceSchedule(
+            "s", at, at + absl::Seconds(1), absl::StrCat("r_", tick, "_", p));
+        ASSERT_OK(r);
+        if (*r) won.fetch_add(1);
+      });
+    }
+    for (std::thread& t : firing) t.join();
+    EXPECT_EQ(won.load(), 1) << "tick " << tick;
+  }
+  absl::StatusOr<std::optional<ScheduleRecord>> s = store_->GetSchedule("s");
+  ASSERT_OK(s);
+  ASSERT_TRUE(s->has_value());
+  EXPECT_EQ((*s)->next_fire_at, t0 + absl::Seconds(20));
+  EXPECT_EQ((*s)->last_fired_at, t0 + absl::Seconds(19));
+  EXPECT_TRUE(absl::StartsWith((*s)->last_run_id, "r_19_")) << (*s)->last_run_id;
+  // A tick that started no run (skipped): fired, and the last run stays.
+  ASSERT_THAT(store_->AdvanceSchedule("s", t0 + absl::Seconds(20), t0 + absl::Seconds(21), ""),
+              IsOkAndHolds(true));
+  s = store_->GetSchedule("s");
+  ASSERT_OK(s);
+  EXPECT_EQ((*s)->last_fired_at, t0 + absl::Seconds(20));
+  EXPECT_TRUE(absl::StartsWith((*s)->last_run_id, "r_19_"));
+  // A stale tick (read before another process fired it) changes nothing.
+  EXPECT_THAT(store_->AdvanceSchedule("s", t0, t0 + absl::Hours(1), "r_stale"),
+              IsOkAndHolds(false));
+  EXPECT_THAT(store_->AdvanceSchedule("gone", t0, t0 + absl::Hours(1), "r"), IsOkAndHolds(false));
 }
 
 }  // namespace

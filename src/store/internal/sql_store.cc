@@ -11,6 +11,7 @@
 #include "core/status_macros.h"
 #include "store/budget_codec.h"
 #include "store/record_codec.h"
+#include "store/schedule_codec.h"
 #include "store/signal_codec.h"
 #include "store/write_checks.h"
 #include "store/write_codec.h"
@@ -687,6 +688,128 @@ absl::StatusOr<std::vector<SignalRecord>> SqlStore::ListSignals(const std::strin
     return absl::OkStatus();
   }));
   return out;
+}
+
+// ---- schedules ----
+
+namespace {
+constexpr Sql kInsertSchedule = BothDialects(
+    "INSERT INTO schedules (id, workflow_name, cron, timezone, inputs, overlap, catch_up, paused, "
+    "next_fire_at, created_at, updated_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, runloom_now(), runloom_now()) "
+    "RETURNING " RUNLOOM_SCHEDULE_COLUMNS);
+constexpr Sql kUpsertSchedule = BothDialects(
+    "INSERT INTO schedules (id, workflow_name, cron, timezone, inputs, overlap, catch_up, paused, "
+    "next_fire_at, created_at, updated_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, runloom_now(), runloom_now()) "
+    "ON CONFLICT (id) DO UPDATE SET workflow_name = excluded.workflow_name, "
+    "cron = excluded.cron, timezone = excluded.timezone, inputs = excluded.inputs, "
+    "overlap = excluded.overlap, catch_up = excluded.catch_up, paused = excluded.paused, "
+    "next_fire_at = excluded.next_fire_at, updated_at = excluded.updated_at "
+    "RETURNING " RUNLOOM_SCHEDULE_COLUMNS);
+constexpr Sql kGetSchedule =
+    BothDialects("SELECT " RUNLOOM_SCHEDULE_COLUMNS " FROM schedules WHERE id = $1");
+constexpr Sql kListSchedules = BothDialects(
+    "SELECT " RUNLOOM_SCHEDULE_COLUMNS " FROM schedules WHERE id > $1 ORDER BY id LIMIT $2");
+constexpr Sql kDeleteSchedule = BothDialects("DELETE FROM schedules WHERE id = $1 RETURNING id");
+constexpr Sql kPauseSchedule = BothDialects(
+    "UPDATE schedules SET paused = $2, next_fire_at = CASE WHEN $2 = 1 THEN next_fire_at "
+    "ELSE $3 END, updated_at = runloom_now() WHERE id = $1 RETURNING id");
+// Over the partial index schedules_due (next_fire_at) WHERE paused = 0.
+constexpr Sql kDueSchedules = BothDialects(
+    "SELECT " RUNLOOM_SCHEDULE_COLUMNS " FROM schedules WHERE paused = 0 "
+    "AND next_fire_at <= runloom_now() ORDER BY next_fire_at, id LIMIT $1");
+constexpr Sql kAdvanceSchedule = BothDialects(
+    "UPDATE schedules SET next_fire_at = $3, last_fired_at = $2, "
+    "last_run_id = CASE WHEN $4 = '' THEN last_run_id ELSE $4 END, updated_at = runloom_now() "
+    "WHERE id = $1 AND paused = 0 AND next_fire_at = $2 RETURNING id");
+}  // namespace
+
+absl::StatusOr<ScheduleRecord> SqlStore::PutSchedule(const ScheduleRecord& s, bool replace) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::string inputs, EncodeSchedule(s));
+  std::optional<ScheduleRecord> out;
+  absl::Status status = sql_->Write([&](SqlSession& session) -> absl::Status {
+    SqlArgs a;
+    a.Text(s.id).Text(s.workflow).Text(s.cron).Text(s.timezone).Text(inputs).Text(s.overlap);
+    a.Text(s.catch_up).Int(s.paused ? 1 : 0).Time(s.next_fire_at);
+    RUNLOOM_ASSIGN_OR_RETURN(out, QueryOne<ScheduleRecord>(
+                                      session, replace ? kUpsertSchedule : kInsertSchedule, a,
+                                      ScheduleFromRow<SqlRow>));
+    if (!out.has_value()) return absl::InternalError("the schedule written returned no row");
+    return absl::OkStatus();
+  });
+  if (status.code() == absl::StatusCode::kAlreadyExists) {
+    return absl::AlreadyExistsError(absl::StrCat("schedule ", s.id, " already exists"));
+  }
+  RUNLOOM_RETURN_IF_ERROR(status);
+  return *std::move(out);
+}
+
+absl::StatusOr<std::optional<ScheduleRecord>> SqlStore::GetSchedule(const std::string& id) {
+  std::optional<ScheduleRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(out, QueryOne<ScheduleRecord>(s, kGetSchedule, SqlArgs().Text(id),
+                                                           ScheduleFromRow<SqlRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<ScheduleRecord>> SqlStore::ListSchedules(const std::string& after_id,
+                                                                    int limit) {
+  std::vector<ScheduleRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        out, QueryAll<ScheduleRecord>(s, kListSchedules, SqlArgs().Text(after_id).Int(limit),
+                                      ScheduleFromRow<SqlRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<bool> SqlStore::DeleteSchedule(const std::string& id) {
+  bool found = false;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Write([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(SqlRows r, s.Query(kDeleteSchedule, SqlArgs().Text(id)));
+    found = r.rows() > 0;
+    return absl::OkStatus();
+  }));
+  return found;
+}
+
+absl::StatusOr<bool> SqlStore::SetSchedulePaused(const std::string& id, bool paused,
+                                                 absl::Time next_fire_at) {
+  bool found = false;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Write([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        SqlRows r,
+        s.Query(kPauseSchedule, SqlArgs().Text(id).Int(paused ? 1 : 0).Time(next_fire_at)));
+    found = r.rows() > 0;
+    return absl::OkStatus();
+  }));
+  return found;
+}
+
+absl::StatusOr<std::vector<ScheduleRecord>> SqlStore::FindDueSchedules(int limit) {
+  std::vector<ScheduleRecord> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(out, QueryAll<ScheduleRecord>(s, kDueSchedules, SqlArgs().Int(limit),
+                                                           ScheduleFromRow<SqlRow>));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<bool> SqlStore::AdvanceSchedule(const std::string& id, absl::Time tick,
+                                               absl::Time next, const std::string& run_id) {
+  bool advanced = false;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Write([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        SqlRows r, s.Query(kAdvanceSchedule, SqlArgs().Text(id).Time(tick).Time(next).Text(run_id)));
+    advanced = r.rows() > 0;
+    return absl::OkStatus();
+  }));
+  return advanced;
 }
 
 }  // namespace runloom::store_internal

@@ -66,6 +66,18 @@ class SqlStore : public Store {
   absl::StatusOr<std::vector<SignalRecord>> ListSignals(const std::string& run_id,
                                                         int64_t after_seq, int limit) final;
 
+  // ---- schedules ----
+  absl::StatusOr<ScheduleRecord> PutSchedule(const ScheduleRecord& s, bool replace) final;
+  absl::StatusOr<std::optional<ScheduleRecord>> GetSchedule(const std::string& id) final;
+  absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules(const std::string& after_id,
+                                                            int limit) final;
+  absl::StatusOr<bool> DeleteSchedule(const std::string& id) final;
+  absl::StatusOr<bool> SetSchedulePaused(const std::string& id, bool paused,
+                                         absl::Time next_fire_at) final;
+  absl::StatusOr<std::vector<ScheduleRecord>> FindDueSchedules(int limit) final;
+  absl::StatusOr<bool> AdvanceSchedule(const std::string& id, absl::Time tick, absl::Time next,
+                                       const std::string& run_id) final;
+
  private:
   const std::unique_ptr<SqlDatabase> sql_;
 };

@@ -485,10 +485,31 @@ CREATE UNIQUE INDEX IF NOT EXISTS signals_consumed ON signals (run_id, consumed_
   WHERE consumed_by IS NOT NULL;
 )sql";
 
-constexpr std::array kMigrations = {Migration{1, kV1},   Migration{2, kV2},  Migration{3, kV3},
-                                    Migration{4, kV4},   Migration{5, kV5},  Migration{6, kV6},
-                                    Migration{7, kV7},   Migration{8, kV8},  Migration{9, kV9},
-                                    Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12}};
+// Version 13: schedules (issue 23), as SQLite's version 10. Re-runnable.
+constexpr char kV13[] = R"sql(
+CREATE TABLE IF NOT EXISTS schedules (
+  id TEXT PRIMARY KEY,
+  workflow_name TEXT NOT NULL,
+  cron TEXT NOT NULL,
+  timezone TEXT NOT NULL,
+  inputs TEXT NOT NULL,
+  overlap TEXT NOT NULL CHECK (overlap IN ('skip', 'allow', 'cancel')),
+  catch_up TEXT NOT NULL CHECK (catch_up IN ('none', 'latest', 'all')),
+  paused INTEGER NOT NULL DEFAULT 0,
+  next_fire_at BIGINT NOT NULL,
+  last_run_id TEXT NOT NULL DEFAULT '',
+  last_fired_at BIGINT,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (next_fire_at) WHERE paused = 0;
+)sql";
+
+constexpr std::array kMigrations = {Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},
+                                    Migration{4, kV4},   Migration{5, kV5},   Migration{6, kV6},
+                                    Migration{7, kV7},   Migration{8, kV8},   Migration{9, kV9},
+                                    Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
+                                    Migration{13, kV13}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

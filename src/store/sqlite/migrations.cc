@@ -267,10 +267,32 @@ CREATE INDEX signals_mailbox ON signals (run_id, name, seq) WHERE consumed_by IS
 CREATE UNIQUE INDEX signals_consumed ON signals (run_id, consumed_by) WHERE consumed_by IS NOT NULL;
 )sql";
 
+// Version 10: schedules (issue 23, ScheduleStore): each one's definition
+// and the tick it fires next, and an index of the active ones by that tick
+// (FindDueSchedules).
+constexpr char kV10[] = R"sql(
+CREATE TABLE schedules (
+  id TEXT PRIMARY KEY,
+  workflow_name TEXT NOT NULL,
+  cron TEXT NOT NULL,
+  timezone TEXT NOT NULL,
+  inputs TEXT NOT NULL,
+  overlap TEXT NOT NULL CHECK (overlap IN ('skip', 'allow', 'cancel')),
+  catch_up TEXT NOT NULL CHECK (catch_up IN ('none', 'latest', 'all')),
+  paused INTEGER NOT NULL DEFAULT 0,
+  next_fire_at INTEGER NOT NULL,
+  last_run_id TEXT NOT NULL DEFAULT '',
+  last_fired_at INTEGER,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}, Migration{4, kV4},
     Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7}, Migration{8, kV8},
-    Migration{9, kV9},
+    Migration{9, kV9}, Migration{10, kV10},
 };
 
 absl::Status MigrateLocked(Db& db) {
