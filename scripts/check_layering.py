@@ -112,7 +112,8 @@ ALLOWED = {
                               "engine_run"},
     # The facade: Engine, admission, decisions, the read model.
     "engine": STEP | {"workflow", "events", "steps", "llm", "store", "transport", "backend",
-                      "engine_api", "engine_rules", "engine_observe", "engine_run", "engine_service"},
+                      "engine_api", "engine_rules", "engine_observe", "engine_run", "engine_service",
+                      "schedule"},
     "auth": CORE | {"store", "events"},
     "wire": STEP | {"workflow", "events", "store", "engine", "engine_api", "engine_rules"},
     # The UI vocabulary is generated from the engine's tables (gate.h decisions).

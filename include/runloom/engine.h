@@ -88,6 +88,9 @@ struct EngineOptions {
   absl::Duration queued_grace = absl::Seconds(30);
   // How often the sweeper looks for runs to recover.
   absl::Duration sweep_interval = absl::Seconds(1);
+  // How often an engine with a sweeper looks for due schedules (issue 23):
+  // a tick starts its run within about this long.
+  absl::Duration schedule_poll = absl::Milliseconds(250);
   // A claimed queue message not acked within this time is delivered again.
   absl::Duration visibility_timeout = absl::Seconds(60);
   // How long an executor waits on an empty queue before polling again.
@@ -146,6 +149,18 @@ struct SignalRequest {
   std::string name;
   nlohmann::json payload;        // null = none; at most 64 KiB of JSON
   std::string idempotency_key;   // "" = none; the same key again keeps nothing new
+};
+
+// A schedule to create (issue 23; docs/operations.md "Schedules"): runs of
+// a catalog workflow at the times a cron expression names in a time zone.
+struct ScheduleRequest {
+  std::string id;                 // 1 to 128 of A-Z a-z 0-9 _ . : -
+  std::string workflow;           // a catalog name; each tick runs its latest version
+  std::string cron;               // 5 fields, or 6 with seconds first (src/schedule/cron.h)
+  std::string timezone = "UTC";   // an IANA name
+  nlohmann::json inputs = nlohmann::json::object();  // checked against the workflow's inputs
+  std::string overlap = "skip";     // skip | allow | cancel
+  std::string catch_up = "latest";  // none | latest | all
 };
 
 // A human decision on a paused run's approval gate.
@@ -355,6 +370,28 @@ class Engine {
 
   // Admin reset: cancels every queued, running, paused and waiting run. Returns how many.
   absl::StatusOr<int> ResetAll(const std::string& by);
+
+  // Schedules (issue 23). CreateSchedule: kInvalidArgument naming the field
+  // (id, cron, timezone, overlap, catch_up, inputs), kNotFound when the
+  // workflow is not in the catalog, kAlreadyExists for a taken id; nothing
+  // written on any error. Its first tick is the first after the store's now.
+  absl::StatusOr<ScheduleRecord> CreateSchedule(const ScheduleRequest& request);
+  // By id, after `after_id` ("" = from the first), at most `limit` (1-1000).
+  absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules(const std::string& after_id,
+                                                            int limit);
+  // kNotFound: no such schedule.
+  absl::StatusOr<ScheduleRecord> GetSchedule(const std::string& id);
+  // Pause: no tick fires. Resume: the next tick is the first after the
+  // store's now (the ticks passed while paused are not caught up).
+  // kNotFound: no such schedule.
+  absl::StatusOr<ScheduleRecord> PauseSchedule(const std::string& id);
+  absl::StatusOr<ScheduleRecord> ResumeSchedule(const std::string& id);
+  // kNotFound: no such schedule. Runs it started are left as they are.
+  absl::Status DeleteSchedule(const std::string& id);
+  // Fires the due schedules once now (tests and tools); every engine with a
+  // sweeper (EngineOptions::enable_sweeper) does so every
+  // EngineOptions::schedule_poll. Returns how many runs it started.
+  absl::StatusOr<int> FireSchedulesOnce();
 
   // Runs one sweep now (tests and tools). Returns how many runs it acted on.
   absl::StatusOr<int> SweepOnce();

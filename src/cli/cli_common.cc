@@ -1,5 +1,6 @@
 #include "cli/cli_common.h"
 
+#include "core/bounded_json.h"
 #include "core/duration.h"
 #include "core/status_macros.h"
 
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <sys/stat.h>
 
 namespace runloom::cli {
@@ -139,6 +141,35 @@ int DbOpenFailure(const CommonFlags& c, const absl::Status& s) {
     default:
       return Failure(std::string(s.message()));
   }
+}
+
+absl::StatusOr<nlohmann::json> ParseInputFlags(const std::vector<std::string>& inputs,
+                                               const std::string& input_file) {
+  nlohmann::json given = nlohmann::json::object();
+  if (!input_file.empty()) {
+    RUNLOOM_ASSIGN_OR_RETURN(given, ReadJsonFileBounded(input_file, "input file"));
+    if (!given.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input file '", input_file, "' must hold a JSON object of inputs"));
+    }
+  }
+  // An --input overrides the same key from --input-file; two --input flags
+  // for one key are a mistake, not a last-wins.
+  std::set<std::string> flagged;
+  for (const std::string& kv : inputs) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", kv, "' is malformed; write --input name=value"));
+    }
+    std::string key = kv.substr(0, eq);
+    if (!flagged.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", key, "' is given more than once; give each input once"));
+    }
+    given[key] = kv.substr(eq + 1);
+  }
+  return given;
 }
 
 int ExitForError(const absl::Status& s) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <signal.h>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace runloom::cli {
 
@@ -32,6 +34,12 @@ int Failure(const std::string& message);
 // returns its exit code: 2 for kNotFound/kInvalidArgument, 4 for
 // kAborted/kFailedPrecondition, else 1.
 int ExitForError(const absl::Status& s);
+
+// The inputs of --input NAME=VALUE flags (each key once; values are strings,
+// converted to the declared types at admission) over an --input-file JSON
+// object. kInvalidArgument naming the flag.
+absl::StatusOr<nlohmann::json> ParseInputFlags(const std::vector<std::string>& inputs,
+                                               const std::string& input_file);
 // The exit code for a failed read of the run `run_id` names.
 int RunReadFailure(const CommonFlags& c, const std::string& run_id, const absl::Status& s);
 

@@ -227,6 +227,27 @@ int TokenListCommand(const TokenFlags& flags);
 // Revokes the active token with this id, else this name; none: exit 2.
 int TokenRevokeCommand(const TokenFlags& flags);
 
+// `runloom schedule create|list|pause|resume|delete` (schedules.cc): runs of
+// a catalog workflow on a cron schedule (docs/operations.md "Schedules").
+struct ScheduleFlags {
+  CommonFlags common;
+  std::string id;
+  std::string workflow;
+  std::string cron;
+  std::string timezone = "UTC";
+  std::vector<std::string> inputs;  // --input NAME=VALUE
+  std::string input_file;
+  std::string overlap = "skip";
+  std::string catch_up = "latest";
+  bool json = false;
+};
+// Checks every field (exit 2 naming it, nothing written) and keeps it; its
+// first tick is the first after now.
+int ScheduleCreateCommand(const ScheduleFlags& flags);
+int ScheduleListCommand(const ScheduleFlags& flags);
+// pause | resume | delete; an unknown id: exit 2.
+int ScheduleChangeCommand(const ScheduleFlags& flags, const std::string& action);
+
 inline constexpr int kBenchProducersPerWorker = 8;
 struct BenchFlags {
   int runs = 50000;

@@ -327,6 +327,62 @@ Command AddToken(CLI::App& app, BackendFlags& backend) {
           }};
 }
 
+Command AddSchedule(CLI::App& app, BackendFlags& backend) {
+  auto fc = std::make_shared<ScheduleFlags>();
+  auto fl = std::make_shared<ScheduleFlags>();
+  auto fp = std::make_shared<ScheduleFlags>();
+  auto fr = std::make_shared<ScheduleFlags>();
+  auto fd = std::make_shared<ScheduleFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "schedule", "Create, list, pause, resume or delete schedules (runs on a cron schedule)");
+  cmd->require_subcommand(1);
+  CLI::App* create = cmd->add_subcommand(
+      "create", "Start runs of a catalog workflow at the times a cron expression names");
+  create->add_option("id", fc->id, "the schedule's id: 1 to 128 of A-Z a-z 0-9 _ . : -")
+      ->required();
+  create->add_option("--workflow", fc->workflow, "a workflow in the catalog (its latest version)")
+      ->required();
+  create->add_option("--cron", fc->cron,
+                     "5 fields (minute hour day-of-month month day-of-week), 6 with seconds "
+                     "first, or @hourly, @daily, @weekly, @monthly, @yearly")
+      ->required();
+  create->add_option("--timezone", fc->timezone, "IANA time zone the times are read in")
+      ->capture_default_str();
+  create->add_option("--input", fc->inputs, "an input of each run as key=value (repeatable)");
+  create->add_option("--input-file", fc->input_file, "a JSON object file of inputs");
+  create->add_option("--overlap", fc->overlap,
+                     "the previous run unfinished at a tick: skip, allow or cancel")
+      ->capture_default_str();
+  create->add_option("--catch-up", fc->catch_up,
+                     "ticks missed while no process fired them: none, latest or all (at most 100)")
+      ->capture_default_str();
+  create->add_flag("--json", fc->json, "print the schedule as JSON");
+  backend.Add(create, fc->common);
+  CLI::App* list = cmd->add_subcommand("list", "List schedules by id");
+  list->add_flag("--json", fl->json, "JSON output: {\"schedules\": [...]}");
+  backend.Add(list, fl->common);
+  CLI::App* pause = cmd->add_subcommand("pause", "Pause a schedule: no tick fires");
+  pause->add_option("id", fp->id, "schedule id")->required();
+  pause->add_flag("--json", fp->json, "print the schedule as JSON");
+  backend.Add(pause, fp->common);
+  CLI::App* resume = cmd->add_subcommand(
+      "resume", "Resume a schedule from the next tick (ticks passed while paused are skipped)");
+  resume->add_option("id", fr->id, "schedule id")->required();
+  resume->add_flag("--json", fr->json, "print the schedule as JSON");
+  backend.Add(resume, fr->common);
+  CLI::App* del =
+      cmd->add_subcommand("delete", "Delete a schedule (the runs it started are left as they are)");
+  del->add_option("id", fd->id, "schedule id")->required();
+  backend.Add(del, fd->common);
+  return {cmd, [fc, fl, fp, fr, fd, create, list, pause, resume] {
+            if (*create) return ScheduleCreateCommand(*fc);
+            if (*list) return ScheduleListCommand(*fl);
+            if (*pause) return ScheduleChangeCommand(*fp, "pause");
+            if (*resume) return ScheduleChangeCommand(*fr, "resume");
+            return ScheduleChangeCommand(*fd, "delete");
+          }};
+}
+
 Command AddBench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -376,7 +432,7 @@ int main(int argc, char** argv) {
       cli::AddReset(app, backend),  cli::AddStatus(app, backend),
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
-      cli::AddToken(app, backend),  cli::AddBudgets(app, backend),
+      cli::AddToken(app, backend),  cli::AddSchedule(app, backend), cli::AddBudgets(app, backend),
       cli::AddWrites(app, backend), cli::AddBench(app),
   };
   try {

@@ -23,34 +23,6 @@
 namespace runloom::cli {
 namespace {
 
-absl::StatusOr<nlohmann::json> ParseInputs(const RunFlags& f) {
-  nlohmann::json given = nlohmann::json::object();
-  if (!f.input_file.empty()) {
-    RUNLOOM_ASSIGN_OR_RETURN(given, ReadJsonFileBounded(f.input_file, "input file"));
-    if (!given.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input file '", f.input_file, "' must hold a JSON object of inputs"));
-    }
-  }
-  // An --input overrides the same key from --input-file; two --input flags
-  // for one key are a mistake, not a last-wins.
-  std::set<std::string> flagged;
-  for (const std::string& kv : f.inputs) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--input '", kv, "' is malformed; write --input name=value"));
-    }
-    std::string key = kv.substr(0, eq);
-    if (!flagged.insert(key).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--input '", key, "' is given more than once; give each input once"));
-    }
-    given[key] = kv.substr(eq + 1);
-  }
-  return given;
-}
-
 // Live progress from the run's events. On a terminal: symbols and colour;
 // elsewhere: plain lines that are easy to grep.
 class ProgressPrinter {
@@ -231,7 +203,7 @@ absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
   base.enable_sweeper = false;  // this process runs one run; `runloom worker` recovers others
   RUNLOOM_ASSIGN_OR_RETURN(p.options, ExecutingEngineOptions(std::move(base), f.exec));
   RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(p.workflow, *p.options.registry));
-  RUNLOOM_ASSIGN_OR_RETURN(p.inputs, ParseInputs(f));
+  RUNLOOM_ASSIGN_OR_RETURN(p.inputs, ParseInputFlags(f.inputs, f.input_file));
   if (!f.budget.empty()) {
     RUNLOOM_ASSIGN_OR_RETURN(p.budget_micros, BudgetFlag("--budget", f.budget));
   }

@@ -25,6 +25,7 @@
 #include "engine/engine_driver.h"
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/stage_events.h"
+#include "engine/schedules.h"
 #include "engine/service/active_runs.h"
 #include "engine/service/cancel_watch.h"
 #include "engine/service/executor_pool.h"
@@ -106,7 +107,15 @@ class Engine::Impl {
         sweeper_(store(), transport(), clock(), options_.env.scheduler, options_.sweep_interval,
                  options_.queued_grace, logger(), metrics_.get(),
                  [this](const RunRecord& run) { PublishFinished(run); }),
-        watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }) {}
+        watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }),
+        schedules_(store(), clock(), logger(), options_.schedule_poll,
+                   engine_internal::ScheduleFirer::Hooks{
+                       .start_run = [this](const StartRunRequest& req) {
+                         return admission_.StartRun(req);
+                       },
+                       .cancel_run = [this](const std::string& run_id, const std::string& by) {
+                         return CancelHeld(run_id, by).status();
+                       }}) {}
   ~Impl() { Stop(); }
 
   Store* store() { return backend_.store.get(); }
@@ -143,12 +152,22 @@ class Engine::Impl {
     stage_events_->Publish(run, **wf, engine_internal::TerminalStageUpdate(run.status, run.error));
   }
 
-  // The lease keeper, and the sweeper if enabled. Idempotent.
+  // Cancels `run_id`, and stops it now when this engine holds it.
+  absl::StatusOr<RunRecord> CancelHeld(const std::string& run_id, const std::string& by) {
+    absl::StatusOr<RunRecord> run = engine_internal::CancelRun(Decisions(), run_id, by);
+    if (run.ok() && run->status == RunStatus::kRunning) cancel_watch_.StopIfHeld(run_id);
+    return run;
+  }
+
+  // The lease keeper, and the sweeper and the schedules if enabled. Idempotent.
   void StartBackground() {
     llm_caps_->Start();
     keeper_.Start();
     cancel_watch_.Start();
-    if (options_.enable_sweeper) sweeper_.Start();
+    if (options_.enable_sweeper) {
+      sweeper_.Start();
+      schedules_.Start();
+    }
   }
 
   void Start() {
@@ -164,10 +183,13 @@ class Engine::Impl {
     keeper_.Stop();
     cancel_watch_.Stop();
     sweeper_.Stop();
+    schedules_.Stop();
     llm_caps_->Stop();
   }
 
   engine_internal::Watches& watches() { return watches_; }
+  engine_internal::ScheduleFirer& schedules() { return schedules_; }
+  engine_internal::PinnedCatalog& catalog() { return catalog_; }
   engine_internal::CancelWatch& cancel_watch() { return cancel_watch_; }
   LeaseKeeper& keeper() { return keeper_; }
   const EngineOptions& options() const { return options_; }
@@ -193,6 +215,7 @@ class Engine::Impl {
   engine_internal::CancelWatch cancel_watch_;
   Sweeper sweeper_;
   engine_internal::Watches watches_;
+  engine_internal::ScheduleFirer schedules_;  // after admission_: fires through it
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -262,11 +285,57 @@ absl::StatusOr<RunRecord> Engine::Rerun(const std::string& run_id, const std::st
   return engine_internal::RerunRun(impl_->Decisions(), run_id, phase, feedback, by);
 }
 absl::StatusOr<RunRecord> Engine::Cancel(const std::string& run_id, const std::string& by) {
-  absl::StatusOr<RunRecord> run = engine_internal::CancelRun(impl_->Decisions(), run_id, by);
-  // Held here: stop it now rather than at the next check.
-  if (run.ok() && run->status == RunStatus::kRunning) impl_->cancel_watch().StopIfHeld(run_id);
-  return run;
+  return impl_->CancelHeld(run_id, by);  // held here: stopped now, not at the next check
 }
+
+absl::StatusOr<ScheduleRecord> Engine::CreateSchedule(const ScheduleRequest& request) {
+  auto resolved = impl_->catalog().Resolve(request.workflow, 0);
+  if (!resolved.ok() && !absl::IsNotFound(resolved.status())) return resolved.status();
+  RUNLOOM_ASSIGN_OR_RETURN(const absl::Time now, store()->Now());
+  RUNLOOM_ASSIGN_OR_RETURN(
+      ScheduleRecord s,
+      engine_internal::CheckedSchedule(request, resolved.ok() ? resolved->second.get() : nullptr,
+                                       now));
+  return store()->PutSchedule(s, false);
+}
+
+absl::StatusOr<std::vector<ScheduleRecord>> Engine::ListSchedules(const std::string& after_id,
+                                                                  int limit) {
+  if (limit < 1 || limit > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("limit: ", limit, " is not within 1-1000"));
+  }
+  return store()->ListSchedules(after_id, limit);
+}
+
+absl::StatusOr<ScheduleRecord> Engine::GetSchedule(const std::string& id) {
+  RUNLOOM_ASSIGN_OR_RETURN(std::optional<ScheduleRecord> s, store()->GetSchedule(id));
+  if (!s.has_value()) return absl::NotFoundError(absl::StrCat("schedule ", id, " not found"));
+  return *std::move(s);
+}
+
+absl::StatusOr<ScheduleRecord> Engine::PauseSchedule(const std::string& id) {
+  RUNLOOM_ASSIGN_OR_RETURN(ScheduleRecord s, GetSchedule(id));
+  RUNLOOM_ASSIGN_OR_RETURN(bool found, store()->SetSchedulePaused(id, true, s.next_fire_at));
+  if (!found) return absl::NotFoundError(absl::StrCat("schedule ", id, " not found"));
+  return GetSchedule(id);
+}
+
+absl::StatusOr<ScheduleRecord> Engine::ResumeSchedule(const std::string& id) {
+  RUNLOOM_ASSIGN_OR_RETURN(ScheduleRecord s, GetSchedule(id));
+  RUNLOOM_ASSIGN_OR_RETURN(const absl::Time now, store()->Now());
+  RUNLOOM_ASSIGN_OR_RETURN(const absl::Time next, engine_internal::NextTick(s, now));
+  RUNLOOM_ASSIGN_OR_RETURN(bool found, store()->SetSchedulePaused(id, false, next));
+  if (!found) return absl::NotFoundError(absl::StrCat("schedule ", id, " not found"));
+  return GetSchedule(id);
+}
+
+absl::Status Engine::DeleteSchedule(const std::string& id) {
+  RUNLOOM_ASSIGN_OR_RETURN(bool found, store()->DeleteSchedule(id));
+  if (!found) return absl::NotFoundError(absl::StrCat("schedule ", id, " not found"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Engine::FireSchedulesOnce() { return impl_->schedules().FireOnce(); }
 absl::StatusOr<SendSignalResult> Engine::Signal(const std::string& run_id,
                                                 const SignalRequest& request,
                                                 const std::string& by) {

@@ -149,4 +149,20 @@ nlohmann::json TokenToJson(const TokenRecord& t) {
           {"revoked_at", TimeOrNull(t.revoked_at)}};
 }
 
+nlohmann::json ScheduleToJson(const ScheduleRecord& s) {
+  return {{"id", s.id},
+          {"workflow", s.workflow},
+          {"cron", s.cron},
+          {"timezone", s.timezone},
+          {"inputs", s.inputs},
+          {"overlap", s.overlap},
+          {"catch_up", s.catch_up},
+          {"paused", s.paused},
+          {"next_fire_at", FormatEventTime(s.next_fire_at)},
+          {"last_run_id", s.last_run_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.last_run_id)},
+          {"last_fired_at", TimeOrNull(s.last_fired_at)},
+          {"created_at", FormatEventTime(s.created_at)},
+          {"updated_at", FormatEventTime(s.updated_at)}};
+}
+
 }  // namespace runloom::wire

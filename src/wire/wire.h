@@ -50,6 +50,10 @@ nlohmann::json DeadLetterToJson(const DeadLetter& d);
 // An API token (runloom/store.h): id, name, role, created_at, revoked_at
 // (null while active). Never the token or its hash: the record has neither.
 nlohmann::json TokenToJson(const TokenRecord& t);
+// A schedule: {id, workflow, cron, timezone, inputs, overlap, catch_up,
+// paused, next_fire_at, last_run_id (null before the first), last_fired_at,
+// created_at, updated_at}; times as RFC 3339.
+nlohmann::json ScheduleToJson(const ScheduleRecord& s);
 // The event envelope of docs/formats/events.md (what schemas/events/
 // validate), defined beside the event types in events/events.h.
 using ::runloom::EventToJson;
