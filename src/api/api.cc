@@ -39,6 +39,7 @@ Api::Api(Engine* engine, Authenticator* auth, prometheus::Registry* metrics)
   routes_ = RunRoutes(engine_);
   for (Route& r : AdminRoutes(engine_, metrics_)) routes_.push_back(std::move(r));
   for (Route& r : UiRoutes()) routes_.push_back(std::move(r));
+  for (Route& r : ScheduleRoutes(engine_)) routes_.push_back(std::move(r));
 }
 
 Dispatched Api::Handle(const HttpRequest& request) const {

@@ -72,5 +72,6 @@ class Api {
 std::vector<Route> RunRoutes(Engine* engine);
 std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics);
 std::vector<Route> UiRoutes();
+std::vector<Route> ScheduleRoutes(Engine* engine);
 
 }  // namespace runloom::api

@@ -166,6 +166,51 @@ steps:
 
 // GET /runs/{id} carries the step counts of the run's revision: distinct
 // (revision, path) records (reference 002), so a rerun counts its own.
+// /api/v1/schedules (issue 23): viewers read, operators change; a bad field
+// is a 400 naming it with nothing kept.
+TEST_F(ApiTest, SchedulesAreCreatedListedPausedResumedAndDeletedByOperators) {
+  absl::StatusOr<Workflow> wf =
+      LoadWorkflowYaml("name: nightly\nsteps:\n  - {id: a, kind: noop}\n", "nightly.yaml");
+  ASSERT_OK(wf);
+  ASSERT_OK(engine()->RegisterWorkflow(*wf));
+  const std::string body = R"({"id": "nightly", "workflow": "nightly", "cron": "30 2 * * *",
+                               "timezone": "Europe/Paris", "overlap": "allow"})";
+  EXPECT_EQ(Post("/api/v1/schedules", body, "viewer-token").status, 403);
+  EXPECT_EQ(Post("/api/v1/schedules", body, "").status, 401);
+  auto field_of = [&](const std::string& b) {
+    ClientResponse r = Post("/api/v1/schedules", b, "operator-token");
+    EXPECT_EQ(r.status, 400) << r.body;
+    return r.json().value("field", "");
+  };
+  EXPECT_EQ(field_of(R"({"id": "x", "workflow": "nightly", "cron": "0 0 32 * *"})"), "cron");
+  EXPECT_EQ(field_of(R"({"id": "x", "workflow": "nightly", "cron": "@daily", "timezone": "Mars/Olympus"})"),
+            "timezone");
+  EXPECT_EQ(field_of(R"({"id": "x", "workflow": "nope", "cron": "@daily"})"), "workflow");
+  EXPECT_EQ(field_of(R"({"id": "x", "workflow": "nightly", "cron": "@daily", "overlap": "often"})"),
+            "overlap");
+  EXPECT_EQ(field_of(R"({"id": "x y", "workflow": "nightly", "cron": "@daily"})"), "id");
+  EXPECT_EQ(field_of(R"({"workflow": "nightly", "cron": "@daily"})"), "id");
+  EXPECT_EQ(Get("/api/v1/schedules").json()["schedules"], nlohmann::json::array());
+
+  ClientResponse made = Post("/api/v1/schedules", body, "operator-token");
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.json()["timezone"], "Europe/Paris");
+  EXPECT_EQ(made.json()["paused"], false);
+  EXPECT_TRUE(made.json()["last_run_id"].is_null());
+  EXPECT_EQ(Post("/api/v1/schedules", body, "operator-token").status, 409);
+  EXPECT_EQ(Get("/api/v1/schedules").json()["schedules"].size(), 1u);
+  EXPECT_EQ(Get("/api/v1/schedules/nightly").json()["cron"], "30 2 * * *");
+  EXPECT_EQ(Get("/api/v1/schedules/nope").status, 404);
+  EXPECT_EQ(Post("/api/v1/schedules/nightly/pause", "", "viewer-token").status, 403);
+  EXPECT_EQ(Post("/api/v1/schedules/nightly/pause", "", "operator-token").json()["paused"], true);
+  EXPECT_EQ(Post("/api/v1/schedules/nightly/resume", "", "operator-token").json()["paused"], false);
+  EXPECT_EQ(Request(port(), "DELETE", "/api/v1/schedules/nightly", "", "viewer-token").status, 403);
+  EXPECT_EQ(Request(port(), "DELETE", "/api/v1/schedules/nightly", "", "operator-token").status,
+            200);
+  EXPECT_EQ(Request(port(), "DELETE", "/api/v1/schedules/nightly", "", "operator-token").status,
+            404);
+}
+
 TEST_F(ApiTest, GetRunCarriesTheStepCountsOfItsRevision) {
   RunRecord done = StartAndAwait("quick");
   const std::string url = "/api/v1/runs/" + done.id;
