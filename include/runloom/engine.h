@@ -82,8 +82,6 @@ struct EngineOptions {
   // cancelled by another process (a cancel through this engine stops the
   // run at once). One primary-key read per held run; zero = 250 ms.
   absl::Duration cancel_check = absl::Milliseconds(250);
-  // Leases a run may take before it fails ("attempt cap").
-  int max_attempts = 5;
   // A queued run with no queue message for this long is re-enqueued.
   absl::Duration queued_grace = absl::Seconds(30);
   // How often the sweeper looks for runs to recover.

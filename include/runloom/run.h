@@ -45,7 +45,7 @@ struct RunRecord {
   std::string lease_token;
   std::optional<absl::Time> lease_expires_at;
   int attempts = 0;      // leases taken so far
-  int max_attempts = 0;  // the attempt cap fixed at creation
+  int max_attempts = 0;  // the attempt cap fixed at creation (its workflow's max_attempts)
   bool cancel_requested = false;
   std::string outcome;  // approved | rejected | unresolved | failed, once known
   std::string error;    // why it failed, once known

@@ -60,7 +60,7 @@ struct NewRun {
   nlohmann::json inputs = nlohmann::json::object();
   std::string inputs_digest;
   std::string idempotency_key;  // "" = no duplicate guard
-  int max_attempts = 5;
+  int max_attempts = 5;         // the workflow's Workflow::max_attempts
   std::string phase;
   nlohmann::json context = nlohmann::json::object();  // stored in RunRecord::context
 };

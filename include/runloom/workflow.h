@@ -110,6 +110,13 @@ struct InputDef {
   std::string description;
 };
 
+// A run's attempt cap (`max_attempts:`, issue 28): the leases one run may
+// take before it ends failed. A lease after the first follows an executor
+// that died, hung or lost its lease; this is not a step's
+// RetryPolicy::max_attempts, which counts tries within one lease.
+inline constexpr int kDefaultRunMaxAttempts = 5;
+inline constexpr int kMaxRunMaxAttempts = 100;
+
 // The stages a step may report (reference 004's vocabulary; `completed` and
 // `failed` are the run's terminal stages, reported by the engine itself).
 inline constexpr const char* kStepStages[] = {"pending", "processing", "parsing", "chunking",
@@ -144,6 +151,12 @@ struct Workflow {
   // `tenant:` names the input whose value is a run's tenant (budgets are
   // kept per tenant); "" = the stage_events tenant_id input, if declared.
   std::string tenant_input;
+  // `max_attempts:` the run's attempt cap, 1..kMaxRunMaxAttempts. Admission
+  // stores it on each run (RunRecord::max_attempts), so every process that
+  // judges the run (the executor taking a lease, the sweeper) applies the
+  // same cap. In the canonical form (and digest) only when it is not the
+  // default, so workflows without it keep their earlier digests.
+  int max_attempts = kDefaultRunMaxAttempts;
   std::string source_path;  // where it was loaded from ("" when built in C++)
 };
 

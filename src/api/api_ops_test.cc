@@ -281,6 +281,23 @@ TEST_F(ApiTest, WorkflowsListGetAndRegisterThroughTheLoader) {
   EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), 5u);
 }
 
+// Issue 28: the attempt cap of a run started over HTTP is its workflow's
+// `max_attempts:` (here registered over HTTP too), not the server's.
+TEST_F(ApiTest, ARunStartedOverHttpTakesItsWorkflowsMaxAttempts) {
+  ClientResponse registered = Post(
+      "/api/v1/workflows",
+      nlohmann::json{{"yaml", "name: capped\nmax_attempts: 3\nsteps:\n  - {id: a, kind: count}\n"}}
+          .dump(),
+      "admin-token");
+  ASSERT_EQ(registered.status, 201) << registered.body;
+  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "capped"})", "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  EXPECT_EQ(started.json()["max_attempts"], 3) << started.body;
+  auto run = engine()->GetRun(started.json().value("id", ""));
+  ASSERT_OK(run);
+  EXPECT_EQ(run->max_attempts, 3);
+}
+
 TEST_F(ApiTest, DeadLettersListAndRedrive) {
   ClientResponse list = Get("/api/v1/dead-letters");
   ASSERT_EQ(list.status, 200) << list.body;

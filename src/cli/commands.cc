@@ -159,7 +159,6 @@ int WorkerCommand(const WorkerFlags& f) {
   auto grace = ParseDuration(f.queued_grace);
   if (!grace.ok()) return BadInput(absl::StrCat("--queued-grace: ", grace.status().message()));
   if (f.executors < 1) return BadInput("--executors must be at least 1");
-  if (f.max_attempts < 1) return BadInput("--max-attempts must be at least 1");
   if (f.max_deliveries < 1) return BadInput("--max-deliveries must be at least 1");
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
@@ -170,7 +169,6 @@ int WorkerCommand(const WorkerFlags& f) {
   base.executors = f.executors;
   base.lease_ttl = *ttl;
   base.queued_grace = *grace;
-  base.max_attempts = f.max_attempts;
   base.env.metrics = registry.get();
   auto opts = ExecutingEngineOptions(std::move(base), f.exec);
   if (!opts.ok()) return BadInput(std::string(opts.status().message()));

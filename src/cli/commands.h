@@ -131,7 +131,6 @@ struct WorkerFlags {
   int executors = 4;
   std::string lease_ttl = "30s";
   std::string queued_grace = "30s";
-  int max_attempts = 5;
   // Deliveries of a queue message without an ack before it is dead-lettered.
   int max_deliveries = TransportOptions{}.max_deliveries;
   ExecutingFlags exec;

@@ -110,8 +110,6 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--queued-grace", f->queued_grace,
                   "re-enqueue a queued run with no queue message after this long")
       ->capture_default_str();
-  cmd->add_option("--max-attempts", f->max_attempts, "leases a new run may take")
-      ->capture_default_str();
   cmd->add_option("--max-deliveries", f->max_deliveries,
                   "deliveries of a queue message without an ack before it is dead-lettered")
       ->capture_default_str();

@@ -62,7 +62,9 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
   run.inputs_digest = JsonDigest(frozen);
   run.inputs = std::move(frozen);
   run.idempotency_key = req.idempotency_key;
-  run.max_attempts = max_attempts_;
+  // The workflow's cap, not this process's: whoever admits the run, every
+  // executor and sweeper that judges it later reads the same value (issue 28).
+  run.max_attempts = wf.max_attempts;
   RunContext context;
   context.working_dir = WorkingDir(req);
   // Preflight: a run its tenant cannot pay for is refused, nothing written.

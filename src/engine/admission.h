@@ -31,13 +31,11 @@ namespace runloom::engine_internal {
 class Admission {
  public:
   // Every pointer must outlive the admission.
-  Admission(Store* store, Clock* clock, const StepRegistry* registry, int max_attempts,
-            PinnedCatalog* catalog, RunSecrets* secrets, RandomSource* random,
-            EngineMetrics* metrics)
+  Admission(Store* store, Clock* clock, const StepRegistry* registry, PinnedCatalog* catalog,
+            RunSecrets* secrets, RandomSource* random, EngineMetrics* metrics)
       : store_(store),
         clock_(clock),
         registry_(registry),
-        max_attempts_(max_attempts),
         catalog_(catalog),
         secrets_(secrets),
         random_(random),
@@ -58,7 +56,6 @@ class Admission {
   Store* const store_;
   Clock* const clock_;
   const StepRegistry* const registry_;
-  const int max_attempts_;
   PinnedCatalog* const catalog_;
   RunSecrets* const secrets_;
   RandomSource* const random_;  // run ids

@@ -54,7 +54,7 @@ struct Params {
   absl::Duration queued_grace;
   absl::Duration visibility;
   absl::Duration idle_poll = absl::Milliseconds(200);
-  int max_attempts = 5;
+  int max_attempts = 5;  // every generated workflow's `max_attempts:` (issue 28)
   int workflows = 2;
   int max_runs = 4;
   FaultRates rates;
@@ -77,13 +77,15 @@ struct Workload {
   // the names the workflow's waits use.
   std::map<std::string, std::string> waits;
   std::vector<std::string> signals;
+  int max_attempts = 5;  // its `max_attempts:`, the attempt cap stored on its runs
 };
 
 std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
 
-Workload MakeWorkload(Rng& rng, int index) {
+Workload MakeWorkload(Rng& rng, int index, int max_attempts) {
   Workload w;
   w.name = absl::StrCat("sim", index);
+  w.max_attempts = max_attempts;
   std::string steps;
   const int n = 2 + static_cast<int>(rng.Below(4));
   bool gate = false;
@@ -218,8 +220,8 @@ Workload MakeWorkload(Rng& rng, int index) {
     steps += stage;  // a key of the step just written (the last at its indent)
   }
   w.yaml = absl::StrCat(
-      "name: ", w.name, "\ndescription: simulated\ntenant: tenant\n",
-      w.staged ? "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n" : "",
+      "name: ", w.name, "\ndescription: simulated\ntenant: tenant\nmax_attempts: ", w.max_attempts,
+      "\n", w.staged ? "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n" : "",
       "inputs:\n  tenant: {type: string, default: t1}\n  doc: {type: string, default: d1}\n"
       "  node: {type: string, default: n1}\nsteps:\n",
       steps);
@@ -411,7 +413,7 @@ absl::Status Sim::Open() {
   client_ = NewEngine(client_proc_, /*injects=*/false);
   if (client_ == nullptr) return absl::InternalError("the client's engine did not open");
   for (int i = 0; i < params_.workflows; ++i) {
-    Workload w = MakeWorkload(world_.rng(), i);
+    Workload w = MakeWorkload(world_.rng(), i, params_.max_attempts);
     absl::StatusOr<Workflow> wf = LoadWorkflowYaml(w.yaml, absl::StrCat(w.name, ".yaml"));
     if (!wf.ok()) {
       return absl::InternalError(
@@ -447,7 +449,6 @@ std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
   o.executors = params_.executors;
   o.batch_scheduling = false;
   o.lease_ttl = params_.ttl;
-  o.max_attempts = params_.max_attempts;
   o.queued_grace = params_.queued_grace;
   o.sweep_interval = params_.sweep_interval;
   o.visibility_timeout = params_.visibility;
@@ -1051,9 +1052,17 @@ void Sim::CheckCapEnd() {
 
 void Sim::CheckEnd() {
   for (const std::string& id : runs_) {
+    absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
+    // The attempt cap is the workflow's, whichever process admitted the run.
+    auto w = std::find_if(workloads_.begin(), workloads_.end(), [&](const Workload& x) {
+      return run.ok() && x.name == run->workflow_name;
+    });
+    if (w != workloads_.end() && run->max_attempts != w->max_attempts) {
+      world_.Violate(absl::StrCat("run ", id, " has attempt cap ", run->max_attempts,
+                                  "; its workflow ", w->name, " says ", w->max_attempts));
+    }
     // Nobody changes the catalog here: a run failed closed on its pinned
     // workflow was failed for a store error, which only poison may do.
-    absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (run.ok() && run->status == RunStatus::kFailed &&
         absl::StrContains(run->error, "fails closed")) {
       world_.Violate(

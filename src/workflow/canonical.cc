@@ -229,6 +229,7 @@ absl::StatusOr<Workflow> ReadWorkflow(const json& c) {
   }
   if (c.contains("budget_micros")) wf.budget_micros = c.at("budget_micros").get<int64_t>();
   if (c.contains("tenant")) wf.tenant_input = c.at("tenant").get<std::string>();
+  if (c.contains("max_attempts")) wf.max_attempts = c.at("max_attempts").get<int>();
   return wf;
 }
 
@@ -260,6 +261,11 @@ json CanonicalWorkflow(const Workflow& wf) {
   }
   if (wf.budget_micros) out["budget_micros"] = *wf.budget_micros;
   if (!wf.tenant_input.empty()) out["tenant"] = wf.tenant_input;
+  // Unlike the defaults written out above, the attempt cap appears only when
+  // it is not the default: workflows stored before the key existed keep
+  // their digests, and `max_attempts: 5` written out means (and digests)
+  // the same as leaving it out. A reader that finds none uses the default.
+  if (wf.max_attempts != kDefaultRunMaxAttempts) out["max_attempts"] = wf.max_attempts;
   return out;
 }
 

@@ -167,6 +167,31 @@ TEST(Canonical, BudgetRoundTripsAndChangesTheDigest) {
   EXPECT_EQ(WorkflowDigest(*back), with_tenant);
 }
 
+// Issue 28: a workflow that does not set `max_attempts:` keeps the digest
+// it had before the key existed (these are the digests of the build before
+// it), so catalogs in existing databases stay valid. The default written out
+// (`max_attempts: 5`) means the same and keeps it too; another value is a
+// new definition.
+TEST(Canonical, MaxAttemptsChangesTheDigestOnlyWhenNotTheDefault) {
+  EXPECT_EQ(WorkflowDigest(MustLoad(kBlock)),
+            "sha256:6f58b3c222425ce940be628aa620c6b7835ce3de6b3ec9761c5c9b8ea553de1d");
+  const std::string plain = "name: t\nsteps:\n  - {id: a, kind: noop}\n";
+  const Workflow absent = MustLoad(plain);
+  EXPECT_EQ(WorkflowDigest(absent),
+            "sha256:43a5f98dd6d8918900019c6e6df322bf004de96d6e477ecb3e7cdd2a6d48eb3b");
+  EXPECT_FALSE(CanonicalWorkflow(absent).contains("max_attempts"));
+  const Workflow five = MustLoad("max_attempts: 5\n" + plain);
+  EXPECT_FALSE(CanonicalWorkflow(five).contains("max_attempts"));
+  EXPECT_EQ(WorkflowDigest(five), WorkflowDigest(absent));
+  const Workflow seven = MustLoad("max_attempts: 7\n" + plain);
+  EXPECT_EQ(CanonicalWorkflow(seven)["max_attempts"], 7);
+  EXPECT_NE(WorkflowDigest(seven), WorkflowDigest(absent));
+  absl::StatusOr<Workflow> back = WorkflowFromCanonical(CanonicalWorkflow(seven));
+  ASSERT_OK(back);
+  EXPECT_EQ(CanonicalWorkflow(*back)["max_attempts"], 7);
+  EXPECT_EQ(WorkflowDigest(*back), WorkflowDigest(seven));
+}
+
 TEST(Canonical, InputWithNullDefaultIsDistinctFromNoDefault) {
   Workflow wf =
       MustLoad("name: t\ninputs:\n  o: {type: object}\nsteps:\n  - {id: a, kind: noop}\n");

@@ -39,8 +39,9 @@ using workflow_internal::LineOf;
 using workflow_internal::ScalarToJson;
 using workflow_internal::YamlToJson;
 
-const std::vector<std::string> kTopKeys = {"name",  "description",  "inputs", "outcome", "defaults",
-                                           "steps", "stage_events", "budget", "tenant"};
+const std::vector<std::string> kTopKeys = {"name",     "description", "inputs",       "outcome",
+                                           "defaults", "steps",       "stage_events", "budget",
+                                           "tenant",   "max_attempts"};
 const std::set<std::string> kCommonStepKeys = {
     "id",   "kind",  "phase",   "needs",         "trigger",
     "when", "retry", "timeout", "allow_failure", "stage"};
@@ -102,6 +103,7 @@ class Loader {
         wf.stage_events, workflow_internal::ParseStageEvents(Get(root, "stage_events"), source_));
     RUNLOOM_ASSIGN_OR_RETURN(wf.budget_micros, ParseBudget(Get(root, "budget")));
     RUNLOOM_ASSIGN_OR_RETURN(wf.tenant_input, ReadText(Get(root, "tenant"), "tenant"));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.max_attempts, ParseMaxAttempts(Get(root, "max_attempts")));
     if (const int64_t n = CountSteps(wf.steps); n > limits_.max_steps) {
       return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps", limits_.max_steps,
                         "split the workflow into smaller ones");
@@ -138,6 +140,20 @@ class Loader {
                  "budget: 2.50");
     }
     return micros;
+  }
+
+  // `max_attempts: 10`: the run's attempt cap. One message for every way
+  // it can be wrong (not a number, not whole, out of range).
+  absl::StatusOr<int> ParseMaxAttempts(const YAML::Node& n) const {
+    if (!n.IsDefined() || n.IsNull()) return kDefaultRunMaxAttempts;
+    absl::StatusOr<int> v = ReadInt(n, "max_attempts");
+    if (!v.ok() || *v < 1 || *v > kMaxRunMaxAttempts) {
+      return Err(n,
+                 absl::StrCat("max_attempts must be a whole number from 1 to ", kMaxRunMaxAttempts,
+                              " (the leases a run may take before it ends failed; default ",
+                              kDefaultRunMaxAttempts, "), e.g. max_attempts: 10"));
+    }
+    return *v;
   }
 
   absl::StatusOr<std::string> ReadText(const YAML::Node& n, const std::string& what) const {

@@ -52,6 +52,11 @@ class Validator {
     if (wf_.budget_micros.has_value() && *wf_.budget_micros < 0) {
       return Fail({nullptr, {"budget"}}, "budget must be 0 or more");
     }
+    if (wf_.max_attempts < 1 || wf_.max_attempts > kMaxRunMaxAttempts) {
+      return Fail({nullptr, {"max_attempts"}},
+                  absl::StrCat("max_attempts is ", wf_.max_attempts, "; it must be from 1 to ",
+                               kMaxRunMaxAttempts));
+    }
     RUNLOOM_RETURN_IF_ERROR(CheckTenant());
     return CheckStageEvents(
         wf_, [this](const Location& at, const std::string& what) { return Fail(at, what); });

@@ -473,6 +473,37 @@ TEST(Loader, BudgetIsAnExactAmount) {
   EXPECT_THAT(ValidateWorkflow(built).message(), HasSubstr("budget must be 0 or more"));
 }
 
+// Issue 28: `max_attempts:` is the workflow's cap on the leases a run may
+// take (stored on each run at admission); 1..100, 5 when absent.
+TEST(Loader, MaxAttemptsIsAWholeNumberFromOneToAHundred) {
+  absl::StatusOr<Workflow> wf = Load("name: t\nmax_attempts: 7\nsteps:\n  - {id: a, kind: noop}\n");
+  ASSERT_OK(wf);
+  EXPECT_EQ(wf->max_attempts, 7);
+  EXPECT_EQ(CanonicalWorkflow(*wf)["max_attempts"], 7);
+  EXPECT_EQ(Load(WithSteps("  - {id: a, kind: noop}\n"))->max_attempts, 5);
+  for (const char* ok : {"1", "100"}) {
+    EXPECT_OK(
+        Load(absl::StrCat("name: t\nmax_attempts: ", ok, "\nsteps:\n  - {id: a, kind: noop}\n")))
+        << ok;
+  }
+  for (const char* bad :
+       {"0", "101", "\"x\"", "-3", "2.5", "[3]", "{n: 3}", "18446744073709551616"}) {
+    EXPECT_THAT(ErrorOf(absl::StrCat("name: t\nmax_attempts: ", bad,
+                                     "\nsteps:\n  - {id: a, kind: noop}\n")),
+                HasSubstr("wf.yaml:2: max_attempts must be a whole number from 1 to 100"))
+        << bad;
+  }
+  // A workflow built in C++ or read back from the catalog is checked too.
+  nlohmann::json c = CanonicalWorkflow(*wf);
+  c["max_attempts"] = 0;
+  EXPECT_THAT(WorkflowFromCanonical(c).status().message(),
+              HasSubstr("t: max_attempts is 0; it must be from 1 to 100"));
+  Workflow built = *wf;
+  built.source_path.clear();
+  built.max_attempts = kMaxRunMaxAttempts + 1;
+  EXPECT_THAT(ValidateWorkflow(built).message(), HasSubstr("t: max_attempts is 101"));
+}
+
 // `tenant:` names a declared, clear input of an id's type.
 TEST(Loader, TenantNamesAnIdInput) {
   absl::StatusOr<Workflow> wf = Load(

@@ -182,6 +182,9 @@ std::string WorkflowYaml(bool gated) {
       "name: ", gated ? kGated : kPlain,
       "\ndescription: the kill campaign's workload\n"
       "tenant: tenant\n"
+      // Runs outlive many kills: the attempt cap is the workflow's, stored
+      // on each run when it is admitted (issue 28).
+      "max_attempts: 50\n"
       "inputs:\n  tenant: {type: string}\n  actions_url: {type: string}\n"
       "steps:\n",
       LedgerStep("s1", "p1"),
@@ -847,8 +850,6 @@ void RunCampaign(const CampaignConfig& cfg) {
                                   absl::FormatDuration(cfg.lease_ttl),
                                   "--queued-grace",
                                   absl::FormatDuration(cfg.lease_ttl),
-                                  "--max-attempts",
-                                  "50",
                                   "--config",
                                   config};
     const std::vector<std::string>& b = s == 0 ? slot0_backend : backend;

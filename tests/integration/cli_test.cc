@@ -434,6 +434,45 @@ TEST(Cli, EventsFollowPrintsAnotherProcesssEventsAndExitsAtTheEnd) {
   EXPECT_LT(exit_after, absl::Milliseconds(900)) << out;
 }
 
+// Issue 28: the attempt cap is the workflow's `max_attempts:`, stored on
+// the run by the process that admits it (`run --detach`, which executes
+// nothing, and `run`); `worker --max-attempts`, which never governed a run
+// (the cap was fixed when the run was admitted), is refused as an unknown
+// flag with exit 2 before the worker takes anything.
+TEST(Cli, AWorkflowsMaxAttemptsIsStoredWhereverTheRunIsAdmitted) {
+  const std::string dir = MakeTempDir("attempts");
+  const std::string db = dir + "/attempts.db";
+  const std::string wf = dir + "/capped.yaml";
+  WriteFile(wf, "name: capped\nmax_attempts: 7\nsteps:\n  - {id: a, kind: noop}\n");
+  Result detached = RunStdout({"run", wf, "--db", db, "--detach"});
+  ASSERT_EQ(detached.code, 0) << detached.out;
+  const std::string id = detached.out.substr(0, detached.out.find('\n'));
+  nlohmann::json st = StatusJson(db, id);
+  EXPECT_EQ(st["status"], "queued") << st.dump(2);
+  EXPECT_EQ(st["max_attempts"], 7) << st.dump(2);
+  EXPECT_EQ(st["attempts"], 0) << st.dump(2);
+  Result text = RunCli({"status", id, "--db", db});
+  EXPECT_NE(text.out.find("attempts 0/7"), std::string::npos) << text.out;
+
+  Result refused = RunCli({"worker", "--db", db, "--until-idle", "--max-attempts", "3"});
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("--max-attempts"), std::string::npos) << refused.out;
+  EXPECT_EQ(StatusJson(db, id)["status"], "queued") << "the refused worker took nothing";
+
+  Result worker = RunCli({"worker", "--db", db, "--until-idle"});
+  ASSERT_EQ(worker.code, 0) << worker.out;
+  st = StatusJson(db, id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  EXPECT_EQ(st["attempts"], 1) << st.dump(2);
+  EXPECT_EQ(st["max_attempts"], 7) << st.dump(2);
+
+  Result ran = RunStdout({"run", wf, "--db", db, "--json"});
+  ASSERT_EQ(ran.code, 0) << ran.out;
+  const nlohmann::json j = nlohmann::json::parse(ran.out);
+  EXPECT_EQ(j["status"], "completed") << j.dump(2);
+  EXPECT_EQ(j["max_attempts"], 7) << j.dump(2);
+}
+
 TEST(CliBadInput, ErrorsExitTwoAndWriteNothing) {
   const std::string dir = MakeTempDir("bad");
   const std::string db = dir + "/bad.db";

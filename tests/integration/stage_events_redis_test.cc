@@ -303,10 +303,9 @@ TEST(StageEvents, SweeperFailingARunAtTheAttemptCapPublishesFailed) {
   SimulatedClock clock;
   EngineOptions opts = WithStageEvents(RedisUrl(), prefix, &logger);
   opts.lease_ttl = absl::Seconds(10);
-  opts.max_attempts = 1;
   opts.enable_sweeper = false;
   Harness h(std::move(opts), &clock);
-  auto wf = LoadWorkflowYaml(kPipeline, "ingest.yaml");
+  auto wf = LoadWorkflowYaml(absl::StrCat("max_attempts: 1\n", kPipeline), "ingest.yaml");
   ASSERT_OK(wf);
   auto started = h.engine->StartRun({.workflow = *wf, .inputs = Inputs()});
   ASSERT_OK(started);

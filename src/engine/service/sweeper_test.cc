@@ -52,9 +52,9 @@ void LeaseReserveAndDie(Harness& h, const std::string& id, int64_t amount) {
   ASSERT_TRUE(reserved->granted);
 }
 
-// A started run of a one-step workflow.
-std::string StartOneStep(Harness& h) {
-  auto wf = LoadWorkflowYaml("name: sweep\nsteps:\n  - {id: a, kind: count}\n", "sweep.yaml");
+// A started run of a one-step workflow; `top` adds top-level keys.
+std::string StartOneStep(Harness& h, const std::string& top = "") {
+  auto wf = LoadWorkflowYaml(top + "name: sweep\nsteps:\n  - {id: a, kind: count}\n", "sweep.yaml");
   EXPECT_OK(wf);
   if (!wf.ok()) return "";
   auto started = h.engine->StartRun({.workflow = *wf});
@@ -159,11 +159,52 @@ TEST(Engine, SweeperAnnouncesEachExpiryOnce) {
   EXPECT_EQ(done->status, RunStatus::kCompleted);
 }
 
-// Options for an attempt cap of 2 with 10 s leases and no sweeper thread.
-EngineOptions CapOfTwo() {
-  EngineOptions opts = SweepOptions();
-  opts.max_attempts = 2;
-  return opts;
+// Issue 28: the attempt cap is the workflow's `max_attempts:`, stored on
+// each run by whichever process admits it (here an engine whose options say
+// nothing about it), whether the run names the workflow by its definition
+// or by its catalog name; two expired leases end a run whose workflow says 2
+// failed, without running a step. A workflow without the key gets 5.
+TEST(Engine, AWorkflowsMaxAttemptsIsStoredOnItsRunsAndCapsThem) {
+  SimulatedClock clock;
+  Harness h(SweepOptions(), &clock);
+  Store* store = h.engine->store();
+  auto wf = LoadWorkflowYaml("name: capped\nmax_attempts: 2\nsteps:\n  - {id: a, kind: count}\n",
+                             "capped.yaml");
+  ASSERT_OK(wf);
+  auto started = h.engine->StartRun({.workflow = *wf});
+  ASSERT_OK(started);
+  const std::string id = started->run.id;
+  EXPECT_EQ(started->run.max_attempts, 2);
+  // The first lease expires: the run is queued for another executor (its
+  // row stays running until the next lease), not failed.
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  auto run = store->GetRun(id);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->status, RunStatus::kRunning);
+  EXPECT_EQ(run->attempts, 1);
+  // The second is the last the workflow allows: the run ends failed.
+  ASSERT_NO_FATAL_FAILURE(LeaseAndDie(h, id));
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(*h.engine->SweepOnce(), 1);
+  run = store->GetRun(id);
+  ASSERT_OK(run);
+  EXPECT_EQ(run->status, RunStatus::kFailed);
+  EXPECT_EQ(run->attempts, 2);
+  EXPECT_EQ(run->max_attempts, 2);
+  EXPECT_NE(run->error.find("attempt cap reached: 2 leases expired"), std::string::npos)
+      << run->error;
+  EXPECT_EQ(h.kind->count.load(), 0);
+
+  auto by_name = h.engine->StartRun({.workflow_name = "capped"});
+  ASSERT_OK(by_name);
+  auto stored = store->GetRun(by_name->run.id);
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->max_attempts, 2);
+  auto plain = store->GetRun(StartOneStep(h));
+  ASSERT_OK(plain);
+  EXPECT_EQ(plain->max_attempts, 5);
 }
 
 // Two leases of `id` taken and expired (their executors died), no sweep.
@@ -176,8 +217,8 @@ void TwoLeasesExpire(Harness& h, SimulatedClock& clock, const std::string& id) {
 
 TEST(Engine, SweeperFailsRunPastAttemptCap) {
   SimulatedClock clock;
-  Harness h(CapOfTwo(), &clock);
-  const std::string id = StartOneStep(h);
+  Harness h(SweepOptions(), &clock);
+  const std::string id = StartOneStep(h, "max_attempts: 2\n");
   Store* store = h.engine->store();
   ASSERT_NO_FATAL_FAILURE(TwoLeasesExpire(h, clock, id));
   EXPECT_EQ(*h.engine->SweepOnce(), 1);
@@ -193,8 +234,8 @@ TEST(Engine, SweeperFailsRunPastAttemptCap) {
 // run before any step starts.
 TEST(Engine, ExecutorFailsARunPastTheAttemptCapBeforeAnyStep) {
   SimulatedClock clock;
-  Harness h(CapOfTwo(), &clock);
-  const std::string id = StartOneStep(h);
+  Harness h(SweepOptions(), &clock);
+  const std::string id = StartOneStep(h, "max_attempts: 2\n");
   ASSERT_NO_FATAL_FAILURE(TwoLeasesExpire(h, clock, id));
   auto done = h.engine->ExecuteRun(id);
   ASSERT_OK(done);
