@@ -27,6 +27,11 @@ std::string TickKey(const std::string& id, absl::Time tick) {
 
 bool Unfinished(const RunRecord& run) { return !IsTerminal(run.status); }
 
+bool Transient(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsAborted(s) || absl::IsDeadlineExceeded(s) ||
+         absl::IsInternal(s) || absl::IsDataLoss(s) || absl::IsUnknown(s) || absl::IsCancelled(s);
+}
+
 }  // namespace
 
 absl::StatusOr<absl::Time> NextTick(const ScheduleRecord& s, absl::Time after) {
@@ -175,10 +180,19 @@ absl::StatusOr<int> ScheduleFirer::Fire(const ScheduleRecord& s, absl::Time now)
     req.workflow_name = s.workflow;
     req.inputs = s.inputs;
     req.idempotency_key = TickKey(s.id, tick);
-    RUNLOOM_ASSIGN_OR_RETURN(CreateRunResult created, hooks_.start_run(req));
-    last_run = created.run.id;
-    started_run = created.run.id;
-    if (created.created) ++started;
+    absl::StatusOr<CreateRunResult> created = hooks_.start_run(req);
+    if (!created.ok()) {
+      // A store that failed may answer next time: the tick stays due. A
+      // refusal (the workflow's latest version refuses the inputs, the
+      // tenant's budget is spent) would refuse again: the tick is skipped.
+      if (Transient(created.status())) return created.status();
+      Log(logger_, LogLevel::kWarning, "schedule ", s.id, ": tick ", absl::FormatTime(tick),
+          " started no run: ", created.status().ToString());
+      continue;
+    }
+    last_run = created->run.id;
+    started_run = created->run.id;
+    if (created->created) ++started;
   }
   // The compare-and-set: false when another process fired the tick first
   // (its runs are the ones above: the same keys).

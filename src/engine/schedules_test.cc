@@ -198,6 +198,33 @@ TEST(Schedules, OverlapSkipsAllowsOrCancelsTheUnfinishedPreviousRun) {
   }
 }
 
+// A tick whose run the engine refuses (the workflow's latest version has no
+// input the schedule gives) is skipped, not retried forever; the
+// next tick fires when the run can be made again.
+TEST(Schedules, ATickWhoseRunIsRefusedIsSkipped) {
+  Processes p(1);
+  Engine& e = *p.engines[0];
+  ScheduleRequest r = Every("* * * * *");
+  r.inputs = {{"scope", "weekly"}};
+  ASSERT_OK(e.CreateSchedule(r));
+  absl::StatusOr<Workflow> v2 =  // no input `scope` any more
+      LoadWorkflowYaml("name: report\nsteps:\n  - {id: a, kind: noop}\n", "report.yaml");
+  ASSERT_OK(v2);
+  ASSERT_OK(e.RegisterWorkflow(*v2));
+  p.clock.Advance(absl::Minutes(1));
+  EXPECT_THAT(e.FireSchedulesOnce(), ::runloom::testing::IsOkAndHolds(0));
+  absl::StatusOr<ScheduleRecord> s = e.GetSchedule("rep");
+  ASSERT_OK(s);
+  EXPECT_GT(s->next_fire_at, p.clock.Now());  // skipped, not stuck
+  EXPECT_TRUE(p.Runs().empty());
+  absl::StatusOr<Workflow> v3 = LoadWorkflowYaml(kReport, "report.yaml");
+  ASSERT_OK(v3);
+  v3->steps[0].id = "b";  // a new version that takes the schedule's inputs again
+  ASSERT_OK(e.RegisterWorkflow(*v3));
+  p.clock.Advance(absl::Minutes(1));
+  EXPECT_THAT(e.FireSchedulesOnce(), ::runloom::testing::IsOkAndHolds(1));
+}
+
 // Paused, no tick fires; resumed, the ticks passed meanwhile are not caught
 // up; deleted, nothing fires and its runs stay.
 TEST(Schedules, PauseResumeAndDelete) {

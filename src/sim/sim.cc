@@ -17,9 +17,12 @@
 #include "llm/concurrency_controller.h"
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
+#include "schedule/cron.h"
+#include "schedule/fire_time.h"
 #include "steps/builtin_steps.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -28,6 +31,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <memory>
 #include <set>
 #include <string>
@@ -315,6 +319,14 @@ class Sim {
   void CheckCapEnd();
   bool AllRest();
   absl::Duration LivenessBound() const;
+  // Schedules (issue 23), in a third of the seeds: the client creates one
+  // on workload 0 firing every few seconds; the sweeping processes fire it;
+  // when the faults stop it is paused and its runs join the checked ones.
+  void CreateSchedule();
+  void StopSchedule();
+  // Each schedule run's key names a tick of its cron expression, no tick
+  // has two runs, and no more runs than ticks came while it was active.
+  void CheckSchedule();
 
   const SimOptions options_;
   World world_;
@@ -336,6 +348,12 @@ class Sim {
   std::vector<std::unique_ptr<Process>> processes_;
   bool clients_on_ = true;
   std::vector<std::string> runs_;
+  // The schedule of this seed, if any (ScheduleRequest::id "" = none), and
+  // when it was created and paused (world time).
+  ScheduleRequest schedule_;
+  absl::Time schedule_from_;
+  absl::Time schedule_until_;
+  int schedule_runs_ = 0;
   int crashes_ = 0;
   int stage_events_ = 0;
   // The checker's memory: finished step records as first seen, and which
@@ -423,6 +441,7 @@ absl::Status Sim::Open() {
     world_.Record(absl::StrCat("workflow ", w.name, ":\n", w.yaml));
     workloads_.push_back(std::move(w));
   }
+  CreateSchedule();
   cap_board_ = NewInProcessCapBoard(world_.clock());
   cap_options_ = ConcurrencyOptions{.static_cap = 8, .max_cap = 64};
   cap_ledger_.lease = cap_options_.lease;
@@ -541,6 +560,19 @@ void Sim::StartLife(Process& p) {
         world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, " sweep acted on ", *n));
       }
     });
+    // Every sweeping process fires the schedules, as `serve` and `worker`
+    // do (no draw from the world's generator: seeds without a schedule keep
+    // their histories).
+    if (!schedule_.id.empty()) {
+      Every(inc, absl::Milliseconds(100) * p.id, absl::Milliseconds(250), [this, engine, inc] {
+        absl::StatusOr<int> n = engine->FireSchedulesOnce();
+        if (!n.ok() || *n > 0) {
+          world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, " fires schedules: ",
+                                     n.ok() ? absl::StrCat(*n, " runs started")
+                                            : std::string(n.status().message())));
+        }
+      });
+    }
   }
 }
 
@@ -1092,6 +1124,105 @@ void Sim::CheckEnd() {
   }
 }
 
+void Sim::CreateSchedule() {
+  // Its own generator, from the seed alone: the world's draws stay as they
+  // were, so a seed without a schedule keeps its history.
+  std::mt19937_64 gen(options_.seed ^ 0x5c4ed01e5c4ed01eULL);
+  if (gen() % 3 != 0) return;
+  static constexpr const char* kOverlap[] = {"skip", "allow", "cancel"};
+  static constexpr const char* kCatchUp[] = {"none", "latest", "all"};
+  const Workload& w = workloads_[0];
+  if (absl::Status s = client_->RegisterWorkflow(w.wf).status(); !s.ok()) {
+    world_.Violate(absl::StrCat("registering ", w.name, " for its schedule: ", s.ToString()));
+    return;
+  }
+  schedule_.id = "sim";
+  schedule_.workflow = w.name;
+  schedule_.cron = absl::StrCat("*/", 2 + gen() % 4, " * * * * *");
+  schedule_.inputs = {{"tenant", "t1"}};
+  schedule_.overlap = kOverlap[gen() % 3];
+  schedule_.catch_up = kCatchUp[gen() % 3];
+  absl::StatusOr<ScheduleRecord> made = client_->CreateSchedule(schedule_);
+  if (!made.ok()) {
+    world_.Violate(absl::StrCat("creating the schedule: ", made.status().ToString()));
+    return;
+  }
+  schedule_from_ = world_.now();
+  world_.Record(absl::StrCat(world_.Stamp(), " client schedules ", w.name, " at '",
+                             schedule_.cron, "', overlap ", schedule_.overlap, ", catch-up ",
+                             schedule_.catch_up, ", first tick ",
+                             absl::FormatTime(made->next_fire_at)));
+}
+
+void Sim::StopSchedule() {
+  if (schedule_.id.empty()) return;
+  absl::StatusOr<ScheduleRecord> paused = client_->PauseSchedule(schedule_.id);
+  if (!paused.ok()) {
+    world_.Violate(absl::StrCat("pausing the schedule: ", paused.status().ToString()));
+    return;
+  }
+  schedule_until_ = world_.now();
+  // Its runs join the checked ones: each must rest like a client's.
+  RunFilter f;
+  f.workflow_name = schedule_.workflow;
+  f.limit = 0;
+  absl::StatusOr<std::vector<RunRecord>> runs = base_.store->ListRuns(f);
+  if (!runs.ok()) {
+    world_.Violate(absl::StrCat("listing the schedule's runs: ", runs.status().ToString()));
+    return;
+  }
+  for (const RunRecord& run : *runs) {
+    if (!absl::StartsWith(run.idempotency_key, "schedule:sim:")) continue;
+    if (std::find(runs_.begin(), runs_.end(), run.id) == runs_.end()) runs_.push_back(run.id);
+    ++schedule_runs_;
+  }
+  world_.Record(absl::StrCat(world_.Stamp(), " client pauses the schedule: ", schedule_runs_,
+                             " runs, last tick fired ",
+                             paused->last_fired_at ? absl::FormatTime(*paused->last_fired_at)
+                                                   : std::string("none")));
+}
+
+void Sim::CheckSchedule() {
+  if (schedule_.id.empty()) return;
+  absl::StatusOr<CronSpec> spec = CronSpec::Parse(schedule_.cron);
+  if (!spec.ok()) {
+    world_.Violate(absl::StrCat("the schedule's cron: ", spec.status().ToString()));
+    return;
+  }
+  RunFilter f;
+  f.workflow_name = schedule_.workflow;
+  f.limit = 0;
+  absl::StatusOr<std::vector<RunRecord>> runs = base_.store->ListRuns(f);
+  if (!runs.ok()) return;
+  std::set<std::string> keys;
+  int n = 0;
+  for (const RunRecord& run : *runs) {
+    if (!absl::StartsWith(run.idempotency_key, "schedule:sim:")) continue;
+    ++n;
+    int64_t secs = 0;
+    if (!absl::SimpleAtoi(run.idempotency_key.substr(13), &secs)) {
+      world_.Violate(absl::StrCat("schedule run ", run.id, " has key ", run.idempotency_key));
+      return;
+    }
+    const absl::Time tick = absl::FromUnixSeconds(secs);
+    if (NextFireTime(*spec, absl::UTCTimeZone(), tick - absl::Seconds(1)) != tick) {
+      world_.Violate(absl::StrCat("schedule run ", run.id, " is for ", absl::FormatTime(tick),
+                                  ", not a tick of '", schedule_.cron, "'"));
+    }
+    if (tick <= schedule_from_ || tick > schedule_until_) {
+      world_.Violate(absl::StrCat("schedule run ", run.id, " is for ", absl::FormatTime(tick),
+                                  ", outside the time the schedule was active"));
+    }
+    if (!keys.insert(run.idempotency_key).second) {
+      world_.Violate(absl::StrCat("tick ", absl::FormatTime(tick), " started two runs"));
+    }
+  }
+  if (n != schedule_runs_) {
+    world_.Violate(absl::StrCat("the schedule started ", n - schedule_runs_,
+                                " runs after it was paused"));
+  }
+}
+
 bool Sim::AllRest() {
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
@@ -1133,6 +1264,7 @@ SimResult Sim::Run() {
   // Faults stop; every process comes back; the runs must come to rest.
   faults_.on = false;
   clients_on_ = false;
+  StopSchedule();
   for (auto& p : processes_) {
     p->inc->paused_until = absl::InfinitePast();
     if (!p->inc->alive) StartLife(*p);
@@ -1157,6 +1289,7 @@ SimResult Sim::Run() {
   }
   if (world_.violation().empty()) CheckCapEnd();
   if (world_.violation().empty()) CheckEnd();
+  if (world_.violation().empty()) CheckSchedule();
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok()) continue;
@@ -1176,6 +1309,7 @@ SimResult Sim::Run() {
   result.faults = faults_.faults;
   result.signals_kept = faults_.signals_kept;
   result.signals_resolved = faults_.signals_resolved;
+  result.schedule_runs = schedule_runs_;
   result.history = std::move(world_.history());
   return result;
 }

@@ -40,12 +40,19 @@ struct Case {
 //   the refusal as an error, and the run ended failed. Fixed: a fence refusal
 //   of BeginWrite or Reserve stops the whole execution as lease lost, the
 //   step unrecorded for the next holder.
+// seed 296 (issue 23, once schedules joined the workload): a sweeper read a
+//   waiting run as due, was stopped before its commit, and meanwhile the run
+//   was woken, executed and parked again at a later time; the commit
+//   expected only the status `waiting` and woke it early. Fixed: the
+//   sweeper reads the run again (its wake time due by the store's now) and
+//   its commit expects the event sequence it read.
 constexpr Case kCases[] = {
     {27, "reservation left open by a failed settle, counted against a rerun"},
     {80, "reservation left open by a lost Reserve reply"},
     {304, "reservation of a run cancelled by the admin reset, its executor crashed"},
     {726, "a stale first lease after a rerun rewrote a step record"},
     {17, "a fence refusal of a model call's Reserve failed the run"},
+    {296, "a sweeper stopped before its commit woke a re-parked run early"},
 };
 
 TEST(SimulationRegressions, FailingSeedsHoldNow) {
