@@ -1,5 +1,6 @@
 #include "engine/schedules.h"
 
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "schedule/cron.h"
 #include "schedule/fire_time.h"
