@@ -100,7 +100,9 @@ async function answer(method, url, init) {
     if (path === '/dead-letters') return json(200, state.deadLetters);
     if (path === '/runs') {
       const status = q.get('status');
-      return json(200, {next_cursor: '', runs: state.runs.filter((r) => !status || r.status === status)});
+      const parent = q.get('parent');
+      return json(200, {next_cursor: '', runs: state.runs.filter((r) => (!status || r.status === status) &&
+        (!parent || r.parent_run_id === parent))});
     }
     if (path === '/events') {
       // The server's ids here are times of its store (unix microseconds).

@@ -75,13 +75,38 @@ function actions(ctx, run, refresh) {
 }
 
 // What a waiting run waits for (issue 23): a signal (until its timeout, if
-// any) or a timer. GET /runs/{id} carries it as waiting_for.
+// any), its child run, or a timer. GET /runs/{id} carries it as waiting_for.
 function waitingFor(run) {
   const w = run.waiting_for;
   if (run.status !== 'waiting' || !w) return '';
   const until = w.until ? ` until ${when(w.until)}` : '';
+  if (w.kind === 'child') {
+    return h('span', {class: 'waiting-for'}, ' · waits for child run ',
+      h('a', {href: `#/runs/${encodeURIComponent(w.child_run_id)}`}, h('code', {}, w.child_run_id)));
+  }
   return h('span', {class: 'waiting-for'},
     w.kind === 'signal' ? [' · waits for signal ', h('code', {}, w.signal), until] : ` · timer${until}`);
+}
+
+// The run that started this one (its `kind: run` step), linked.
+function parentLink(run) {
+  if (!run.parent_run_id) return '';
+  return h('span', {class: 'parent-run'}, ' · child of ',
+    h('a', {href: `#/runs/${encodeURIComponent(run.parent_run_id)}`}, h('code', {}, run.parent_run_id)),
+    run.parent_step_path ? ` (step ${run.parent_step_path})` : '');
+}
+
+// The runs this one started with `kind: run` steps (GET /runs?parent=ID).
+function childrenTable(children) {
+  if (!children.length) return '';
+  return h('div', {},
+    h('h2', {}, 'Child runs'),
+    h('table', {class: 'children'},
+      h('thead', {}, h('tr', {}, h('th', {}, 'Run'), h('th', {}, 'Workflow'), h('th', {}, 'Status'))),
+      h('tbody', {}, ...children.map((c) => h('tr', {},
+        h('td', {}, h('a', {href: `#/runs/${encodeURIComponent(c.id)}`}, h('code', {}, c.id))),
+        h('td', {}, `${c.workflow} v${c.workflow_version}`),
+        h('td', {}, statusBadge(c.status)))))));
 }
 
 export async function runPage(ctx, id) {
@@ -96,6 +121,7 @@ export async function runPage(ctx, id) {
   const gateBox = h('section', {class: 'gatebox', 'aria-live': 'polite'}, notice, gatePanelBox);
   const stepsBox = h('section', {}, h('p', {}, 'Loading steps…'));
   const writesBox = h('section', {'aria-label': 'External writes'});
+  const childrenBox = h('section', {'aria-label': 'Child runs'});
   const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
   const live = h('span', {class: 'live', 'aria-live': 'polite'});
   let gateDigest = null;
@@ -114,7 +140,7 @@ export async function runPage(ctx, id) {
               `${run.step_counts.failed} failed, ${run.step_counts.skipped} skipped`)
           : '',
         run.error ? h('span', {class: 'error'}, ` · ${run.error}`) : '',
-        waitingFor(run)),
+        waitingFor(run), parentLink(run)),
       actions(ctx, run, refresh));
   }
 
@@ -144,7 +170,8 @@ export async function runPage(ctx, id) {
   let pending = null;
   let lastRecords = [];
   async function refresh() {
-    const [r, steps, writes] = await Promise.all([get(path), get(`${path}/steps`), get(`${path}/writes`)]);
+    const [r, steps, writes, kids] = await Promise.all([get(path), get(`${path}/steps`),
+      get(`${path}/writes`), get(`/runs?parent=${encodeURIComponent(id)}&limit=100`)]);
     run = r;
     const records = Array.isArray(steps) ? steps : steps.steps || [];
     drawHead();
@@ -152,6 +179,7 @@ export async function runPage(ctx, id) {
     graph.update(records);
     replace(stepsBox, stepsTable(records));
     replace(writesBox, writesTable(writes.writes || []));
+    replace(childrenBox, childrenTable(kids.runs || []));
     await refreshGate();
   }
   function soon() {
@@ -164,7 +192,7 @@ export async function runPage(ctx, id) {
 
   replace(ctx.main, head,
     h('section', {'aria-label': 'Graph', class: 'graphbox'}, graph.element),
-    gateBox, stepsBox, writesBox,
+    gateBox, stepsBox, childrenBox, writesBox,
     h('section', {}, h('h2', {}, 'Timeline ', live), timeline));
   drawHead();
   await refresh();

@@ -186,6 +186,7 @@ inline constexpr int kMaxReadLimit = 1000;
 struct RunQuery {
   std::optional<RunStatus> status;  // empty = any status
   std::string workflow;             // workflow name; "" = any
+  std::string parent_run_id;        // only this run's children (issue 23); "" = any
   // Runs per page: 1..kMaxReadLimit (more is clamped to kMaxReadLimit;
   // less than 1 is kInvalidArgument).
   int limit = 50;

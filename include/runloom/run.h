@@ -57,6 +57,8 @@ struct RunRecord {
   std::optional<absl::Time> wake_at;
   // A run waiting for a signal: its name; else "".
   std::string wait_signal;
+  // The run whose `kind: run` step started this one; "" = none (issue 23).
+  std::string parent_run_id;
 };
 
 enum class StepState { kSucceeded, kFailed, kSkipped };

@@ -61,6 +61,9 @@ struct NewRun {
   std::string inputs_digest;
   std::string idempotency_key;  // "" = no duplicate guard
   int max_attempts = 5;         // the workflow's Workflow::max_attempts
+  // The run whose `kind: run` step starts this one ("" = none). A child
+  // run needs an idempotency key (kInvalidArgument without one).
+  std::string parent_run_id;
   std::string phase;
   nlohmann::json context = nlohmann::json::object();  // stored in RunRecord::context
 };
@@ -156,6 +159,8 @@ struct RunFilter {
   // one statement over the runs table (no index on updated_at: it checks
   // each row, as the SQLite change check does), no event history.
   std::optional<absl::Time> updated_since;
+  // Only the children of this run ("" = any run).
+  std::string parent_run_id;
 };
 
 // An API token as the store keeps it: never the token itself, and the hash
@@ -218,6 +223,11 @@ class RunStore {
   // descending, so the order is total and `filter.after` pages through it
   // without skipping or repeating a run.
   virtual absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) = 0;
+  // The ids of at most `limit` (<= 0: all) runs not finished (queued,
+  // running, paused, waiting) whose parent run is finished, by id: children
+  // a parent's cancel did not reach (its canceller died between the two
+  // commits). The sweeper cancels them (issue 23, child runs).
+  virtual absl::StatusOr<std::vector<std::string>> ListOrphanedChildren(int limit) = 0;
 
   // ---- leases ----
   // Takes the lease on a run that is queued, or running with an expired
@@ -597,6 +607,9 @@ class StoreWrapper : public Store {
   }
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& filter) override {
     return inner_->ListRuns(filter);
+  }
+  absl::StatusOr<std::vector<std::string>> ListOrphanedChildren(int limit) override {
+    return inner_->ListOrphanedChildren(limit);
   }
   using Store::AcquireLease;
   absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override {

@@ -99,6 +99,40 @@ TEST_F(ApiTest, ListRunsPagesWithACursorAndFilters) {
   EXPECT_EQ(Get("/api/v1/runs", "").status, 401);
 }
 
+// Child runs (issue 23): the API links a parent and its children both ways.
+TEST_F(ApiTest, ARunsChildrenAreListedAndEachNamesItsParent) {
+  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
+name: parent
+steps:
+  - {id: kid, kind: run, workflow: quick, inputs: {n: 2}}
+)",
+                                                 "parent.yaml");
+  ASSERT_OK(wf);
+  ASSERT_OK(engine()->RegisterWorkflow(*wf));
+  ClientResponse r =
+      Post("/api/v1/runs", nlohmann::json{{"workflow", "parent"}}.dump(), "operator-token");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id = r.json().value("id", "");
+  absl::StatusOr<RunRecord> done = absl::UnknownError("not awaited");
+  const absl::Time deadline = engine()->clock()->Now() + absl::Seconds(20);
+  do {  // waiting for its child is not an end
+    done = engine()->AwaitRun(id, deadline);
+  } while (done.ok() && !IsTerminal(done->status) && engine()->clock()->Now() < deadline);
+  ASSERT_OK(done);
+  ASSERT_EQ(done->status, RunStatus::kCompleted) << done->error;
+  ClientResponse kids = Get("/api/v1/runs?parent=" + id);
+  ASSERT_EQ(kids.status, 200) << kids.body;
+  ASSERT_EQ(kids.json()["runs"].size(), 1u) << kids.body;
+  const nlohmann::json kid = kids.json()["runs"][0];
+  EXPECT_EQ(kid["workflow"], "quick");
+  EXPECT_EQ(kid["parent_run_id"], id);
+  EXPECT_EQ(kid["parent_step_path"], "kid");
+  EXPECT_EQ(kid["inputs"], (nlohmann::json{{"n", 2}}));
+  ClientResponse parent = Get("/api/v1/runs/" + id);
+  EXPECT_EQ(parent.json()["parent_run_id"], nullptr);
+  EXPECT_EQ(Get("/api/v1/runs?parent=" + kid["id"].get<std::string>()).json()["runs"].size(), 0u);
+}
+
 TEST_F(ApiTest, RunStepsGateAndEventsOfAPausedRun) {
   RunRecord run = StartAndAwait("gated");
   ASSERT_EQ(run.status, RunStatus::kPaused);

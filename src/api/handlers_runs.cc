@@ -64,6 +64,9 @@ HandlerResult ListRuns(Engine* engine, const Call& c) {
   if (auto it = c.request.query.find("workflow"); it != c.request.query.end()) {
     q.workflow = it->second;
   }
+  if (auto it = c.request.query.find("parent"); it != c.request.query.end()) {
+    q.parent_run_id = it->second;
+  }
   if (auto it = c.request.query.find("cursor"); it != c.request.query.end()) {
     q.cursor = it->second;
   }

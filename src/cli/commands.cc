@@ -323,9 +323,41 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
   return 0;
 }
 
-int WorkflowsCommand(const CommonFlags& c, bool json) {
-  auto engine = OpenEngine(c);
+int WorkflowsCommand(const CommonFlags& c, bool json, const std::vector<std::string>& register_files) {
+  // Every file is loaded and checked before any is registered: one bad file
+  // registers nothing.
+  std::vector<Workflow> loaded;
+  for (const std::string& file : register_files) {
+    absl::StatusOr<Workflow> wf = LoadWorkflowFile(file);
+    if (!wf.ok()) return BadInput(absl::StrCat("--register ", file, ": ", wf.status().message()));
+    loaded.push_back(*std::move(wf));
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> engine = absl::UnknownError("not opened");
+  if (loaded.empty()) {
+    engine = OpenEngine(c);
+  } else {
+    // Registering creates the database, as `run` does, and checks the
+    // steps against the same kinds `run` and `worker` execute.
+    EngineOptions options;
+    absl::StatusOr<std::shared_ptr<StepRegistry>> kinds = StepKindsSetting("");
+    if (!kinds.ok()) return BadInput(std::string(kinds.status().message()));
+    options.registry = *std::move(kinds);
+    absl::StatusOr<Backend> backend = OpenDb(c);
+    engine = backend.ok() ? Engine::Open(std::move(options), *std::move(backend))
+                          : absl::StatusOr<std::unique_ptr<Engine>>(backend.status());
+  }
   if (!engine.ok()) return DbOpenFailure(c, engine.status());
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    absl::StatusOr<WorkflowVersion> v = (*engine)->RegisterWorkflow(loaded[i]);
+    if (!v.ok()) {
+      const std::string what = absl::StrCat("--register ", register_files[i], ": ", v.status().message());
+      return v.status().code() == absl::StatusCode::kInvalidArgument ? BadInput(what) : Failure(what);
+    }
+    if (!json) {
+      std::cout << "registered " << v->name << " v" << v->version << " (" << v->digest.substr(0, 19)
+                << ")\n";
+    }
+  }
   auto list = (*engine)->ListWorkflows();
   if (!list.ok()) return Failure(std::string(list.status().message()));
   if (json) {
@@ -356,6 +388,7 @@ int RunsCommand(const RunsFlags& f) {
   }
   if (f.limit < 1) return BadInput(absl::StrCat("--limit must be at least 1 (got ", f.limit, ")"));
   query.workflow = f.workflow;
+  query.parent_run_id = f.parent;
   query.limit = f.limit;
   query.cursor = f.cursor;
   auto engine = OpenEngine(f.common);
@@ -386,6 +419,7 @@ int RunsCommand(const RunsFlags& f) {
     std::string next = absl::StrCat("runloom runs", BackendArgs(f.common));
     if (!f.status.empty()) absl::StrAppend(&next, " --status ", ShellQuote(f.status));
     if (!f.workflow.empty()) absl::StrAppend(&next, " --workflow ", ShellQuote(f.workflow));
+    if (!f.parent.empty()) absl::StrAppend(&next, " --parent ", ShellQuote(f.parent));
     absl::StrAppend(&next, " --limit ", f.limit, " --cursor ", ShellQuote(page->next_cursor));
     std::cout << "more runs: " << next << "\n";
   }

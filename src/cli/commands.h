@@ -179,7 +179,10 @@ int SignalCommand(const SignalFlags& flags);
 
 int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
-int WorkflowsCommand(const CommonFlags& common, bool json);
+// Registers each of `register_files` in the catalog (all checked first: one
+// bad file registers none; exit 2), then lists the catalog.
+int WorkflowsCommand(const CommonFlags& common, bool json,
+                     const std::vector<std::string>& register_files);
 // `runloom writes RUN`: the run's external writes (the write ledger), each
 // with the decision it carried out and its result.
 int WritesCommand(const CommonFlags& common, const std::string& run_id, bool json);
@@ -191,6 +194,7 @@ struct RunsFlags {
   CommonFlags common;
   std::string status;    // "" = any; else a run status (bad: exit 2 listing the valid ones)
   std::string workflow;  // "" = any
+  std::string parent;    // "" = any; else only this run's children (kind: run steps)
   int limit = 20;        // runs per page, 1..1000 (more is clamped to 1000)
   std::string cursor;    // "" = the first page; else a next_cursor a previous page printed
   bool json = false;

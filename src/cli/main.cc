@@ -247,10 +247,15 @@ Command AddWrites(CLI::App& app, BackendFlags& backend) {
 
 Command AddWorkflows(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("workflows", "List the workflow catalog");
+  auto files = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = app.add_subcommand(
+      "workflows", "List the workflow catalog (after registering any --register files)");
   cmd->add_flag("--json", f->json, "JSON output");
+  cmd->add_option("--register", *files,
+                  "a workflow file to add to the catalog without starting a run (repeatable; "
+                  "e.g. the child workflow of a kind: run step)");
   backend.Add(cmd, f->common);
-  return {cmd, [f] { return WorkflowsCommand(f->common, f->json); }};
+  return {cmd, [f, files] { return WorkflowsCommand(f->common, f->json, *files); }};
 }
 
 Command AddBudgets(CLI::App& app, BackendFlags& backend) {
@@ -270,6 +275,7 @@ Command AddRuns(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--status", f->status,
                   "only runs with this status (queued, running, paused, completed, ...)");
   cmd->add_option("--workflow", f->workflow, "only runs of this workflow");
+  cmd->add_option("--parent", f->parent, "only the child runs of this run (its kind: run steps)");
   cmd->add_option("--limit", f->limit, "runs per page (at most 1000)")->capture_default_str();
   cmd->add_option("--cursor", f->cursor, "continue after a previous page (its next cursor)");
   cmd->add_flag("--json", f->json, "JSON output: {\"runs\": [...], \"next_cursor\": \"...\"}");

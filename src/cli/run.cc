@@ -256,8 +256,37 @@ int PrintDetached(const CreateRunResult& started, const RunFlags& f) {
 // process's sweep, or any worker's), or by a signal sent from any process.
 // Told once how to send the signal it waits for. false when interrupted
 // first.
+// The child run a run waits for at a `kind: run` step ("" = none): its wait
+// signal is "_child.<id>" (engine/run/child_run.h).
+std::string AwaitedChild(const RunRecord& r) {
+  constexpr std::string_view kPrefix = "_child.";
+  if (r.status != RunStatus::kWaiting || r.wait_signal.rfind(kPrefix, 0) != 0) return "";
+  return r.wait_signal.substr(kPrefix.size());
+}
+
+// Executes in this process the child `child_id` when it is queued, or the
+// queued run at the bottom of its own chain of children (at most the
+// depth limit): `runloom run` carries its run's children as it carries its
+// run. A child that rests (paused, waiting) is left to whoever resumes it.
+void DriveChild(Engine* e, const std::string& child_id) {
+  std::string id = child_id;
+  for (int depth = 0; depth < 16 && !id.empty(); ++depth) {
+    absl::StatusOr<RunRecord> r = e->store()->GetRun(id);
+    if (!r.ok()) return;
+    if (r->status == RunStatus::kQueued) {
+      (void)e->ExecuteRun(id);
+      return;
+    }
+    id = AwaitedChild(*r);
+  }
+}
+
 bool AwaitWake(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
-  if (!parked.wait_signal.empty()) {
+  const std::string child = AwaitedChild(parked);
+  if (!child.empty()) {
+    std::cerr << "run " << parked.id << " waits for its child run " << child
+              << " (executed here; runloom status " << child << ")\n";
+  } else if (!parked.wait_signal.empty()) {
     std::cerr << "run " << parked.id << " waits for signal " << parked.wait_signal
               << ": runloom signal " << parked.id << " " << parked.wait_signal
               << " --data JSON\n";
@@ -265,6 +294,7 @@ bool AwaitWake(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
   while (!signals.signalled()) {
     absl::StatusOr<absl::Time> now = e->store()->Now();
     if (now.ok() && parked.wake_at.has_value() && *now >= *parked.wake_at) (void)e->SweepOnce();
+    if (!child.empty()) DriveChild(e, child);
     absl::StatusOr<RunRecord> r = e->store()->GetRun(parked.id);
     if (!r.ok() || r->status != RunStatus::kWaiting) return true;
     RealClock()->SleepFor(absl::Milliseconds(100));

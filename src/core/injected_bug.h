@@ -62,6 +62,10 @@ enum class InjectedBug : uint32_t {
   // executor's read of the mailbox and its park), so a signal sent in
   // between is never consumed: the run rests waiting for what it has.
   kParkIgnoresMailbox,
+  // A run step admits its child under a key that names the execution (its
+  // lease), not only the parent's step and attempt: a parent that resumes
+  // (after a crash, or woken by its poll) starts a second child.
+  kChildKeyPerExecution,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

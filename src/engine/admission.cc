@@ -48,7 +48,8 @@ Admission::ResolveWorkflow(const StartRunRequest& req) {
   return catalog_->Resolve(req.workflow_name, req.workflow_version);
 }
 
-absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) {
+absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req,
+                                                    const ChildLink* child) {
   RUNLOOM_ASSIGN_OR_RETURN(auto resolved, ResolveWorkflow(req));
   const WorkflowVersion& version = resolved.first;
   const Workflow& wf = *resolved.second;
@@ -68,7 +69,19 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
   RunContext context;
   context.working_dir = WorkingDir(req);
   // Preflight: a run its tenant cannot pay for is refused, nothing written.
-  const RunBudgetSpec budget = NewRunBudget(wf, run.inputs, req.budget_micros);
+  RunBudgetSpec budget = NewRunBudget(wf, run.inputs, req.budget_micros);
+  if (child != nullptr) {
+    // Carved from the parent's: never more than the parent had left.
+    if (child->budget_cap_micros.has_value() &&
+        (!budget.limit_micros.has_value() || *budget.limit_micros > *child->budget_cap_micros)) {
+      budget.limit_micros = std::max<int64_t>(0, *child->budget_cap_micros);
+    }
+    run.parent_run_id = child->parent_run_id;
+    context.parent = StoredParent{.run_id = child->parent_run_id,
+                                  .step_path = child->step_path,
+                                  .revision = child->revision,
+                                  .depth = child->depth};
+  }
   if (budget.limit_micros.has_value() && *budget.limit_micros < 0) {
     return absl::InvalidArgumentError("a run's budget must be 0 or more");
   }
@@ -79,7 +92,8 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req) 
                                                     .workflow_version = version.version,
                                                     .workflow_digest = version.digest,
                                                     .inputs_digest = run.inputs_digest,
-                                                    .idempotency_key = req.idempotency_key})};
+                                                    .idempotency_key = req.idempotency_key,
+                                                    .parent_run_id = run.parent_run_id})};
   // Secret inputs live only in this process's memory, for its own executions.
   // They are in place before the run commits: an executor of this process may
   // claim the run as soon as it is queued.

@@ -15,6 +15,7 @@
 #include "runloom/workflow.h"
 
 #include "engine/observe/engine_metrics.h"
+#include "engine/run/child_run.h"
 #include "engine/run/secrets.h"
 #include "engine/service/pinned_catalog.h"
 #include "engine/service/random_source.h"
@@ -45,7 +46,10 @@ class Admission {
 
   // See Engine::RegisterWorkflow and Engine::StartRun.
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf);
-  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& req);
+  // With `child`: the run is `child`'s parent's child (NewRun::parent_run_id,
+  // RunContext::parent), and its budget is at most the cap.
+  absl::StatusOr<CreateRunResult> StartRun(const StartRunRequest& req,
+                                           const ChildLink* child = nullptr);
 
  private:
   // The version a new run pins, and its definition.

@@ -25,6 +25,7 @@
 #include "engine/engine_driver.h"
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/stage_events.h"
+#include "engine/run/child_run.h"
 #include "engine/schedules.h"
 #include "engine/service/active_runs.h"
 #include "engine/service/cancel_watch.h"
@@ -97,7 +98,17 @@ class Engine::Impl {
                    metrics_.get()),
         launcher_(LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
                                  logger(), metrics_.get(), options_.owner, options_.lease_ttl,
-                                 stage_events_.get(), options_.park_sleeps_over},
+                                 stage_events_.get(), options_.park_sleeps_over,
+                                 [this](const engine_internal::ChildStart& child) {
+                                   StartRunRequest req;
+                                   req.workflow_name = child.workflow;
+                                   req.workflow_version = child.version;
+                                   req.inputs = child.inputs;
+                                   req.idempotency_key = child.idempotency_key;
+                                   req.working_dir = child.working_dir;
+                                   return admission_.StartRun(req, &child.link);
+                                 },
+                                 [this](const std::string& child_id) { ChildEnded(child_id); }},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
@@ -106,7 +117,10 @@ class Engine::Impl {
         cancel_watch_(store(), clock(), &active_, options_.cancel_check, logger()),
         sweeper_(store(), transport(), clock(), options_.env.scheduler, options_.sweep_interval,
                  options_.queued_grace, logger(), metrics_.get(),
-                 [this](const RunRecord& run) { PublishFinished(run); }),
+                 [this](const RunRecord& run) { PublishFinished(run); },
+                 [this](const std::string& run_id) {
+                   return CancelHeld(run_id, "runloom (its parent run is finished)").status();
+                 }),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }),
         schedules_(store(), clock(), logger(), options_.schedule_poll,
                    engine_internal::ScheduleFirer::Hooks{
@@ -142,6 +156,7 @@ class Engine::Impl {
   // holding it (the sweeper's attempt cap, a cancel or reset of a run
   // nobody held); executions publish their own (RunExecution::Finish).
   void PublishFinished(const RunRecord& run) {
+    if (!run.parent_run_id.empty()) TellParent(run);
     if (stage_events_ == nullptr) return;
     absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
     if (!wf.ok()) {
@@ -152,11 +167,43 @@ class Engine::Impl {
     stage_events_->Publish(run, **wf, engine_internal::TerminalStageUpdate(run.status, run.error));
   }
 
-  // Cancels `run_id`, and stops it now when this engine holds it.
+  // A child run that an execution of this engine finished: its parent is
+  // told (engine_internal::NotifyParentOfEnd).
+  void ChildEnded(const std::string& child_id) {
+    absl::StatusOr<RunRecord> child = store()->GetRun(child_id);
+    if (!child.ok()) {
+      Log(logger(), LogLevel::kWarning, "run ", child_id,
+          ": its parent was not told it ended (its poll will find out): ", child.status().ToString());
+      return;
+    }
+    TellParent(*child);
+  }
+  void TellParent(const RunRecord& child) {
+    absl::Status s = engine_internal::NotifyParentOfEnd(*store(), child);
+    if (!s.ok()) {
+      Log(logger(), LogLevel::kWarning, "run ", child.id, ": its parent ", child.parent_run_id,
+          " was not told it ended (its poll will find out): ", s.ToString());
+    }
+  }
+
+  // Cancels `run_id`, and stops it now when this engine holds it; then its
+  // children not finished, and theirs (a sweeper cancels those this misses,
+  // Store::ListOrphanedChildren).
   absl::StatusOr<RunRecord> CancelHeld(const std::string& run_id, const std::string& by) {
     absl::StatusOr<RunRecord> run = engine_internal::CancelRun(Decisions(), run_id, by);
     if (run.ok() && run->status == RunStatus::kRunning) cancel_watch_.StopIfHeld(run_id);
+    if (run.ok()) CancelChildren(run_id, by);
     return run;
+  }
+  void CancelChildren(const std::string& parent_id, const std::string& by) {
+    RunFilter f;
+    f.parent_run_id = parent_id;
+    f.limit = 0;
+    absl::StatusOr<std::vector<RunRecord>> children = store()->ListRuns(f);
+    if (!children.ok()) return;  // the sweeper's orphan pass does it
+    for (const RunRecord& c : *children) {
+      if (!IsTerminal(c.status)) CancelHeld(c.id, absl::StrCat(by, " via parent ", parent_id)).IgnoreError();
+    }
   }
 
   // The lease keeper, and the sweeper and the schedules if enabled. Idempotent.

@@ -5,6 +5,7 @@
 
 #include "core/status_macros.h"
 #include "engine/run/approval_gate.h"
+#include "engine/run/child_run.h"
 #include "engine/run/signal_wait.h"
 
 #include "absl/strings/str_cat.h"
@@ -26,7 +27,7 @@ std::string Where(const Workflow& wf, const StepDef& step) {
 // Every kind a workflow may use, sorted: the registry's and the engine's own.
 std::string KindList(const StepRegistry& registry) {
   std::vector<std::string> names = registry.Names();
-  names.insert(names.end(), {"approval", "loop", "parallel", "wait"});
+  names.insert(names.end(), {"approval", "loop", "parallel", "run", "wait"});
   std::sort(names.begin(), names.end());
   return absl::StrJoin(names, ", ");
 }
@@ -50,6 +51,10 @@ absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& st
     }
     if (step.kind == "wait") {
       RUNLOOM_RETURN_IF_ERROR(engine_internal::ValidateWaitStep(wf, step, in_parallel));
+      continue;
+    }
+    if (step.kind == "run") {
+      RUNLOOM_RETURN_IF_ERROR(engine_internal::ValidateChildStep(wf, step, in_parallel));
       continue;
     }
     std::shared_ptr<StepKind> kind = registry.Find(step.kind);

@@ -101,6 +101,10 @@ absl::StatusOr<RunPage> Engine::ListRuns(const RunQuery& query) {
   RunFilter filter;
   filter.status = query.status;
   filter.workflow_name = query.workflow;
+  if (!query.parent_run_id.empty()) {
+    RUNLOOM_RETURN_IF_ERROR(CheckName("parent", query.parent_run_id));
+    filter.parent_run_id = query.parent_run_id;
+  }
   // One more than the page: whether it comes back says if there is a next
   // page, so the last page never ends in an empty one.
   filter.limit = limit + 1;

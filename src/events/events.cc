@@ -155,6 +155,7 @@ Event RunCreatedEvent(const std::string& run_id, const RunCreatedData& d) {
   e.data["workflow_digest"] = d.workflow_digest;
   e.data["inputs_digest"] = d.inputs_digest;
   SetIfNotEmpty(e.data, "idempotency_key", d.idempotency_key);
+  SetIfNotEmpty(e.data, "parent_run_id", d.parent_run_id);
   e.data["entry"] = ToString(RunEntry::kFresh);
   return e;
 }
@@ -202,6 +203,7 @@ Event RunWaitingEvent(const std::string& run_id, const RunWaitingData& d) {
   e.data["for"] = d.for_what;
   if (!d.until.empty()) e.data["until"] = d.until;
   if (!d.signal.empty()) e.data["signal"] = d.signal;
+  SetIfNotEmpty(e.data, "child_run_id", d.child_run_id);
   return e;
 }
 

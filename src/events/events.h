@@ -87,6 +87,7 @@ struct RunCreatedData {
   std::string workflow_digest{};  // "sha256:<hex>"
   std::string inputs_digest{};    // "sha256:<hex>"
   std::string idempotency_key{};  // optional: "" = none
+  std::string parent_run_id{};    // optional: a child run's parent (issue 23)
 };
 
 // run.started: an executor took the lease. The store fills `attempt` and
@@ -127,14 +128,16 @@ struct RunPausedData {
 };
 
 // run.waiting: the run rests without a worker at `step_path`: a sleep step
-// until `until` (`for` = "timer"), or a wait step for the signal `signal`
-// (`for` = "signal"), until `until` when it has a timeout. `until`: RFC
-// 3339, UTC, the store's clock; "" = no timeout.
+// until `until` (`for` = "timer"), a wait step for the signal `signal`
+// (`for` = "signal"), until `until` when it has a timeout, or a run step
+// for its child run `child_run_id` (`for` = "child"). `until`: RFC 3339,
+// UTC, the store's clock; "" = no timeout.
 struct RunWaitingData {
   std::string step_path{};
   std::string for_what = "timer";
   std::string until{};
   std::string signal{};
+  std::string child_run_id{};
 };
 
 // signal.received: a signal named `name` was kept in the run's mailbox.

@@ -11,7 +11,9 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/engine_driver.h"
+#include "engine/rules/run_context.h"
 #include "engine/rules/step_counts.h"
+#include "engine/run/child_run.h"
 #include "events/events.h"
 #include "llm/cap_board.h"
 #include "llm/concurrency_controller.h"
@@ -31,6 +33,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <memory>
 #include <set>
@@ -327,6 +330,15 @@ class Sim {
   // Each schedule run's key names a tick of its cron expression, no tick
   // has two runs, and no more runs than ticks came while it was active.
   void CheckSchedule();
+  // Child runs (issue 23), in a third of the seeds: workload 0 ends with a
+  // `run` step of the workflow `simchild` (its own generator: the world's
+  // draws stay). AddChildStep writes both; JoinChildren adds the children
+  // of the checked runs to them (each must rest like a client's run);
+  // CheckChildren holds one child per parent step and no orphan at rest,
+  // and each parent's run step's record against its child.
+  void AddChildStep();
+  void JoinChildren();
+  void CheckChildren();
 
   const SimOptions options_;
   World world_;
@@ -342,6 +354,9 @@ class Sim {
   CapLedger cap_ledger_;
   ConcurrencyOptions cap_options_;
   std::vector<Workload> workloads_;
+  std::optional<Workload> child_workload_;  // `simchild`, when the seed has child runs
+  std::string child_step_;                  // the run step's id in workload 0
+  int children_ = 0;                        // child runs joined to runs_
   std::shared_ptr<Incarnation> client_inc_;
   Process client_proc_;  // the clients' process: the API, never faulted
   std::unique_ptr<Engine> client_;
@@ -441,6 +456,7 @@ absl::Status Sim::Open() {
     world_.Record(absl::StrCat("workflow ", w.name, ":\n", w.yaml));
     workloads_.push_back(std::move(w));
   }
+  AddChildStep();
   CreateSchedule();
   cap_board_ = NewInProcessCapBoard(world_.clock());
   cap_options_ = ConcurrencyOptions{.static_cap = 8, .max_cap = 64};
@@ -666,6 +682,7 @@ const Workload* Sim::WorkloadOf(const std::string& workflow) const {
   for (const Workload& w : workloads_) {
     if (w.name == workflow) return &w;
   }
+  if (child_workload_.has_value() && child_workload_->name == workflow) return &*child_workload_;
   return nullptr;
 }
 
@@ -720,6 +737,28 @@ void Sim::CheckSignals(const RunRecord& run, const std::vector<StepRecord>& step
   std::map<std::string, const SignalRecord*> by_key;  // wait key -> the signal it consumed
   std::set<std::string> unconsumed;                   // names with a signal still in the mailbox
   for (const SignalRecord& sig : *mailbox) {
+    // A child's end (engine/run/child_run.h): from a finished child of this
+    // run, once, consumed (if at all) by one of its run steps' attempts.
+    constexpr std::string_view kChildSignal = "_child.";
+    if (sig.name.rfind(kChildSignal, 0) == 0) {
+      const std::string child_id = sig.name.substr(kChildSignal.size());
+      absl::StatusOr<RunRecord> child = base_.store->GetRun(child_id);
+      if (!child.ok() || child->parent_run_id != run.id || !IsTerminal(child->status) ||
+          sig.payload.value("child_run_id", "") != child_id) {
+        world_.Violate(absl::StrCat("run ", run.id, " keeps signal ", sig.name, " seq ", sig.seq,
+                                    " with payload ", sig.payload.dump(),
+                                    ", which no finished child of it sent"));
+        return;
+      }
+      if (sig.consumed_by.empty()) {
+        unconsumed.insert(sig.name);
+      } else if (sig.consumed_by.find('#') == std::string::npos ||
+                 !by_key.emplace(sig.consumed_by, &sig).second) {
+        world_.Violate(absl::StrCat("run ", run.id, ": child end ", sig.name, " consumed by '",
+                                    sig.consumed_by, "', not once by a run step's attempt"));
+      }
+      continue;
+    }
     auto it = sent.find(sig.seq);
     if (it == sent.end() || it->second.first != sig.name || it->second.second != sig.payload) {
       world_.Violate(absl::StrCat("run ", run.id, " keeps signal ", sig.name, " seq ", sig.seq,
@@ -898,7 +937,8 @@ void Sim::CheckRun(const RunRecord& run) {
       world_.Violate(absl::StrCat("step record ", key, " changed: ", it->second, " -> ", value));
     }
   }
-  if (const Workload* w = WorkloadOf(run.workflow_name); w != nullptr && !w->signals.empty()) {
+  if (const Workload* w = WorkloadOf(run.workflow_name);
+      w != nullptr && (!w->signals.empty() || (child_workload_.has_value() && w == &workloads_[0]))) {
     CheckSignals(run, *steps, *w);
   }
   // Step counts (distinct records of a revision) only grow: no redelivery,
@@ -921,6 +961,7 @@ void Sim::Check() {
   // Nothing reached the store since the last check: nothing can have changed.
   if (faults_.calls_returned == checked_at_) return;
   checked_at_ = faults_.calls_returned;
+  JoinChildren();
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok()) {
@@ -1223,6 +1264,151 @@ void Sim::CheckSchedule() {
   }
 }
 
+void Sim::AddChildStep() {
+  std::mt19937_64 gen(options_.seed ^ 0xc41dc41dc41dc41dULL);
+  if (gen() % 3 != 0 || workloads_.empty()) return;
+  Workload c;
+  c.name = "simchild";
+  c.max_attempts = params_.max_attempts;
+  const absl::Duration nap = absl::Milliseconds(100 + static_cast<int64_t>(gen() % 900));
+  // times: 0 or 1 succeeds (the retry takes the one), 2 fails the child.
+  const uint64_t times = gen() % 3;
+  c.yaml = absl::StrCat("name: simchild\ndescription: simulated child\ntenant: tenant\nmax_attempts: ",
+                        c.max_attempts,
+                        "\ninputs:\n  tenant: {type: string, default: t1}\nsteps:\n"
+                        "  - {id: c1, kind: sleep, duration: ", Ms(nap), "}\n"
+                        "  - id: c2\n    kind: fail\n    times: ", times,
+                        "\n    class: unavailable\n"
+                        "    retry: {max_attempts: 2, initial_delay: 100ms, on: [unavailable]}\n"
+                        "  - {id: c3, kind: noop, output: {done: true}}\n");
+  c.worst = nap + absl::Milliseconds(300);
+  c.phases = {""};
+  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(c.yaml, "simchild.yaml");
+  if (!wf.ok()) {
+    world_.Violate(absl::StrCat("the child workload: ", wf.status().ToString(), "\n", c.yaml));
+    return;
+  }
+  c.wf = *wf;
+  if (absl::Status s = client_->RegisterWorkflow(c.wf).status(); !s.ok()) {
+    world_.Violate(absl::StrCat("registering simchild: ", s.ToString()));
+    return;
+  }
+  Workload& w = workloads_[0];
+  const size_t n = w.phases.size() + 1;
+  child_step_ = absl::StrCat("s", n);
+  const std::string phase = absl::StrCat("p", n);
+  absl::StrAppend(&w.yaml, "  - id: ", child_step_, "\n    phase: ", phase,
+                  "\n    kind: run\n    workflow: simchild\n"
+                  "    inputs: {tenant: \"{{ inputs.tenant }}\"}\n");
+  w.phases.push_back(phase);
+  w.worst += c.worst;
+  absl::StatusOr<Workflow> parent = LoadWorkflowYaml(w.yaml, absl::StrCat(w.name, ".yaml"));
+  if (!parent.ok()) {
+    world_.Violate(absl::StrCat("workload 0 with its run step: ", parent.status().ToString()));
+    return;
+  }
+  w.wf = *parent;
+  world_.Record(absl::StrCat("child workflow simchild:\n", c.yaml, "workload ", w.name,
+                             " ends with run step ", child_step_));
+  child_workload_ = std::move(c);
+}
+
+void Sim::JoinChildren() {
+  if (!child_workload_.has_value()) return;
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    const std::string parent = runs_[i];  // runs_ may grow in the loop
+    RunFilter f;
+    f.parent_run_id = parent;
+    f.limit = 0;
+    absl::StatusOr<std::vector<RunRecord>> kids = base_.store->ListRuns(f);
+    if (!kids.ok()) continue;
+    std::set<std::string> steps;  // "revision/path": one child each, at every moment
+    for (const RunRecord& k : *kids) {
+      const engine_internal::RunContext ctx = engine_internal::ContextOf(k);
+      const std::string step = ctx.parent.has_value()
+                                   ? absl::StrCat(ctx.parent->revision, "/", ctx.parent->step_path)
+                                   : "?";
+      if (!steps.insert(step).second) {
+        world_.Violate(absl::StrCat("run ", parent, " has two children for its step ", step, ": ",
+                                    k.id, " is the second"));
+        return;
+      }
+      if (std::find(runs_.begin(), runs_.end(), k.id) != runs_.end()) continue;
+      runs_.push_back(k.id);
+      ++children_;
+      world_.Record(absl::StrCat(world_.Stamp(), " child ", k.id, " of ", parent, " (",
+                                 k.idempotency_key, ") joins the checked runs"));
+    }
+  }
+}
+
+void Sim::CheckChildren() {
+  if (!child_workload_.has_value()) return;
+  JoinChildren();
+  for (const std::string& id : runs_) {
+    absl::StatusOr<RunRecord> parent = base_.store->GetRun(id);
+    if (!parent.ok()) continue;
+    RunFilter f;
+    f.parent_run_id = id;
+    f.limit = 0;
+    absl::StatusOr<std::vector<RunRecord>> kids = base_.store->ListRuns(f);
+    if (!kids.ok()) continue;
+    // One child per parent step (and attempt: these run steps retry not),
+    // whatever crashed or woke the parent in between.
+    std::map<std::string, int> per_step;  // "revision/path" -> children
+    for (const RunRecord& k : *kids) {
+      const engine_internal::RunContext ctx = engine_internal::ContextOf(k);
+      const std::string step = ctx.parent.has_value()
+                                   ? absl::StrCat(ctx.parent->revision, "/", ctx.parent->step_path)
+                                   : "?";
+      if (++per_step[step] > 1) {
+        world_.Violate(absl::StrCat("run ", id, " has two children for its step ", step, ": ",
+                                    k.id, " is the second"));
+        return;
+      }
+    }
+    std::map<std::string, const RunRecord*> by_key;
+    for (const RunRecord& k : *kids) {
+      const engine_internal::RunContext ctx = engine_internal::ContextOf(k);
+      if (!ctx.parent.has_value() || ctx.parent->run_id != id ||
+          k.idempotency_key !=
+              engine_internal::ChildKey(id, ctx.parent->revision, ctx.parent->step_path, 1)) {
+        world_.Violate(absl::StrCat("child ", k.id, " of ", id, " has key '", k.idempotency_key,
+                                    "', not its parent step's first attempt's"));
+        return;
+      }
+      by_key.emplace(k.idempotency_key, &k);
+      if (IsTerminal(parent->status) && !IsTerminal(k.status)) {
+        world_.Violate(absl::StrCat("child ", k.id, " is ", Name(k.status), " at rest; its parent ",
+                                    id, " is ", Name(parent->status)));
+        return;
+      }
+    }
+    // The parent's run step's record, in each revision, against its child.
+    absl::StatusOr<std::vector<StepRecord>> steps = base_.store->ListSteps(id, std::nullopt);
+    for (const StepRecord& s : steps.ok() ? *steps : std::vector<StepRecord>{}) {
+      if (s.kind != "run") continue;
+      auto child = by_key.find(engine_internal::ChildKey(id, s.revision, s.path, 1));
+      if (s.state == StepState::kSucceeded) {
+        if (child == by_key.end() || child->second->status != RunStatus::kCompleted ||
+            s.output.value("run_id", "") != child->second->id) {
+          world_.Violate(absl::StrCat("run ", id, " step ", s.path, " revision ", s.revision,
+                                      " succeeded with ", s.output.dump(),
+                                      " but its child is not that completed run"));
+          return;
+        }
+      } else if (s.state == StepState::kFailed && child != by_key.end() &&
+                 (!IsTerminal(child->second->status) ||
+                  child->second->status == RunStatus::kCompleted)) {
+        world_.Violate(absl::StrCat("run ", id, " step ", s.path, " revision ", s.revision,
+                                    " failed (", s.error, ") but its child ", child->second->id,
+                                    " is ", Name(child->second->status)));
+        return;
+      }
+    }
+  }
+}
+
 bool Sim::AllRest() {
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
@@ -1242,6 +1428,11 @@ absl::Duration Sim::LivenessBound() const {
                                  params_.idle_poll + params_.ttl / 3;
   absl::Duration worst;
   for (const Workload& w : workloads_) worst = std::max(worst, w.worst);
+  if (child_workload_.has_value()) {
+    // A parent whose child's end signal was lost waits for its poll timer
+    // (engine/run/child_run.cc: at most a minute).
+    worst += absl::Minutes(1);
+  }
   const int executors = params_.processes * params_.executors;
   const int waves = (static_cast<int>(runs_.size()) + executors - 1) / executors;
   return 2 * recover + (waves + 1) * worst + absl::Seconds(2);
@@ -1290,6 +1481,7 @@ SimResult Sim::Run() {
   if (world_.violation().empty()) CheckCapEnd();
   if (world_.violation().empty()) CheckEnd();
   if (world_.violation().empty()) CheckSchedule();
+  if (world_.violation().empty()) CheckChildren();
   for (const std::string& id : runs_) {
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok()) continue;
@@ -1310,6 +1502,7 @@ SimResult Sim::Run() {
   result.signals_kept = faults_.signals_kept;
   result.signals_resolved = faults_.signals_resolved;
   result.schedule_runs = schedule_runs_;
+  result.child_runs = children_;
   result.history = std::move(world_.history());
   return result;
 }

@@ -111,6 +111,13 @@ struct Harness {
     return *done;
   }
 
+  // The run's row as the store has it now (an empty record on an error).
+  RunRecord Run(const std::string& run_id) {
+    absl::StatusOr<RunRecord> r = engine->store()->GetRun(run_id);
+    EXPECT_OK(r);
+    return r.ok() ? *r : RunRecord{};
+  }
+
   std::map<std::string, StepRecord> Steps(const std::string& run_id) {
     std::map<std::string, StepRecord> out;
     auto steps = engine->store()->ListSteps(run_id, std::nullopt);

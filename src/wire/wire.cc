@@ -26,10 +26,16 @@ nlohmann::json RunToJson(const RunRecord& r) {
   // What a waiting run waits for (issue 23); null for any other status.
   nlohmann::json waiting_for = nullptr;
   if (r.status == RunStatus::kWaiting) {
-    waiting_for = {{"kind", r.wait_signal.empty() ? "timer" : "signal"},
-                   {"signal", r.wait_signal.empty() ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(r.wait_signal)},
-                   {"until", TimeOrNull(r.wake_at)},
+    // A run step waits for its child's end signal, "_child.<id>"
+    // (engine/run/child_run.h); its wake time is only the parent's poll.
+    constexpr std::string_view kChildSignal = "_child.";
+    const bool child = r.wait_signal.rfind(kChildSignal, 0) == 0;
+    waiting_for = {{"kind", child ? "child" : r.wait_signal.empty() ? "timer" : "signal"},
+                   {"signal", r.wait_signal.empty() || child ? nlohmann::json(nullptr)
+                                                             : nlohmann::json(r.wait_signal)},
+                   {"child_run_id", child ? nlohmann::json(r.wait_signal.substr(kChildSignal.size()))
+                                          : nlohmann::json(nullptr)},
+                   {"until", child ? nlohmann::json(nullptr) : TimeOrNull(r.wake_at)},
                    {"step_path", context.timer.has_value() && context.timer->revision == r.revision
                                      ? nlohmann::json(context.timer->step_path)
                                      : nlohmann::json(nullptr)}};
@@ -60,7 +66,12 @@ nlohmann::json RunToJson(const RunRecord& r) {
           {"created_at", FormatEventTime(r.created_at)},
           {"updated_at", FormatEventTime(r.updated_at)},
           {"finished_at", TimeOrNull(r.finished_at)},
-          {"waiting_for", std::move(waiting_for)}};
+          {"waiting_for", std::move(waiting_for)},
+          {"parent_run_id", r.parent_run_id.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(r.parent_run_id)},
+          {"parent_step_path", context.parent.has_value()
+                                   ? nlohmann::json(context.parent->step_path)
+                                   : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json SignalToJson(const SignalRecord& s) {

@@ -236,6 +236,59 @@ TEST_P(StoreConformanceTest, ListRunsUpdatedSinceFindsRunsWrittenSinceThatTime) 
   EXPECT_THAT(store_->ListRuns(filter), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Child runs (issue 23): a child keeps its parent's id; ListRuns finds a
+// run's children; ListOrphanedChildren finds the unfinished children of a
+// finished parent, and only those.
+TEST_P(StoreConformanceTest, ChildRunsKeepTheirParentAndOrphansAreFound) {
+  const std::string parent = DriveTo(RunStatus::kWaiting);
+  const std::string other = DriveTo(RunStatus::kWaiting);
+  NewRun child = MakeRun("kid", "child:" + parent + ":1:sum#1");
+  child.parent_run_id = parent;
+  absl::StatusOr<CreateRunResult> made = store_->CreateRun(child, {Ev("run.created")});
+  ASSERT_OK(made);
+  EXPECT_EQ(made->run.parent_run_id, parent);
+  EXPECT_THAT(store_->GetRun(child.id), IsOkAndHolds(Field(&RunRecord::parent_run_id, parent)));
+  // The same key again is the same child.
+  NewRun again = MakeRun("kid", child.idempotency_key);
+  again.parent_run_id = parent;
+  absl::StatusOr<CreateRunResult> twice = store_->CreateRun(again, {Ev("run.created")});
+  ASSERT_OK(twice);
+  EXPECT_FALSE(twice->created);
+  EXPECT_EQ(twice->run.id, child.id);
+  // A child without an idempotency key is refused, nothing written.
+  NewRun keyless = MakeRun("kid");
+  keyless.parent_run_id = parent;
+  EXPECT_THAT(store_->CreateRun(keyless, {Ev("run.created")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->GetRun(keyless.id), StatusIs(absl::StatusCode::kNotFound));
+  NewRun done_child = MakeRun("kid", "child:" + parent + ":1:sum#2");
+  done_child.parent_run_id = parent;
+  ASSERT_OK(store_->CreateRun(done_child, {Ev("run.created")}));
+  RunFilter filter;
+  filter.parent_run_id = parent;
+  EXPECT_THAT(store_->ListRuns(filter),
+              IsOkAndHolds(UnorderedElementsAre(Field(&RunRecord::id, child.id),
+                                                Field(&RunRecord::id, done_child.id))));
+  filter.parent_run_id = other;
+  EXPECT_THAT(store_->ListRuns(filter), IsOkAndHolds(IsEmpty()));
+  // Parents not finished: no orphans.
+  EXPECT_THAT(store_->ListOrphanedChildren(10), IsOkAndHolds(IsEmpty()));
+  RunWrite end;
+  end.run_id = done_child.id;
+  end.party = Party::kCancel;
+  end.expected = {RunStatus::kQueued};
+  end.new_status = RunStatus::kCancelled;
+  ASSERT_OK(store_->Commit(end));
+  RunWrite cancel;
+  cancel.run_id = parent;
+  cancel.party = Party::kCancel;
+  cancel.expected = {RunStatus::kWaiting};
+  cancel.new_status = RunStatus::kCancelled;
+  ASSERT_OK(store_->Commit(cancel));
+  EXPECT_THAT(store_->ListOrphanedChildren(10), IsOkAndHolds(ElementsAre(child.id)));
+  EXPECT_THAT(store_->ListOrphanedChildren(0), IsOkAndHolds(ElementsAre(child.id)));
+}
+
 // Pages of `filter` (limit as given), each continuing after the previous
 // page's last run, until a short page; every id in order.
 std::vector<std::string> PageThrough(Store& store, RunFilter filter) {

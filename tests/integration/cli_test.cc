@@ -166,6 +166,65 @@ TEST(Cli, ARunWaitingForASignalResumesWhenAnotherProcessSendsIt) {
   EXPECT_NE(std::find(types.begin(), types.end(), "signal.received"), types.end());
 }
 
+// Issue 23, acceptance 2: a child run survives a parent crash without a
+// duplicate. `runloom run` parks the parent at its run step and executes
+// the child itself; it is killed with SIGKILL in the middle of the child's
+// step. A worker started afterwards recovers the child (its lease expires),
+// whose end wakes the parent; the parent's step finds the child it started,
+// so there is exactly one child, and the parent completes with its output.
+TEST(Cli, AChildRunSurvivesAParentCrashWithoutADuplicate) {
+  const std::string dir = MakeTempDir("child");
+  const std::string db = dir + "/child.db";
+  const std::string counter = dir + "/counter.txt";
+  WriteFile(dir + "/summarize.yaml",
+            "name: summarize\ninputs:\n  topic: {type: string}\nsteps:\n"
+            "  - id: write\n    kind: exec\n    command: [sh, -c, 'echo child >> " + counter +
+                R"(; sleep 2; echo {\"summary\": \"done\"}'])" + "\n");
+  WriteFile(dir + "/digest.yaml", R"(name: digest
+steps:
+  - {id: before, kind: noop}
+  - {id: sum, kind: run, workflow: summarize, inputs: {topic: storage}}
+  - {id: after, kind: noop, output: {got: "{{ steps.sum.output.outputs.write.summary }}"}}
+)");
+  Result registered = RunCli({"workflows", "--register", dir + "/summarize.yaml", "--db", db});
+  ASSERT_EQ(registered.code, 0) << registered.out;
+  EXPECT_THAT(registered.out, ::testing::HasSubstr("registered summarize v1"));
+  Result bad = RunCli({"workflows", "--register", dir + "/missing.yaml", "--db", db});
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  Child run({"run", dir + "/digest.yaml", "--db", db, "--lease-ttl", "2s"}, dir + "/run.log");
+  const std::string parent = AwaitParked(dir + "/run.log", db);
+  ASSERT_FALSE(parent.empty()) << ReadFile(dir + "/run.log");
+  nlohmann::json waiting = StatusJson(db, parent);
+  ASSERT_EQ(waiting["waiting_for"]["kind"], "child") << waiting.dump(2);
+  const std::string child = waiting["waiting_for"]["child_run_id"];
+  // The child's step has started in the `run` process: kill it there.
+  for (int i = 0; i < 500 && ReadFile(counter).empty(); ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(ReadFile(counter), "child\n") << ReadFile(dir + "/run.log");
+  run.Kill(SIGKILL);
+  EXPECT_EQ(run.Wait(), 128 + SIGKILL);
+  Result worker = RunCli({"worker", "--db", db, "--until-idle", "--lease-ttl", "2s"});
+  EXPECT_EQ(worker.code, 0) << worker.out;
+  nlohmann::json st = StatusJson(db, parent);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  nlohmann::json child_st = StatusJson(db, child);
+  EXPECT_EQ(child_st["status"], "completed") << child_st.dump(2);
+  EXPECT_EQ(child_st["parent_run_id"], parent);
+  Result kids = RunCli({"runs", "--parent", parent, "--json", "--db", db});
+  ASSERT_EQ(kids.code, 0) << kids.out;
+  nlohmann::json page = nlohmann::json::parse(kids.out);
+  ASSERT_EQ(page["runs"].size(), 1u) << kids.out;
+  EXPECT_EQ(page["runs"][0]["id"], child);
+  bool found = false;
+  for (const nlohmann::json& step : st["steps"]) {
+    if (step["path"] != "after") continue;
+    found = true;
+    EXPECT_EQ(step["output"], (nlohmann::json{{"got", "done"}}));
+  }
+  EXPECT_TRUE(found) << st.dump(2);
+}
+
 // Processes whose command line is exactly `argv` (zombies have none).
 int CountProcesses(const std::vector<std::string>& argv) {
   std::string want;

@@ -37,7 +37,8 @@ TEST(Simulation, OneSeedReplaysByteForByte) {
 }
 
 TEST(Simulation, EverySeedHoldsEveryInvariant) {
-  int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0, scheduled = 0;
+  int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0, scheduled = 0,
+          children = 0;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     SimResult r = RunSimulation({.seed = seed});
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation << "\n"
@@ -49,6 +50,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
     kept += r.signals_kept;
     resolved += r.signals_resolved;
     scheduled += r.schedule_runs;
+    children += r.child_runs;
   }
   // Not vacuous: the campaign started runs, crashed processes, injected
   // faults, sent signals that waits consumed (some resolving a resting
@@ -60,6 +62,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   EXPECT_EQ(ended, runs);
   EXPECT_GT(resolved, 0);
   EXPECT_GT(scheduled, 0);  // schedules fired (a third of the seeds has one)
+  EXPECT_GT(children, 0);   // run steps started children (a third of the seeds)
   EXPECT_GT(kept, resolved);
 }
 

@@ -11,6 +11,7 @@ constexpr std::string_view kRerunFrom = "rerun_from";
 constexpr std::string_view kBudget = "budget";
 constexpr std::string_view kPendingGate = "pending_gate";
 constexpr std::string_view kTimer = "timer";
+constexpr std::string_view kParent = "parent";
 
 std::string StringAt(const nlohmann::json& j, std::string_view key) {
   auto it = j.find(key);
@@ -43,9 +44,20 @@ RunContext DecodeRunContext(const nlohmann::json& stored) {
                             .until = absl::FromUnixMicros(until->get<int64_t>())};
     }
   }
+  if (auto p = stored.find(kParent); p != stored.end() && p->is_object()) {
+    auto revision = p->find("revision");
+    auto depth = p->find("depth");
+    if (revision != p->end() && revision->is_number_integer() && depth != p->end() &&
+        depth->is_number_integer()) {
+      c.parent = StoredParent{.run_id = StringAt(*p, "run_id"),
+                              .step_path = StringAt(*p, "step_path"),
+                              .revision = revision->get<int64_t>(),
+                              .depth = depth->get<int>()};
+    }
+  }
   for (const auto& [key, value] : stored.items()) {
     if (key != kWorkingDir && key != kFeedback && key != kRerunFrom && key != kBudget &&
-        key != kPendingGate && key != kTimer) {
+        key != kPendingGate && key != kTimer && key != kParent) {
       c.unknown[key] = value;
     }
   }
@@ -67,6 +79,12 @@ nlohmann::json EncodeRunContext(const RunContext& c) {
     out[std::string(kTimer)] = {{"step_path", c.timer->step_path},
                                 {"revision", c.timer->revision},
                                 {"until_micros", absl::ToUnixMicros(c.timer->until)}};
+  }
+  if (c.parent.has_value()) {
+    out[std::string(kParent)] = {{"run_id", c.parent->run_id},
+                                 {"step_path", c.parent->step_path},
+                                 {"revision", c.parent->revision},
+                                 {"depth", c.parent->depth}};
   }
   return out;
 }

@@ -6,7 +6,8 @@
 //
 // Stored keys: "working_dir", "feedback", "rerun_from", "budget" {tenant,
 // limit_micros}, "pending_gate" (PendingGateToJson, runloom/gate.h), "timer"
-// {step_path, revision, until_micros} (a parked sleep, issue 23). A key
+// {step_path, revision, until_micros} (a parked sleep, issue 23), "parent"
+// {run_id, step_path, revision, depth} (a child run, issue 23). A key
 // this binary does not know (written by a newer one) is kept as it is on
 // every write, so a rolling upgrade loses nothing.
 //
@@ -38,6 +39,16 @@ struct StoredTimer {
   absl::Time until;
 };
 
+// A child run's link to the `kind: run` step that started it: the parent's
+// run id, the step's path and revision, and how deep the child is (1 for
+// a child of a run without a parent).
+struct StoredParent {
+  std::string run_id;
+  std::string step_path;
+  int64_t revision = 0;
+  int depth = 1;
+};
+
 struct RunContext {
   // Where exec steps run, from the workflow file's directory at admission;
   // "" = the engine's working directory.
@@ -52,6 +63,7 @@ struct RunContext {
   // the gate codec (PendingGateOf, ContextWithPendingGate).
   nlohmann::json pending_gate;
   std::optional<StoredTimer> timer;
+  std::optional<StoredParent> parent;
   // Keys this binary does not know, kept as they are.
   nlohmann::json unknown = nlohmann::json::object();
 };

@@ -30,6 +30,24 @@ TEST(RunContext, RoundTripsEveryField) {
   EXPECT_EQ(back.pending_gate, (nlohmann::json{{"path", "review"}}));
 }
 
+TEST(RunContext, RoundTripsAChildRunsParent) {
+  RunContext c;
+  c.parent = StoredParent{.run_id = "r1", .step_path = "loop[2]/child", .revision = 3, .depth = 2};
+  const nlohmann::json stored = EncodeRunContext(c);
+  EXPECT_EQ(stored, (nlohmann::json{{"parent",
+                                     {{"run_id", "r1"},
+                                      {"step_path", "loop[2]/child"},
+                                      {"revision", 3},
+                                      {"depth", 2}}}}));
+  const RunContext back = DecodeRunContext(stored);
+  ASSERT_TRUE(back.parent.has_value());
+  EXPECT_EQ(back.parent->run_id, "r1");
+  EXPECT_EQ(back.parent->step_path, "loop[2]/child");
+  EXPECT_EQ(back.parent->revision, 3);
+  EXPECT_EQ(back.parent->depth, 2);
+  EXPECT_TRUE(back.unknown.empty());
+}
+
 TEST(RunContext, EmptyFieldsAreNotWrittenAndUnknownKeysAreKept) {
   const nlohmann::json stored = {{"feedback", "f"}, {"written_by_a_newer_binary", {1, 2}}};
   RunContext c = DecodeRunContext(stored);

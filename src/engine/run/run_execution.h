@@ -14,6 +14,7 @@
 //   graph_walk.cc     dependencies, trigger rules and `when:`, loops, parallel branches
 //   leaf_step.cc      one leaf step's attempts under its retry policy and timeout
 //   approval_gate.cc  reaching an approval gate, and pausing there
+//   timer.cc, signal_wait.cc, child_run.cc  parking at a sleep, a wait, a run step
 // Writes go through RunWriter (run_writer.h); references through the template
 // scope (template_scope.h).
 //
@@ -34,6 +35,7 @@
 #include "engine/observe/stage_events.h"
 #include "engine/rules/run_context.h"
 #include "engine/rules/template_scope.h"
+#include "engine/run/child_run.h"
 #include "engine/run/run_writer.h"
 #include "engine/run/secrets.h"
 #include "engine/run/stop.h"
@@ -77,6 +79,9 @@ struct ExecutionConfig {
   // step runs before that write succeeds.
   using LeaseRequest = FirstLeaseRequest;
   std::optional<LeaseRequest> lease_request;
+  // Admits the child run of a `kind: run` step (Admission::StartRun with a
+  // ChildLink); empty = this engine starts no children (the step fails).
+  StartChildFn start_child;
 };
 
 // How the execution ended.
@@ -109,6 +114,8 @@ class RunExecution {
   // run (read the recorded steps, new RunExecution).
   bool lease_needs_records() const { return writer_.lease_needs_records(); }
   const std::string& run_id() const { return run_.id; }
+  // The run that started this one with a `kind: run` step ("" = none).
+  const std::string& parent_run_id() const { return run_.parent_run_id; }
   StopSource& root() { return root_; }
   // The status written when Run() returned kFinished.
   RunStatus final_status() const { return final_status_; }
@@ -168,6 +175,12 @@ class RunExecution {
   // parks here (the park write is RunWait's own: the store refuses it when
   // a signal came in between, and RunWait then consumes that one).
   absl::StatusOr<StepResult> RunWait(const StepDef& step, const std::string& path);
+  // child_run.cc: a run step admits its child (idempotently) and parks the
+  // run until the child ends; the child's terminal status is its result.
+  absl::StatusOr<StepResult> RunChild(const StepDef& step, const std::string& path, Scope& scope);
+  // After a wait or run step's own park write: the walk stops here, with
+  // nothing recorded for the step (signal_wait.cc).
+  StepResult ParkedAtStep();
 
   absl::StatusOr<nlohmann::json> Resolve(const std::string& ref, const Scope& scope) const;
   // Deferred (RunWriter), unless it consumes a signal: that write is made

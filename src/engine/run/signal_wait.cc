@@ -85,16 +85,23 @@ absl::StatusOr<WaitConfig> ParseWaitConfig(const nlohmann::json& config) {
   return out;
 }
 
+absl::Status StepConfigError(const Workflow& wf, const StepDef& step, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(StepLocation(wf, step), "step '", step.id, "': ", what));
+}
+
+absl::Status CheckParksOutsideParallel(const Workflow& wf, const StepDef& step, bool in_parallel) {
+  if (!in_parallel) return absl::OkStatus();
+  return StepConfigError(wf, step,
+                         absl::StrCat("a ", step.kind,
+                                      " step cannot sit inside a parallel branch (it parks the "
+                                      "whole run); put it before or after the parallel step"));
+}
+
 absl::Status ValidateWaitStep(const Workflow& wf, const StepDef& step, bool in_parallel) {
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(StepLocation(wf, step), "step '", step.id, "': ", what));
-  };
-  if (in_parallel) {
-    return bad("a wait step cannot sit inside a parallel branch (it parks the whole run); put it "
-               "before or after the parallel step");
-  }
+  RUNLOOM_RETURN_IF_ERROR(CheckParksOutsideParallel(wf, step, in_parallel));
   absl::StatusOr<WaitConfig> c = ParseWaitConfig(step.config);
-  if (!c.ok()) return bad(std::string(c.status().message()));
+  if (!c.ok()) return StepConfigError(wf, step, std::string(c.status().message()));
   return absl::OkStatus();
 }
 
@@ -144,6 +151,14 @@ absl::Status CheckSignal(const Workflow& wf, const std::string& name,
     }
   }
   return absl::OkStatus();
+}
+
+StepResult RunExecution::ParkedAtStep() {
+  parked_ = true;
+  halt_ = Halt::kWait;
+  StepResult pending;
+  pending.state = StepState::kSkipped;  // not recorded; the walk stops here
+  return pending;
 }
 
 absl::StatusOr<StepResult> RunExecution::RunWait(const StepDef& step, const std::string& path) {
@@ -224,13 +239,7 @@ absl::StatusOr<StepResult> RunExecution::RunWait(const StepDef& step, const std:
                   .until = deadline.has_value() ? WakeTimeText(*deadline) : "",
                   .signal = wait->signal}));
     absl::Status s = Write(std::move(w));
-    if (s.ok()) {
-      parked_ = true;
-      halt_ = Halt::kWait;
-      StepResult pending;
-      pending.state = StepState::kSkipped;  // not recorded; the walk stops here
-      return pending;
-    }
+    if (s.ok()) return ParkedAtStep();
     // kAlreadyExists: a signal came since the read; consume it instead.
     if (s.code() != absl::StatusCode::kAlreadyExists) return s;
   }

@@ -37,6 +37,13 @@ struct WaitConfig {
 // valijson refuses.
 absl::StatusOr<WaitConfig> ParseWaitConfig(const nlohmann::json& config);
 
+// kInvalidArgument "<file>:<line>: step '<id>': <what>".
+absl::Status StepConfigError(const Workflow& wf, const StepDef& step, const std::string& what);
+
+// For a step that parks the whole run (wait, run): kInvalidArgument when it
+// sits inside a parallel branch, naming the step and its `kind`.
+absl::Status CheckParksOutsideParallel(const Workflow& wf, const StepDef& step, bool in_parallel);
+
 // ParseWaitConfig, and not inside a parallel branch (a wait parks the whole
 // run). kInvalidArgument "<file>:<line>: step '<id>': ...".
 absl::Status ValidateWaitStep(const Workflow& wf, const StepDef& step, bool in_parallel);

@@ -36,12 +36,6 @@ std::string Start(Harness& h, const std::string& yaml) {
   return started.ok() ? started->run.id : "";
 }
 
-RunRecord Get(Harness& h, const std::string& id) {
-  absl::StatusOr<RunRecord> r = h.engine->store()->GetRun(id);
-  EXPECT_OK(r);
-  return r.ok() ? *r : RunRecord{};
-}
-
 SignalRequest Payment(int amount, std::string key = "") {
   return {.name = "payment", .payload = {{"amount", amount}}, .idempotency_key = std::move(key)};
 }
@@ -71,7 +65,7 @@ TEST(Signals, AWaitParksTheRunAndASignalResolvesItAndIsTheStepsOutput) {
   EXPECT_TRUE(sent->resolved);
   EXPECT_EQ(sent->signal.seq, 1);
   EXPECT_EQ(sent->signal.consumed_by, "1:paid");
-  RunRecord queued = Get(h, id);
+  RunRecord queued = h.Run(id);
   EXPECT_EQ(queued.status, RunStatus::kQueued);
   EXPECT_EQ(queued.wait_signal, "");
   EXPECT_EQ(queued.wake_at, std::nullopt);
@@ -97,7 +91,7 @@ TEST(Signals, AWaitParksTheRunAndASignalResolvesItAndIsTheStepsOutput) {
   // The timeout that was set never fires on a run that moved on.
   clock.Advance(absl::Hours(2));
   ASSERT_OK(h.engine->SweepOnce());
-  EXPECT_EQ(Get(h, id).status, RunStatus::kCompleted);
+  EXPECT_EQ(h.Run(id).status, RunStatus::kCompleted);
 }
 
 TEST(Signals, SignalsSentBeforeTheWaitAreKeptAndConsumedInOrder) {
@@ -141,7 +135,7 @@ steps:
   ASSERT_EQ(h.engine->ExecuteRun(id)->status, RunStatus::kWaiting);
   clock.Advance(absl::Minutes(10));
   ASSERT_OK(h.engine->SweepOnce());
-  EXPECT_EQ(Get(h, id).status, RunStatus::kQueued);
+  EXPECT_EQ(h.Run(id).status, RunStatus::kQueued);
   // The timer won: a signal now resolves nothing.
   absl::StatusOr<SendSignalResult> sent = h.engine->Signal(id, {.name = "go"}, "tester");
   ASSERT_OK(sent);
@@ -177,7 +171,7 @@ TEST(Signals, BadSignalsAreRefusedNamingTheFieldAndNothingIsKept) {
   absl::StatusOr<std::vector<SignalRecord>> none = h.engine->store()->ListSignals(id, 0, 100);
   ASSERT_OK(none);
   EXPECT_TRUE(none->empty());
-  const int64_t events = Get(h, id).last_event_seq;
+  const int64_t events = h.Run(id).last_event_seq;
   // The same idempotency key twice keeps one signal.
   absl::StatusOr<SendSignalResult> a = h.engine->Signal(id, Payment(5, "k1"), "t");
   absl::StatusOr<SendSignalResult> b = h.engine->Signal(id, Payment(5, "k1"), "t");
@@ -186,7 +180,7 @@ TEST(Signals, BadSignalsAreRefusedNamingTheFieldAndNothingIsKept) {
   EXPECT_TRUE(a->created);
   EXPECT_FALSE(b->created);
   EXPECT_EQ(a->signal.seq, b->signal.seq);
-  EXPECT_EQ(Get(h, id).last_event_seq, events + 1);
+  EXPECT_EQ(h.Run(id).last_event_seq, events + 1);
   // A finished run takes none.
   ASSERT_OK(h.engine->Cancel(id, "t"));
   EXPECT_THAT(h.engine->Signal(id, Payment(1), "t"),
@@ -261,7 +255,7 @@ TEST(Signals, CancelRerunAndResetActOnARunWaitingForASignalAtOnce) {
   ASSERT_EQ(h.engine->ExecuteRun(c)->status, RunStatus::kWaiting);
   absl::StatusOr<int> reset = h.engine->ResetAll("admin");
   ASSERT_OK(reset);
-  EXPECT_EQ(Get(h, c).status, RunStatus::kCancelled);
+  EXPECT_EQ(h.Run(c).status, RunStatus::kCancelled);
 }
 
 }  // namespace

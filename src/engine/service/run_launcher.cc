@@ -57,6 +57,7 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
   config.metrics = config_.metrics;
   config.stage_events = config_.stage_events;
   config.park_sleeps_over = config_.park_sleeps_over;
+  config.start_child = config_.start_child;
   config.working_dir = ContextOf(run).working_dir;
   config.entry = entry;
   config.secrets = secrets_->Get(run_id);
@@ -166,7 +167,12 @@ void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
   active_->Add(exec);
   const Disposition d = body();
   counters_.Count(d);
-  if (d == Disposition::kFinished) config_.metrics->RunFinished(exec->final_status());
+  if (d == Disposition::kFinished) {
+    config_.metrics->RunFinished(exec->final_status());
+    if (!exec->parent_run_id().empty() && config_.child_finished) {
+      config_.child_finished(exec->run_id());
+    }
+  }
   if (d == Disposition::kLeaseLost) config_.metrics->LeaseLost();
   active_->Remove(exec->run_id());
 }

@@ -54,6 +54,11 @@ struct LauncherConfig {
   absl::Duration lease_ttl;
   StageEventPublisher* stage_events = nullptr;                 // nullptr = off
   absl::Duration park_sleeps_over = absl::InfiniteDuration();  // EngineOptions'
+  // Admits a run step's child (ExecutionConfig::start_child); empty = none.
+  StartChildFn start_child;
+  // Called with the id of a child run this launcher's execution finished
+  // (the engine tells its parent); may be empty.
+  std::function<void(const std::string&)> child_finished;
 };
 
 class RunLauncher {

@@ -91,8 +91,30 @@ bool Sweeper::WakeOne(const std::string& id) {
   return false;
 }
 
+int Sweeper::CancelOrphans() {
+  if (!cancel_orphan_) return 0;
+  absl::StatusOr<std::vector<std::string>> orphans = store_->ListOrphanedChildren(kSweepLimit);
+  if (!orphans.ok()) {
+    Log(logger_, LogLevel::kWarning,
+        "sweeper: looking for children of finished runs failed: ", orphans.status().ToString());
+    return 0;
+  }
+  int cancelled = 0;
+  for (const std::string& id : *orphans) {
+    absl::Status s = cancel_orphan_(id);
+    if (s.ok()) {
+      ++cancelled;
+    } else {
+      // kFailedPrecondition / kAborted: it finished or moved on meanwhile.
+      Log(logger_, LogLevel::kDebug, "run ", id, ": cancelling it (its parent is finished): ",
+          s.ToString());
+    }
+  }
+  return cancelled;
+}
+
 absl::StatusOr<int> Sweeper::SweepOnce() {
-  int acted = 0;
+  int acted = CancelOrphans();
   absl::StatusOr<int> woken = WakeDueTimers();
   if (woken.ok()) {
     acted += *woken;

@@ -38,15 +38,20 @@ class Sweeper {
   // Every pointer must outlive the sweeper. `on_failed` (may be empty) is
   // called with the run, as written, after the sweeper failed it at the
   // attempt cap (the engine publishes its stage event there).
+  // `cancel_orphan` (may be empty) cancels a child run whose parent is
+  // finished (Store::ListOrphanedChildren): the parent's cancel did not
+  // reach it.
   // `scheduler` runs the commits that wake due timers side by side (so a
   // store's group commit takes them together).
   Sweeper(Store* store, Transport* transport, Clock* clock, Scheduler* scheduler,
           absl::Duration interval, absl::Duration queued_grace, Logger* logger,
-          EngineMetrics* metrics, std::function<void(const RunRecord&)> on_failed = nullptr)
+          EngineMetrics* metrics, std::function<void(const RunRecord&)> on_failed = nullptr,
+          std::function<absl::Status(const std::string&)> cancel_orphan = nullptr)
       : store_(store),
         clock_(clock),
         scheduler_(scheduler),
         on_failed_(std::move(on_failed)),
+        cancel_orphan_(std::move(cancel_orphan)),
         interval_(interval),
         queued_grace_(queued_grace),
         logger_(logger),
@@ -83,6 +88,8 @@ class Sweeper {
   void TimerTick();
   // Queues the waiting runs whose timer is due; how many it queued.
   absl::StatusOr<int> WakeDueTimers();
+  // Cancels the children whose parent is finished; how many it cancelled.
+  int CancelOrphans();
   // Queues one; false (logged) when the run moved on or the commit failed.
   bool WakeOne(const std::string& id);
   // The rule for a `running` run whose lease expired. Returns whether it
@@ -98,6 +105,7 @@ class Sweeper {
   Clock* const clock_;
   Scheduler* const scheduler_;
   const std::function<void(const RunRecord&)> on_failed_;
+  const std::function<absl::Status(const std::string&)> cancel_orphan_;
   const absl::Duration interval_;
   const absl::Duration queued_grace_;
   Logger* const logger_;

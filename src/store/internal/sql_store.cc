@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include <limits>
 #include <utility>
 
 namespace runloom::store_internal {
@@ -617,6 +618,12 @@ constexpr Sql kNextWakeTime =
 constexpr Sql kWorkToCome = BothDialects(
     "SELECT 1 FROM runs WHERE status IN ('queued', 'running') "
     "OR (status = 'waiting' AND wake_at IS NOT NULL) LIMIT 1");
+// Children not finished whose parent is: the index runs_parent, joined to
+// each child's parent by its primary key. $1: the limit.
+constexpr Sql kOrphanedChildren = BothDialects(
+    "SELECT c.id FROM runs c JOIN runs p ON p.id = c.parent_run_id "
+    "WHERE c.parent_run_id <> '' AND c.status IN ('queued', 'running', 'paused', 'waiting') "
+    "AND p.status NOT IN ('queued', 'running', 'paused', 'waiting') ORDER BY c.id LIMIT $1");
 }  // namespace
 
 absl::StatusOr<bool> SqlStore::HasWorkToCome() {
@@ -624,6 +631,18 @@ absl::StatusOr<bool> SqlStore::HasWorkToCome() {
   RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
     RUNLOOM_ASSIGN_OR_RETURN(SqlRows r, s.Query(kWorkToCome, SqlArgs()));
     out = r.rows() > 0;
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> SqlStore::ListOrphanedChildren(int limit) {
+  std::vector<std::string> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        SqlRows r, s.Query(kOrphanedChildren,
+                           SqlArgs().Int(limit > 0 ? limit : std::numeric_limits<int32_t>::max())));
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.row(i).ColumnText(0));
     return absl::OkStatus();
   }));
   return out;

@@ -57,6 +57,7 @@ class SqlStore : public Store {
   // ---- timers: the earliest wake time (FindDueTimers is each backend's) ----
   absl::StatusOr<std::optional<absl::Time>> NextWakeTime() final;
   absl::StatusOr<bool> HasWorkToCome() final;
+  absl::StatusOr<std::vector<std::string>> ListOrphanedChildren(int limit) final;
 
   // ---- signals: the reads (SendSignal is each backend's, with its commit) ----
   absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,

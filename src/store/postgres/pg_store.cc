@@ -26,21 +26,24 @@ constexpr char kRunByKey[] =
 constexpr char kInsertRun[] =
     "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
     "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
-    "last_event_seq, created_at, updated_at) "
+    "last_event_seq, created_at, updated_at, parent_run_id) "
     "VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, 1, 'fresh', $11, 0, $9, $10, "
-    "runloom_now(), runloom_now()) RETURNING created_at";
+    "runloom_now(), runloom_now(), $12) RETURNING created_at";
+// $4: RunFilter::parent_run_id ('' = any parent or none).
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_RUN_COLUMNS
     " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "ORDER BY created_at DESC, id DESC LIMIT $3";
+    "AND ($4 = '' OR parent_run_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kListRunsAfter[] =
     "SELECT " RUNLOOM_RUN_COLUMNS
     " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND (created_at, id) < ($4::bigint, $5::text) ORDER BY created_at DESC, id DESC LIMIT $3";
+    "AND ($4 = '' OR parent_run_id = $4) "
+    "AND (created_at, id) < ($5::bigint, $6::text) ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kListRunsUpdatedSince[] =
     "SELECT " RUNLOOM_RUN_COLUMNS
     " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND updated_at >= $4::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
+    "AND ($4 = '' OR parent_run_id = $4) "
+    "AND updated_at >= $5::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES ($1, $2, $3, $4, $5, $6)";
@@ -158,6 +161,11 @@ absl::StatusOr<bool> PgEnsureQueueMessage(PgConn& c, const std::string& run_id, 
 absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vector<Event> events) {
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.id, "run id"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.workflow_name, "workflow name of a new run"));
+  if (!run.parent_run_id.empty() && run.idempotency_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "child run ", run.id, " of ", run.parent_run_id,
+        " has no idempotency key; a child run needs one (its parent's resume must find it)"));
+  }
   if (run.max_attempts < 1) {
     return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
                                                    run.max_attempts, "; it must be at least 1"));
@@ -184,6 +192,7 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     out.run.idempotency_key = run.idempotency_key;
     out.run.phase = run.phase;
     out.run.max_attempts = run.max_attempts;
+    out.run.parent_run_id = run.parent_run_id;
     out.run.context = context_json;
     out.run.last_event_seq = static_cast<int64_t>(encoded.size());
     out.run.created_at = now;
@@ -231,6 +240,7 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     p.Text(run.id).Text(run.workflow_name).Int(run.workflow_version).Text(run.workflow_digest);
     p.Text(inputs).Text(run.inputs_digest).Text(run.idempotency_key).Text(run.phase);
     p.Int(run.max_attempts).Int(static_cast<int64_t>(encoded.size())).Text(context);
+    p.Text(run.parent_run_id);
     RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kInsertRun, p));
     const absl::Time now = r.row(0).ColumnTime(0);
     RUNLOOM_RETURN_IF_ERROR(PgAppendEvents(c, run.id, 0, encoded, now).status());
@@ -274,7 +284,7 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter
     } else {
       p.Null();
     }
-    p.Text(filter.workflow_name).OptionalInt(SqlLimit(filter.limit));
+    p.Text(filter.workflow_name).OptionalInt(SqlLimit(filter.limit)).Text(filter.parent_run_id);
     if (filter.after.has_value()) p.Time(filter.after->created_at).Text(filter.after->id);
     if (filter.updated_since.has_value()) p.Time(*filter.updated_since);
     const char* sql = filter.after.has_value()           ? kListRunsAfter
@@ -286,6 +296,7 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter
   }));
   return out;
 }
+
 
 // ---- reads ----
 

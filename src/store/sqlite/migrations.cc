@@ -289,10 +289,18 @@ CREATE TABLE schedules (
 CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0;
 )sql";
 
+// Version 11: child runs (issue 23). The run that started a run with a
+// `kind: run` step ("" = none), and an index of the children by parent
+// (the parent's cancel, RunFilter::parent_run_id, ListOrphanedChildren).
+constexpr char kV11[] = R"sql(
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id != '';
+)sql";
+
 constexpr std::array kMigrations = {
-    Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3}, Migration{4, kV4},
-    Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7}, Migration{8, kV8},
-    Migration{9, kV9}, Migration{10, kV10},
+    Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},   Migration{4, kV4},
+    Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7},   Migration{8, kV8},
+    Migration{9, kV9}, Migration{10, kV10}, Migration{11, kV11},
 };
 
 absl::Status MigrateLocked(Db& db) {

@@ -21,22 +21,25 @@ constexpr char kRunByKey[] = "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
 constexpr char kInsertRun[] =
     "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
     "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
-    "last_event_seq, created_at, updated_at) "
-    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11)";
+    "last_event_seq, created_at, updated_at, parent_run_id) "
+    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11, ?13)";
 // Both walk the index runs_created_id backwards (no sort); the second starts
 // after a page's last run (a row-value range on that index).
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
+    "AND (?6 = '' OR parent_run_id = ?6) "
     "ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kListRunsAfter[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
+    "AND (?6 = '' OR parent_run_id = ?6) "
     "AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3";
 // RunFilter::updated_since: checks updated_at on each row the walk visits.
 constexpr char kListRunsUpdatedSince[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
+    "AND (?6 = '' OR parent_run_id = ?6) "
     "AND updated_at >= ?4 ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
@@ -136,6 +139,11 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
                                                        std::vector<Event> events) {
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.id, "run id"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.workflow_name, "workflow name of a new run"));
+  if (!run.parent_run_id.empty() && run.idempotency_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "child run ", run.id, " of ", run.parent_run_id,
+        " has no idempotency key; a child run needs one (its parent's resume must find it)"));
+  }
   if (run.max_attempts < 1) {
     return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
                                                    run.max_attempts, "; it must be at least 1"));
@@ -161,6 +169,7 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
   created.idempotency_key = run.idempotency_key;
   created.phase = run.phase;
   created.max_attempts = run.max_attempts;
+  created.parent_run_id = run.parent_run_id;
   created.context = run.context.is_null() ? nlohmann::json::object() : run.context;
   created.last_event_seq = static_cast<int64_t>(events.size());
   CreateRunResult out;
@@ -194,6 +203,7 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
       st.BindInt(10, static_cast<int64_t>(events.size()));
       st.BindTime(11, now);
       st.BindText(12, context);
+      st.BindText(13, run.parent_run_id);
       absl::Status s = st.Run();
       if (s.code() == absl::StatusCode::kAlreadyExists) {
         return absl::AlreadyExistsError(absl::StrCat("run ", run.id, " already exists"));
@@ -242,9 +252,11 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& fi
       st.BindText(5, filter.after->id);
     }
     if (filter.updated_since.has_value()) st.BindTime(4, *filter.updated_since);
+    st.BindText(6, filter.parent_run_id);
     return CollectRows<RunRecord>(st, RunFromRow<Statement>);
   });
 }
+
 
 // ---- reads ----
 
