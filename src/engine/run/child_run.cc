@@ -157,15 +157,17 @@ absl::Status NotifyParentOfEnd(SignalStore& store, const RunRecord& child) {
 absl::StatusOr<StepResult> RunExecution::RunChild(const StepDef& step, const std::string& path,
                                                   Scope& scope) {
   const absl::Time started = config_.clock->Now();
-  auto fail = [&](int attempt, const std::string& error,
-                  ErrorClass cls) -> absl::StatusOr<StepResult> {
+  auto fail = [&](int attempt, const std::string& error, ErrorClass cls,
+                  std::optional<SignalConsumption> consume =
+                      std::nullopt) -> absl::StatusOr<StepResult> {
     StepResult failed;
     failed.state = StepState::kFailed;
     failed.error = error;
     failed.error_class = cls;
     RUNLOOM_RETURN_IF_ERROR(Record(
         step, path, failed, attempt, started, "",
-        {events::StepFailed(run_.id, path, step.id, attempt, error, cls, false, std::nullopt)}));
+        {events::StepFailed(run_.id, path, step.id, attempt, error, cls, false, std::nullopt)},
+        std::move(consume)));
     return failed;
   };
   // Refused at load time; a stored definition that fails now fails the step.
@@ -202,6 +204,12 @@ absl::StatusOr<StepResult> RunExecution::RunChild(const StepDef& step, const std
   // attempts from the first, each admission returning the child already
   // there, until one is not finished (wait for it) or the step's result is
   // known.
+  // The attempt before this one failed and is retried: its step.failed and
+  // its end signal (if still in the mailbox), written with the first
+  // admission of the child that retries it, so an execution that walks past
+  // that attempt again writes its event no second time.
+  std::optional<Event> retried;
+  std::optional<SignalConsumption> retried_consume;
   for (int attempt = 1;; ++attempt) {
     ChildStart req{.workflow = config->workflow,
                    .version = config->version,
@@ -226,13 +234,23 @@ absl::StatusOr<StepResult> RunExecution::RunChild(const StepDef& step, const std
       if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kInvalidArgument ||
           code == absl::StatusCode::kFailedPrecondition ||
           code == absl::StatusCode::kResourceExhausted) {
-        return fail(attempt, absl::StrCat("run step: child of workflow ", config->workflow,
-                                          " not started: ", admitted.status().message()),
+        return fail(attempt,
+                    absl::StrCat("run step: child of workflow ", config->workflow,
+                                 " not started: ", admitted.status().message()),
                     code == absl::StatusCode::kResourceExhausted ? ErrorClass::kRateLimited
-                                                                 : ErrorClass::kInvalid);
+                                                                 : ErrorClass::kInvalid,
+                    std::move(retried_consume));
       }
       return admitted.status();  // the store: the lease expiry retries the run
     }
+    if ((admitted->created && retried.has_value()) || retried_consume.has_value()) {
+      RunWrite w;
+      w.consume_signal = std::move(retried_consume);
+      if (admitted->created && retried.has_value()) w.events.push_back(*std::move(retried));
+      RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
+    }
+    retried.reset();
+    retried_consume.reset();
     if (attempt == 1 || admitted->created) {
       RUNLOOM_RETURN_IF_ERROR(WriteStepStarted(step, path, attempt));
     }
@@ -293,13 +311,10 @@ absl::StatusOr<StepResult> RunExecution::RunChild(const StepDef& step, const std
         absl::StrCat("child run ", child.id, " ended ", std::string(ToString(child.status)),
                      child.error.empty() ? "" : absl::StrCat(": ", child.error));
     if (ShouldRetry(step.retry, attempt, ErrorClass::kError, false)) {
-      // The next attempt starts a new child; this one's end signal is
-      // consumed with the failed attempt's event.
-      RunWrite w;
-      w.consume_signal = std::move(consume);
-      w.events.push_back(events::StepFailed(run_.id, path, step.id, attempt, error,
-                                            ErrorClass::kError, true, int64_t{0}));
-      RUNLOOM_RETURN_IF_ERROR(Write(std::move(w)));
+      // The next attempt starts a new child (see `retried`).
+      retried = events::StepFailed(run_.id, path, step.id, attempt, error, ErrorClass::kError,
+                                   true, int64_t{0});
+      retried_consume = std::move(consume);
       continue;
     }
     StepResult failed;

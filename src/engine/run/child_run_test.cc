@@ -185,6 +185,16 @@ steps:
   EXPECT_EQ(steps["try"].attempt, 2);
   EXPECT_EQ(steps["try"].error_class, ErrorClass::kError);
   EXPECT_THAT(steps["try"].error, ::testing::HasSubstr("ended failed"));
+  // Each failed attempt is told once, however often the parent walked past
+  // it (it executed three times).
+  int failed_events = 0;
+  for (const Event& e : h.Events(id)) {
+    if (e.type == "step.failed") {
+      ++failed_events;
+      EXPECT_EQ(e.data["will_retry"], e.data["attempt"] == 1) << e.data.dump();
+    }
+  }
+  EXPECT_EQ(failed_events, 2);
   // Both end signals were consumed (one with the retry, one with the result).
   absl::StatusOr<std::vector<SignalRecord>> mailbox = h.engine->store()->ListSignals(id, 0, 10);
   ASSERT_OK(mailbox);
