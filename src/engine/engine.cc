@@ -25,6 +25,7 @@
 #include "engine/engine_driver.h"
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/stage_events.h"
+#include "engine/rules/run_context.h"
 #include "engine/run/child_run.h"
 #include "engine/schedules.h"
 #include "engine/service/active_runs.h"
@@ -42,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <optional>
 #include <unistd.h>
 
 namespace runloom {
@@ -195,14 +197,23 @@ class Engine::Impl {
     if (run.ok()) CancelChildren(run_id, by);
     return run;
   }
-  void CancelChildren(const std::string& parent_id, const std::string& by) {
+  // With `before_revision`: only the children of the parent's revisions
+  // before it (a rerun's: the new revision starts children of its own).
+  void CancelChildren(const std::string& parent_id, const std::string& by,
+                      std::optional<int64_t> before_revision = std::nullopt) {
     RunFilter f;
     f.parent_run_id = parent_id;
     f.limit = 0;
     absl::StatusOr<std::vector<RunRecord>> children = store()->ListRuns(f);
-    if (!children.ok()) return;  // the sweeper's orphan pass does it
+    if (!children.ok()) return;  // the sweeper's orphan pass does it (a finished parent's)
     for (const RunRecord& c : *children) {
-      if (!IsTerminal(c.status)) CancelHeld(c.id, absl::StrCat(by, " via parent ", parent_id)).IgnoreError();
+      if (IsTerminal(c.status)) continue;
+      const engine_internal::RunContext context = engine_internal::ContextOf(c);
+      if (before_revision.has_value() &&
+          (!context.parent.has_value() || context.parent->revision >= *before_revision)) {
+        continue;
+      }
+      CancelHeld(c.id, absl::StrCat(by, " via parent ", parent_id)).IgnoreError();
     }
   }
 
@@ -329,7 +340,11 @@ absl::StatusOr<RunRecord> Engine::Decide(const std::string& run_id, const Decisi
 }
 absl::StatusOr<RunRecord> Engine::Rerun(const std::string& run_id, const std::string& phase,
                                         const std::string& feedback, const std::string& by) {
-  return engine_internal::RerunRun(impl_->Decisions(), run_id, phase, feedback, by);
+  absl::StatusOr<RunRecord> rerun =
+      engine_internal::RerunRun(impl_->Decisions(), run_id, phase, feedback, by);
+  // A run rerun while it waited for a child no longer needs that child.
+  if (rerun.ok()) impl_->CancelChildren(run_id, by, rerun->revision);
+  return rerun;
 }
 absl::StatusOr<RunRecord> Engine::Cancel(const std::string& run_id, const std::string& by) {
   return impl_->CancelHeld(run_id, by);  // held here: stopped now, not at the next check

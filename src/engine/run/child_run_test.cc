@@ -237,6 +237,30 @@ TEST(ChildRuns, CancellingAParentCancelsItsChildrenAndTheSweeperCatchesThoseItMi
   EXPECT_TRUE(orphans->empty());
 }
 
+TEST(ChildRuns, ARerunOfAParentWaitingForItsChildCancelsThatChild) {
+  Harness h;
+  ASSERT_OK(h.engine->RegisterWorkflow(Load(kChild)));
+  const std::string id = Start(h, R"(
+name: phased
+steps:
+  - {id: before, kind: noop, phase: start}
+  - {id: sum, kind: run, workflow: summarize, inputs: {topic: x}, phase: child}
+)",
+                               nlohmann::json::object());
+  ASSERT_EQ(h.engine->ExecuteRun(id)->status, RunStatus::kWaiting);
+  const std::string old_child = Children(h, id).at(0).id;
+  absl::StatusOr<RunRecord> rerun = h.engine->Rerun(id, "child", "", "operator:eve");
+  ASSERT_OK(rerun);
+  EXPECT_EQ(rerun->revision, 2);
+  EXPECT_EQ(h.Run(old_child).status, RunStatus::kCancelled);
+  // The new revision starts a child of its own, which the cancel spares.
+  ASSERT_EQ(h.engine->ExecuteRun(id)->status, RunStatus::kWaiting);
+  std::vector<RunRecord> children = Children(h, id);
+  ASSERT_EQ(children.size(), 2u);
+  EXPECT_EQ(children.front().idempotency_key, engine_internal::ChildKey(id, 2, "sum", 1));
+  EXPECT_EQ(children.front().status, RunStatus::kQueued);
+}
+
 TEST(ChildRuns, AChildsBudgetIsCarvedFromWhatItsParentHasLeft) {
   Harness h;
   ASSERT_OK(h.engine->RegisterWorkflow(Load(R"(
