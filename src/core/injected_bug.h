@@ -62,6 +62,10 @@ enum class InjectedBug : uint32_t {
   // executor's read of the mailbox and its park), so a signal sent in
   // between is never consumed: the run rests waiting for what it has.
   kParkIgnoresMailbox,
+  // The lease of a queued run with a concurrency key does not count its
+  // key's running runs (issue 23): two claimers that each claimed a run of
+  // a key with one slot both lease. The claims' own room filter stays.
+  kLeaseIgnoresConcurrencyLimit,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -261,7 +261,8 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
                                  std::optional<int64_t>* removed_message, Rider* rider) {
   RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
   RUNLOOM_RETURN_IF_ERROR(CheckLeasable(run_id, *f, now));
-  if (NeedsConcurrencyRoom(*f)) {
+  if (NeedsConcurrencyRoom(*f) &&
+      !RUNLOOM_INJECTED_BUG(InjectedBug::kLeaseIgnoresConcurrencyLimit)) {
     // The count and the lease are one transaction of the file's single
     // writer: no other lease of the key can commit in between.
     RUNLOOM_ASSIGN_OR_RETURN(Statement count, db.Prepare(kRunningOfKey));
