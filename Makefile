@@ -24,6 +24,7 @@
 #   make bench   build Release and print the benchmark as JSON
 #   make bench-waiting  build Release and measure 100,000 runs waiting at once
 #                (timers and signals) as JSON
+#   make bench-fairness build Release and measure fair dequeue across concurrency keys
 #   make bench-http  build Release, install wrk and node if missing, and run
 #                the HTTP benchmarks once each (bench/http/run.sh post, sse)
 #   make build   build the engine, the CLI and the example programs in build/
@@ -80,7 +81,7 @@ FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -ma
 TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz test-setup
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo bench bench-waiting bench-http test $(TEST_STEPS) clean
+.PHONY: bootstrap bootstrap-test configure build cli demo bench bench-waiting bench-fairness bench-http test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -121,6 +122,12 @@ bench: cli
 # timers, half waiting for signals; about 4 minutes.
 bench-waiting: cli
 	$(RUNLOOM) bench --waiting --runs 100000 --json
+
+# Fair queues (issue 23): key B's 10 runs behind 1,000 and then 10,000 runs
+# of key A, fair and FIFO; about a minute.
+bench-fairness: cli
+	$(RUNLOOM) bench --fairness --runs 1000 --executors 16 --json
+	$(RUNLOOM) bench --fairness --runs 10000 --executors 16 --json
 
 # Installs wrk, node and curl when missing (scripts/bootstrap.sh --bench).
 bench-http: cli

@@ -128,6 +128,10 @@ struct StartRunRequest {
   // together may cost at most this, and the run is refused at creation when
   // its tenant has less left (docs/operations.md "Budgets").
   std::optional<int64_t> budget_micros;
+  // The run's priority, 0 to kMaxPriority (higher first among the queued
+  // runs of its concurrency key); nullopt = the workflow's `priority:`.
+  // kInvalidArgument outside the range.
+  std::optional<int> priority;
 };
 
 // Counters since Open(), for benchmarks and /metrics.

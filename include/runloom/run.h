@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,6 +27,12 @@ struct WorkflowVersion {
   nlohmann::json canonical;  // CanonicalWorkflow() of the definition
   absl::Time created_at;
 };
+
+// A run's concurrency (issue 23; workflow.h `concurrency:`, `priority:`):
+// the bounds a stored run's key, limit and priority keep.
+inline constexpr int kMaxPriority = 9;
+inline constexpr int kMaxConcurrencyLimit = 10000;
+inline constexpr std::size_t kMaxConcurrencyKeyBytes = 256;
 
 // The one row of a run.
 struct RunRecord {
@@ -59,6 +66,13 @@ struct RunRecord {
   std::string wait_signal;
   // The run whose `kind: run` step started this one; "" = none (issue 23).
   std::string parent_run_id;
+  // Concurrency (issue 23), fixed at creation: the key rendered from its
+  // workflow's `concurrency.key` ("" = none), the most runs of that key that
+  // may be running at once (0 when no key), and its priority (0-9, higher
+  // first within a key).
+  std::string concurrency_key;
+  int concurrency_limit = 0;
+  int priority = 0;
 };
 
 enum class StepState { kSucceeded, kFailed, kSkipped };

@@ -66,6 +66,11 @@ struct NewRun {
   std::string parent_run_id;
   std::string phase;
   nlohmann::json context = nlohmann::json::object();  // stored in RunRecord::context
+  // Concurrency (RunRecord): "" = no key (then the limit is ignored and
+  // stored as 0); with a key, limit >= 1. priority 0..kMaxPriority.
+  std::string concurrency_key;
+  int concurrency_limit = 0;
+  int priority = 0;
 };
 
 struct CreateRunResult {
@@ -234,6 +239,14 @@ class RunStore {
   // lease: status running, a new token, attempts + 1, expiry Now() + ttl, and
   // `events` appended (their data may be amended with the attempt number).
   // kAborted: another lease is live. kFailedPrecondition: paused or terminal.
+  // kResourceExhausted ("over its concurrency limit"): the run is queued,
+  // has a concurrency key, and runs of that key holding status running
+  // number its limit or more: no lease, no attempt, no event; the store
+  // only gives the run a fresh pending queue message (the claimed one
+  // replaced, so the consumer's ack of it does nothing), which claims and
+  // the outbox relay offer again once the key has room. The count and the
+  // lease are one compare-and-set (SQLite: its single writer; PostgreSQL:
+  // under a transaction-scoped advisory lock that every such lease takes).
   //
   // The lease does not depend on the run's queue message: the consumer that
   // claimed it acks it after taking the lease (Transport::Ack). A backend

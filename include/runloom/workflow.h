@@ -117,6 +117,18 @@ struct InputDef {
 inline constexpr int kDefaultRunMaxAttempts = 5;
 inline constexpr int kMaxRunMaxAttempts = 100;
 
+// Concurrency keys and priority (issue 23). `concurrency: {key, limit}`
+// caps the runs of one key that are running at once, across every process
+// sharing the store; `priority:` orders the queued runs of one key (higher
+// first). The key is a template over the run's inputs, rendered once at
+// admission; a rendered key longer than kMaxConcurrencyKeyBytes, or empty,
+// refuses the run. The bounds are in run.h.
+
+struct ConcurrencyDef {
+  std::string key;  // a template, e.g. "{{ inputs.tenant }}"; only inputs.* references
+  int limit = 1;    // 1..kMaxConcurrencyLimit
+};
+
 // The stages a step may report (reference 004's vocabulary; `completed` and
 // `failed` are the run's terminal stages, reported by the engine itself).
 inline constexpr const char* kStepStages[] = {"pending", "processing", "parsing", "chunking",
@@ -157,6 +169,12 @@ struct Workflow {
   // same cap. In the canonical form (and digest) only when it is not the
   // default, so workflows without it keep their earlier digests.
   int max_attempts = kDefaultRunMaxAttempts;
+  // `concurrency:`; nullopt = its runs have no key and no cap. `priority:`
+  // each run's priority unless its start request gives one, 0..kMaxPriority.
+  // Both appear in the canonical form (and digest) only when set (priority:
+  // when not 0), so workflows without them keep their earlier digests.
+  std::optional<ConcurrencyDef> concurrency;
+  int priority = 0;
   std::string source_path;  // where it was loaded from ("" when built in C++)
 };
 

@@ -4,6 +4,7 @@
 #include "api/body.h"
 #include "api/errors.h"
 #include "api/query.h"
+#include "runloom/run.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -22,7 +23,8 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
                                             {"version", FieldType::kInteger},
                                             {"inputs", FieldType::kObject},
                                             {"idempotency_key", FieldType::kString},
-                                            {"budget_micros", FieldType::kInteger}});
+                                            {"budget_micros", FieldType::kInteger},
+                                            {"priority", FieldType::kInteger}});
   if (b.error) return {*b.error};
   StartRunRequest req;
   req.workflow_name = b.value["workflow"].get<std::string>();
@@ -39,6 +41,14 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
       return {ErrorResponse(400, "invalid_argument", "budget_micros must be 0 or more",
                             "budget_micros")};
     }
+  }
+  if (b.value.contains("priority")) {
+    const int64_t priority = b.value["priority"].get<int64_t>();
+    if (priority < 0 || priority > kMaxPriority) {
+      return {ErrorResponse(400, "invalid_argument",
+                            absl::StrCat("priority must be from 0 to ", kMaxPriority), "priority")};
+    }
+    req.priority = static_cast<int>(priority);
   }
   absl::StatusOr<CreateRunResult> started = engine->StartRun(req);
   if (!started.ok()) {

@@ -10,6 +10,7 @@
 // timers.
 #include "runloom/engine.h"
 
+#include "cli/bench_runs.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "core/duration.h"
@@ -78,30 +79,6 @@ int64_t CountRuns(Engine& e, RunStatus status) {
   }
 }
 
-// Creates `n` runs of `wf` on `producers` threads, run i with inputs(i);
-// their ids.
-std::vector<std::string> Create(Engine& e, const WorkflowVersion& wf, int n, int producers,
-                                const std::function<nlohmann::json(int)>& inputs) {
-  std::vector<std::vector<std::string>> ids(producers);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
-    threads.emplace_back([&, p] {
-      for (int i = p; i < n; i += producers) {
-        StartRunRequest req;
-        req.workflow_name = wf.name;
-        req.workflow_version = wf.version;
-        req.inputs = inputs(i);
-        absl::StatusOr<CreateRunResult> r = e.StartRun(req);
-        if (r.ok()) ids[p].push_back(r->run.id);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  std::vector<std::string> out;
-  for (auto& list : ids) out.insert(out.end(), list.begin(), list.end());
-  return out;
-}
-
 // The first event of `type` in `events` (of the wait step's `path`, when set).
 const Event* Find(const std::vector<Event>& events, const std::string& type,
                   const std::string& path = "") {
@@ -122,30 +99,20 @@ int WaitingBenchCommand(const BenchFlags& f) {
   }
   if (f.workers != 1) return BadInput("--waiting measures one process: --workers must be 1");
   const int producers = f.producers == 0 ? kBenchProducersPerWorker : f.producers;
-  CommonFlags c = BenchBackendFlags(f);
-  if (absl::Status s = CheckQueueUrl(c); !s.ok()) return BadInput(std::string(s.message()));
-  std::string dir;
-  if (c.db.empty()) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "runloom-bench-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) return Failure("cannot create a temp dir");
-    dir = tmpl;
-    c.db = dir + "/bench.db";
+  if (absl::Status s = CheckQueueUrl(BenchBackendFlags(f)); !s.ok()) {
+    return BadInput(std::string(s.message()));
   }
-  auto cleanup = [&] {
-    if (!dir.empty()) std::filesystem::remove_all(dir);
-  };
+  absl::StatusOr<std::unique_ptr<BenchDb>> db = BenchDb::Create(BenchBackendFlags(f));
+  if (!db.ok()) return Failure(std::string(db.status().message()));
+  const CommonFlags& c = (*db)->flags();
   auto backend = OpenDb(c);
-  if (!backend.ok()) {
-    cleanup();
-    return DbOpenFailure(c, backend.status());
-  }
+  if (!backend.ok()) return DbOpenFailure(c, backend.status());
   EngineOptions eo;
   eo.executors = f.executors;
   eo.idle_poll = absl::Milliseconds(20);
   eo.park_sleeps_over = absl::Seconds(1);  // every timer of the bench parks
   auto engine = Engine::Open(std::move(eo), *std::move(backend));
   if (!engine.ok()) {
-    cleanup();
     return Failure(std::string(engine.status().message()));
   }
   Engine& e = **engine;
@@ -155,7 +122,6 @@ int WaitingBenchCommand(const BenchFlags& f) {
     absl::StatusOr<WorkflowVersion> v =
         wf.ok() ? e.RegisterWorkflow(*wf) : absl::StatusOr<WorkflowVersion>(wf.status());
     if (!v.ok()) {
-      cleanup();
       return Failure(std::string(v.status().message()));
     }
     versions.push_back(*v);
@@ -171,8 +137,9 @@ int WaitingBenchCommand(const BenchFlags& f) {
   const absl::Time t0 = clock->Now();
   e.Start();
   const std::vector<std::string> signal_ids =
-      Create(e, versions[1], n_signal, producers, [](int) { return nlohmann::json::object(); });
-  const std::vector<std::string> timer_ids = Create(e, versions[0], n_timer, producers, [&](int i) {
+      BenchStartRuns(e, versions[1], n_signal, producers, [](int) { return nlohmann::json::object(); });
+  const std::vector<std::string> timer_ids =
+      BenchStartRuns(e, versions[0], n_timer, producers, [&](int i) {
     return nlohmann::json{{"delay", runloom::FormatDuration(delay + window * i / n_timer)}};
   });
   // Every run parked: none queued or running.
@@ -267,7 +234,6 @@ int WaitingBenchCommand(const BenchFlags& f) {
         static_cast<int>(signal_ms.size()), Pct(signal_ms, 0.5), Pct(signal_ms, 0.99));
   }
   engine->reset();
-  cleanup();
   const bool ok = all_at_once && waiting == f.runs && held == 0 &&
                   static_cast<int>(late_ms.size()) == n_timer &&
                   static_cast<int>(signal_ms.size()) == sample;

@@ -122,6 +122,7 @@ struct RunFlags {
   bool detach = false;
   ExecutingFlags exec;
   std::string budget;  // --budget AMOUNT in price units ("" = none)
+  int priority = -1;   // --priority 0-9; -1 = the workflow's `priority:`
 };
 int RunCommand(const RunFlags& flags);
 
@@ -273,9 +274,14 @@ struct BenchFlags {
   // Runs waiting at once without a worker instead (issue 23): half at
   // timers, half for signals (bench_waiting.cc).
   bool waiting = false;
+  // Fair dequeue across concurrency keys instead (issue 23): --runs runs of
+  // one key queued, then 10 of another; the second key's start latency,
+  // fair and FIFO (bench_fairness.cc).
+  bool fairness = false;
 };
 int BenchCommand(const BenchFlags& flags);
 int WaitingBenchCommand(const BenchFlags& flags);
+int FairnessBenchCommand(const BenchFlags& flags);
 // The backend a benchmark opens, from its flags only: RUNLOOM_DB and
 // RUNLOOM_QUEUE never send a benchmark's runs to the database or queue a
 // shell points at.

@@ -87,6 +87,10 @@ Command AddRun(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--budget", f->budget,
                   "the run's own budget in price units (e.g. 2.50): its model calls together "
                   "may cost at most this; refused at once when its tenant has less left");
+  cmd->add_option("--priority", f->priority,
+                  "the run's priority, 0 to 9: higher runs first among the queued runs of its "
+                  "concurrency key; -1 = the workflow's priority:")
+      ->capture_default_str();
   auto* auto_approve_flag =
       cmd->add_flag("--auto-approve", f->auto_approve,
                     "approve every approval gate automatically (reviewer \"auto\")");
@@ -410,7 +414,14 @@ Command AddBench(CLI::App& app) {
                 "measure --runs runs waiting at once without a worker instead: half parked at "
                 "timers, half waiting for signals (memory, leases held, due-timer lateness, "
                 "signal latency)");
-  return {cmd, [f] { return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f); }};
+  cmd->add_flag("--fairness", f->fairness,
+                "measure fair dequeue instead: --runs runs of concurrency key A queued, then 10 "
+                "of key B; B's start latency and the A runs started before it, with the key "
+                "and without it (FIFO)");
+  return {cmd, [f] {
+            if (f->fairness) return FairnessBenchCommand(*f);
+            return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f);
+          }};
 }
 
 }  // namespace

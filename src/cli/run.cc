@@ -192,6 +192,7 @@ struct Prepared {
   EngineOptions options;  // ExecutingEngineOptions, with this run's lease TTL
   nlohmann::json inputs;
   std::optional<int64_t> budget_micros;
+  std::optional<int> priority;
 };
 
 // kInvalidArgument (exit 2) for anything wrong with the workflow file, the
@@ -206,6 +207,14 @@ absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
   RUNLOOM_ASSIGN_OR_RETURN(p.inputs, ParseInputFlags(f.inputs, f.input_file));
   if (!f.budget.empty()) {
     RUNLOOM_ASSIGN_OR_RETURN(p.budget_micros, BudgetFlag("--budget", f.budget));
+  }
+  if (f.priority != -1) {
+    if (f.priority < 0 || f.priority > kMaxPriority) {
+      return absl::InvalidArgumentError(absl::StrCat("--priority is ", f.priority,
+                                                     "; give 0 to ", kMaxPriority,
+                                                     " (or -1 for the workflow's priority:)"));
+    }
+    p.priority = f.priority;
   }
   if (auto frozen = FreezeInputs(p.workflow, p.inputs); !frozen.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(f.file, ": ", frozen.status().message()));
@@ -305,6 +314,9 @@ bool AwaitWake(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
 // Executes the admitted run in this process, deciding at gates (on a
 // terminal, or with --auto-approve), until it ends, pauses or is
 // interrupted; then reports it.
+// How often a foreground run over its concurrency limit asks again.
+constexpr absl::Duration kOverLimitRetry = absl::Milliseconds(200);
+
 int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
                         SignalWatcher& signals) {
   signals.OnSignal([e] { e->Stop(); });
@@ -315,8 +327,19 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
   }
   const bool interactive = isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
   absl::StatusOr<RunRecord> result;
+  bool said_over_limit = false;
   while (true) {
     result = e->ExecuteRun(run.id);
+    if (result.status().code() == absl::StatusCode::kResourceExhausted && !signals.signalled()) {
+      // Over its concurrency limit: still queued, no attempt spent. Wait
+      // here for room (or for a worker to take it).
+      if (!said_over_limit && !f.json) {
+        std::cerr << "runloom: " << result.status().message() << "\n";
+        said_over_limit = true;
+      }
+      RealClock()->SleepFor(kOverLimitRetry);
+      continue;
+    }
     if (result.ok() && result->status == RunStatus::kWaiting && !signals.signalled()) {
       if (!AwaitWake(e, *result, signals)) break;
       continue;
@@ -382,6 +405,7 @@ int RunCommand(const RunFlags& f) {
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   StartRunRequest req;
   req.budget_micros = p->budget_micros;
+  req.priority = p->priority;
   req.workflow = std::move(p->workflow);
   req.inputs = std::move(p->inputs);
   req.idempotency_key = f.idempotency_key;

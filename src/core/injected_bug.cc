@@ -14,6 +14,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
     InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
     InjectedBug::kParkIgnoresMailbox,         InjectedBug::kChildKeyPerExecution,
+    InjectedBug::kLeaseIgnoresConcurrencyLimit,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -52,6 +53,8 @@ std::string_view ToString(InjectedBug b) {
       return "park_ignores_mailbox";
     case InjectedBug::kChildKeyPerExecution:
       return "child_key_per_execution";
+    case InjectedBug::kLeaseIgnoresConcurrencyLimit:
+      return "lease_ignores_concurrency_limit";
   }
   return "unknown";
 }

@@ -66,6 +66,10 @@ enum class InjectedBug : uint32_t {
   // lease), not only the parent's step and attempt: a parent that resumes
   // (after a crash, or woken by its poll) starts a second child.
   kChildKeyPerExecution,
+  // The lease of a queued run with a concurrency key does not count its
+  // key's running runs (issue 23): two claimers that each claimed a run of
+  // a key with one slot both lease. The claims' own room filter stays.
+  kLeaseIgnoresConcurrencyLimit,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -7,6 +7,7 @@
 #include "engine/run/run_budget.h"
 #include "events/events.h"
 #include "workflow/inputs.h"
+#include "workflow/template.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -29,6 +30,40 @@ std::string WorkingDir(const StartRunRequest& req) {
   std::error_code ec;
   std::filesystem::path abs = std::filesystem::absolute(working_dir, ec);
   return ec ? working_dir : abs.lexically_normal().string();
+}
+
+// The run's concurrency key: the workflow's `concurrency.key` rendered over
+// the frozen inputs. The inputs are the client's, so the key is bounded
+// (kMaxConcurrencyKeyBytes) and must not render empty (a run with no key
+// would escape the cap). kInvalidArgument names what is wrong.
+absl::StatusOr<std::string> RenderConcurrencyKey(const ConcurrencyDef& c,
+                                                 const nlohmann::json& inputs) {
+  auto resolve = [&](const std::string& ref) -> absl::StatusOr<nlohmann::json> {
+    RUNLOOM_ASSIGN_OR_RETURN(Ref r, ParseRef(ref));
+    const nlohmann::json* v = &inputs;
+    for (const std::string& field : r.path) {
+      if (!v->is_object() || !v->contains(field)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "concurrency.key references '", ref, "', which this run's inputs do not have; give "
+            "the input a value (or a default) so the run has a concurrency key"));
+      }
+      v = &(*v)[field];
+    }
+    return *v;
+  };
+  RUNLOOM_ASSIGN_OR_RETURN(nlohmann::json rendered,
+                           ResolveTemplates(nlohmann::json(c.key), resolve));
+  std::string key = rendered.is_string() ? rendered.get<std::string>() : rendered.dump();
+  if (key.empty() || rendered.is_null()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "concurrency.key '", c.key, "' renders empty for this run; give it a non-empty value"));
+  }
+  if (key.size() > kMaxConcurrencyKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("concurrency.key renders ", key.size(), " bytes for this run; at most ",
+                     kMaxConcurrencyKeyBytes, " are allowed"));
+  }
+  return key;
 }
 
 }  // namespace
@@ -66,6 +101,18 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req,
   // The workflow's cap, not this process's: whoever admits the run, every
   // executor and sweeper that judges it later reads the same value (issue 28).
   run.max_attempts = wf.max_attempts;
+  // Concurrency (issue 23): fixed on the run, so every claimer and lease
+  // applies the same key, cap and order whatever version it reads later.
+  if (wf.concurrency.has_value()) {
+    RUNLOOM_ASSIGN_OR_RETURN(run.concurrency_key,
+                             RenderConcurrencyKey(*wf.concurrency, run.inputs));
+    run.concurrency_limit = wf.concurrency->limit;
+  }
+  run.priority = req.priority.value_or(wf.priority);
+  if (run.priority < 0 || run.priority > kMaxPriority) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority is ", run.priority, "; it must be from 0 to ", kMaxPriority));
+  }
   RunContext context;
   context.working_dir = WorkingDir(req);
   // Preflight: a run its tenant cannot pay for is refused, nothing written.

@@ -52,6 +52,57 @@ TEST(Engine, BadInputsAreRefusedBeforeAnyWrite) {
   EXPECT_TRUE(runs->empty());
 }
 
+// Issue 23: admission renders the concurrency key over the frozen inputs
+// (bounded, never empty) and stores key, limit and priority on the run.
+TEST(Engine, AdmissionRendersTheConcurrencyKeyAndPriority) {
+  Harness h;
+  auto wf = LoadWorkflowYaml(
+      "name: keyed\nconcurrency: {key: \"t-{{ inputs.tenant }}\", limit: 2}\npriority: 3\n"
+      "inputs:\n  tenant: {type: string}\n  n: {type: integer, default: 4}\n"
+      "steps:\n  - {id: a, kind: noop}\n",
+      "keyed.yaml");
+  ASSERT_OK(wf);
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.inputs = {{"tenant", "acme"}};
+  auto a = h.engine->StartRun(req);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->run.concurrency_key, "t-acme");
+  EXPECT_EQ(a->run.concurrency_limit, 2);
+  EXPECT_EQ(a->run.priority, 3);
+  auto stored = h.engine->store()->GetRun(a->run.id);
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->concurrency_key, "t-acme");
+  EXPECT_EQ(stored->concurrency_limit, 2);
+  EXPECT_EQ(stored->priority, 3);
+  // The request's priority wins over the workflow's; outside 0-9 is refused.
+  req.priority = 8;
+  auto b = h.engine->StartRun(req);
+  ASSERT_OK(b);
+  EXPECT_EQ(b->run.priority, 8);
+  req.priority = 10;
+  EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kInvalidArgument));
+  req.priority.reset();
+  // The rendered key is the client's text: bounded, and never empty.
+  req.inputs = {{"tenant", std::string(kMaxConcurrencyKeyBytes, 'x')}};
+  absl::Status long_key = h.engine->StartRun(req).status();
+  EXPECT_THAT(long_key, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(long_key.message()), ::testing::HasSubstr("at most 256"));
+  auto bare = LoadWorkflowYaml(
+      "name: bare\nconcurrency: {key: \"{{ inputs.tenant }}\", limit: 1}\n"
+      "inputs:\n  tenant: {type: string, default: \"\"}\nsteps:\n  - {id: a, kind: noop}\n",
+      "bare.yaml");
+  ASSERT_OK(bare);
+  StartRunRequest empty;
+  empty.workflow = *bare;
+  absl::Status refused = h.engine->StartRun(empty).status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("renders empty"));
+  auto runs = h.engine->store()->ListRuns({});
+  ASSERT_OK(runs);
+  EXPECT_EQ(runs->size(), 2u);  // a and b only
+}
+
 TEST(Engine, UnknownStepKindIsALoadError) {
   auto wf = LoadWorkflowYaml("name: k\nsteps:\n  - {id: a, kind: teleport}\n", "k.yaml");
   ASSERT_OK(wf);

@@ -87,6 +87,21 @@ absl::StatusOr<Lease> FaultStore::AcquireLease(LeaseRequest request) {
   const bool had_first = request.first.has_value();
   const bool first_parks = had_first && request.first->new_status == RunStatus::kWaiting;
   absl::StatusOr<Lease> lease = StoreWrapper::AcquireLease(std::move(request));
+  if (lease.status().code() == absl::StatusCode::kResourceExhausted) {
+    // Over its concurrency limit: nothing of the run written, no attempt
+    // spent (issue 23).
+    ++faults_->over_limit;
+    absl::StatusOr<RunRecord> after = base_->GetRun(run_id);
+    if (before.ok() && after.ok() &&
+        (after->attempts != before->attempts || after->last_event_seq != before->last_event_seq ||
+         after->status != before->status || after->lease_token != before->lease_token)) {
+      world_->Violate(absl::StrCat("a lease refused over its concurrency limit changed run ",
+                                   run_id, ": attempts ", before->attempts, " -> ",
+                                   after->attempts, ", events ", before->last_event_seq, " -> ",
+                                   after->last_event_seq));
+    }
+  }
+  if (lease.ok() && before.ok() && !before->concurrency_key.empty()) ++faults_->keyed_leases;
   if (lease.ok() && first_parks && lease->first_write_applied) {
     // A first execution whose first write parks the run (a long sleep first).
     ++faults_->parks;

@@ -52,6 +52,8 @@ struct FaultState {
   int signals_kept = 0;      // signals the store kept (SendSignal, created)
   int signals_resolved = 0;  // of them, those that resolved the wait of a run resting at it
   int signal_parks = 0;      // moves to waiting for a signal
+  int over_limit = 0;        // leases refused over a concurrency limit (issue 23)
+  int keyed_leases = 0;      // leases taken on runs with a concurrency key
 };
 
 class FaultStore final : public StoreWrapper {

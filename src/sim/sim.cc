@@ -85,11 +85,18 @@ struct Workload {
   std::map<std::string, std::string> waits;
   std::vector<std::string> signals;
   int max_attempts = 5;  // its `max_attempts:`, the attempt cap stored on its runs
+  // Its `concurrency:` limit (issue 23; 0 = none): the key is its own name
+  // and the run's tenant, so every run of one key has this limit.
+  int concurrency_limit = 0;
+  int priority = 0;  // its `priority:`
 };
 
 std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
 
-Workload MakeWorkload(Rng& rng, int index, int max_attempts) {
+// `keys` draws issue 23's choices (concurrency, priorities) apart from the
+// world's generator, so a seed whose workloads have no key keeps the
+// history it had before keys existed.
+Workload MakeWorkload(Rng& rng, Rng& keys, int index, int max_attempts) {
   Workload w;
   w.name = absl::StrCat("sim", index);
   w.max_attempts = max_attempts;
@@ -226,9 +233,19 @@ Workload MakeWorkload(Rng& rng, int index, int max_attempts) {
     }
     steps += stage;  // a key of the step just written (the last at its indent)
   }
+  // Half the workloads cap their runs per tenant (issue 23): a run over the
+  // limit must stay queued without a lease or an attempt, and start when a
+  // slot frees, through every fault.
+  std::string concurrency;
+  if (keys.Chance(0.5)) {
+    w.concurrency_limit = 1 + static_cast<int>(keys.Below(2));
+    w.priority = static_cast<int>(keys.Below(kMaxPriority + 1));
+    concurrency = absl::StrCat("concurrency: {key: \"", w.name, "-{{ inputs.tenant }}\", limit: ",
+                               w.concurrency_limit, "}\npriority: ", w.priority, "\n");
+  }
   w.yaml = absl::StrCat(
       "name: ", w.name, "\ndescription: simulated\ntenant: tenant\nmax_attempts: ", w.max_attempts,
-      "\n", w.staged ? "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n" : "",
+      "\n", concurrency, w.staged ? "stage_events: {document_id: doc, tenant_id: tenant, node_id: node}\n" : "",
       "inputs:\n  tenant: {type: string, default: t1}\n  doc: {type: string, default: d1}\n"
       "  node: {type: string, default: n1}\nsteps:\n",
       steps);
@@ -312,6 +329,9 @@ class Sim {
   static bool Rests(const RunRecord& run);
   void Check();
   void CheckRun(const RunRecord& run);
+  // Concurrency keys (issue 23): never more runs of a key running than its
+  // limit, in one snapshot of the store.
+  void CheckConcurrency();
   void CheckEnd();
   // A stage event as it is published, against the store at that moment.
   void CheckStageEvent(const std::string& who, const std::string& channel,
@@ -343,6 +363,7 @@ class Sim {
   const SimOptions options_;
   World world_;
   Params params_;
+  Rng keys_rng_{options_.seed ^ 0x6b657973ULL};  // issue 23's draws (MakeWorkload)
   FaultState faults_;
   Backend base_;
   std::unique_ptr<SimService> service_;
@@ -446,7 +467,7 @@ absl::Status Sim::Open() {
   client_ = NewEngine(client_proc_, /*injects=*/false);
   if (client_ == nullptr) return absl::InternalError("the client's engine did not open");
   for (int i = 0; i < params_.workflows; ++i) {
-    Workload w = MakeWorkload(world_.rng(), i, params_.max_attempts);
+    Workload w = MakeWorkload(world_.rng(), keys_rng_, i, params_.max_attempts);
     absl::StatusOr<Workflow> wf = LoadWorkflowYaml(w.yaml, absl::StrCat(w.name, ".yaml"));
     if (!wf.ok()) {
       return absl::InternalError(
@@ -601,6 +622,9 @@ void Sim::ClientTick() {
     const std::string tenant = rng.Chance(0.5) ? "t1" : "t2";
     req.inputs = {{"tenant", tenant}};
     if (rng.Chance(0.5)) req.budget_micros = 40 + static_cast<int64_t>(rng.Below(400));
+    if (w.concurrency_limit > 0 && keys_rng_.Chance(0.3)) {
+      req.priority = static_cast<int>(keys_rng_.Below(kMaxPriority + 1));
+    }
     absl::StatusOr<CreateRunResult> r = client_->StartRun(req);
     if (!r.ok() && absl::StrContains(r.status().message(), "budget preflight")) {
       world_.Record(absl::StrCat(world_.Stamp(), " client start refused: ", r.status().message()));
@@ -956,6 +980,36 @@ void Sim::CheckRun(const RunRecord& run) {
   }
 }
 
+void Sim::CheckConcurrency() {
+  RunFilter running;
+  running.status = RunStatus::kRunning;
+  running.limit = 0;
+  // One statement: one snapshot of every running run.
+  absl::StatusOr<std::vector<RunRecord>> runs = base_.store->ListRuns(running);
+  if (!runs.ok()) return;  // a read the faults broke; the next check reads again
+  std::map<std::string, std::vector<std::string>> by_key;
+  std::map<std::string, int> limit_of;
+  for (const RunRecord& r : *runs) {
+    const Workload* w = WorkloadOf(r.workflow_name);
+    const int limit = w == nullptr ? 0 : w->concurrency_limit;
+    if (r.concurrency_limit != limit || (limit > 0) == r.concurrency_key.empty()) {
+      world_.Violate(absl::StrCat("run ", r.id, " has concurrency key '", r.concurrency_key,
+                                  "' limit ", r.concurrency_limit, "; its workflow says limit ",
+                                  limit));
+    }
+    if (r.concurrency_key.empty()) continue;
+    by_key[r.concurrency_key].push_back(r.id);
+    limit_of[r.concurrency_key] = r.concurrency_limit;
+  }
+  for (const auto& [key, ids] : by_key) {
+    if (static_cast<int>(ids.size()) > limit_of[key]) {
+      world_.Violate(absl::StrCat(ids.size(), " runs of concurrency key ", key,
+                                  " are running at once (limit ", limit_of[key],
+                                  "): ", absl::StrJoin(ids, ", ")));
+    }
+  }
+}
+
 void Sim::Check() {
   if (!world_.violation().empty()) return;
   // Nothing reached the store since the last check: nothing can have changed.
@@ -973,6 +1027,7 @@ void Sim::Check() {
   for (const auto& [key, n] : service_->effects()) {
     if (n > 1) world_.Violate(absl::StrCat("external write ", key, " applied ", n, " times"));
   }
+  CheckConcurrency();
   // spent + reserved <= limit, for every tenant and run, at every step.
   auto overspent = [](const BudgetFigures& f) {
     return f.limit_micros.has_value() && f.spent_micros + f.reserved_micros > *f.limit_micros;
@@ -1120,7 +1175,9 @@ void Sim::CheckCapEnd() {
                              " stage events; ", faults_.parks, " runs parked (",
                              faults_.signal_parks, " for a signal), ", faults_.wakes,
                              " timers woken; ", faults_.signals_kept, " signals kept, ",
-                             faults_.signals_resolved, " resolving a wait"));
+                             faults_.signals_resolved, " resolving a wait; ",
+                             faults_.keyed_leases, " leases of keyed runs, ", faults_.over_limit,
+                             " refused over a concurrency limit"));
 }
 
 void Sim::CheckEnd() {
@@ -1434,8 +1491,14 @@ absl::Duration Sim::LivenessBound() const {
     worst += absl::Minutes(1);
   }
   const int executors = params_.processes * params_.executors;
-  const int waves = (static_cast<int>(runs_.size()) + executors - 1) / executors;
-  return 2 * recover + (waves + 1) * worst + absl::Seconds(2);
+  int waves = (static_cast<int>(runs_.size()) + executors - 1) / executors;
+  // Runs of one concurrency key take turns: at worst one after another,
+  // each found by a claimer's next poll once the slot before it frees.
+  bool keyed = false;
+  for (const Workload& w : workloads_) keyed = keyed || w.concurrency_limit > 0;
+  if (!keyed) return 2 * recover + (waves + 1) * worst + absl::Seconds(2);
+  waves = static_cast<int>(runs_.size());
+  return 2 * recover + (waves + 1) * (worst + params_.idle_poll) + absl::Seconds(2);
 }
 
 SimResult Sim::Run() {
@@ -1503,6 +1566,8 @@ SimResult Sim::Run() {
   result.signals_resolved = faults_.signals_resolved;
   result.schedule_runs = schedule_runs_;
   result.child_runs = children_;
+  result.keyed_leases = faults_.keyed_leases;
+  result.over_limit = faults_.over_limit;
   result.history = std::move(world_.history());
   return result;
 }

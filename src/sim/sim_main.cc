@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   int64_t operations = 0, crashes = 0, faults = 0, runs = 0, kept = 0, resolved = 0, scheduled = 0,
           children = 0;
+  int64_t keyed = 0, over_limit = 0;
   for (uint64_t s = seed; s < seed + seeds; ++s) {
     options.seed = s;
     runloom::sim::SimResult r = runloom::sim::RunSimulation(options);
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
     resolved += r.signals_resolved;
     scheduled += r.schedule_runs;
     children += r.child_runs;
+    keyed += r.keyed_leases;
+    over_limit += r.over_limit;
     if (history || !r.ok()) {
       for (const std::string& line : r.history) std::printf("%s\n", line.c_str());
     }
@@ -72,11 +75,13 @@ int main(int argc, char** argv) {
   std::printf(
       "runloom-sim: seeds %llu..%llu held every invariant: %lld runs, %lld store and queue "
       "operations, %lld crashes, %lld other faults, %lld signals kept (%lld resolving a resting "
-      "wait), %lld runs started by schedules, %lld child runs, %.1f s\n",
+      "wait), %lld runs started by schedules, %lld child runs, %lld leases of runs with a "
+      "concurrency key (%lld refused over the limit), %.1f s\n",
       static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + seeds - 1),
       static_cast<long long>(runs), static_cast<long long>(operations),
       static_cast<long long>(crashes), static_cast<long long>(faults),
       static_cast<long long>(kept), static_cast<long long>(resolved),
-      static_cast<long long>(scheduled), static_cast<long long>(children), secs);
+      static_cast<long long>(scheduled), static_cast<long long>(children),
+      static_cast<long long>(keyed), static_cast<long long>(over_limit), secs);
   return 0;
 }

@@ -29,7 +29,8 @@
   "id, workflow_name, workflow_version, workflow_digest, status, inputs, inputs_digest, " \
   "idempotency_key, phase, revision, entry, context, lease_owner, lease_token, "          \
   "lease_expires_at, attempts, max_attempts, cancel_requested, outcome, error, "          \
-  "last_event_seq, created_at, updated_at, finished_at, wake_at, wait_signal, parent_run_id"
+  "last_event_seq, created_at, updated_at, finished_at, wake_at, wait_signal, parent_run_id, " \
+  "concurrency_key, concurrency_limit, priority"
 
 // The step_records columns in the order StepFromRow reads them.
 #define RUNLOOM_STEP_COLUMNS                                                      \
@@ -118,6 +119,9 @@ absl::StatusOr<RunRecord> RunFromRow(const Row& st) {
   r.wake_at = st.ColumnOptionalTime(24);
   if (!st.ColumnIsNull(25)) r.wait_signal = st.ColumnText(25);
   r.parent_run_id = st.ColumnText(26);
+  r.concurrency_key = st.ColumnText(27);
+  r.concurrency_limit = static_cast<int>(st.ColumnInt(28));
+  r.priority = static_cast<int>(st.ColumnInt(29));
   return r;
 }
 

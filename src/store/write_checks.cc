@@ -206,6 +206,32 @@ absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time
   return absl::OkStatus();
 }
 
+absl::Status OverConcurrencyLimit(const std::string& run_id, const Fence& f, int64_t running) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "run ", run_id, " is over its concurrency limit: ", running, " run(s) of key '",
+      f.concurrency_key, "' are running and its limit is ", f.concurrency_limit,
+      "; it stays queued (no lease, no attempt) until one of them stops running"));
+}
+
+absl::Status CheckNewRunConcurrency(const NewRun& run) {
+  if (run.concurrency_key.size() > kMaxConcurrencyKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has a concurrency key of ",
+                                                   run.concurrency_key.size(),
+                                                   " bytes; at most ", kMaxConcurrencyKeyBytes));
+  }
+  if (!run.concurrency_key.empty() &&
+      (run.concurrency_limit < 1 || run.concurrency_limit > kMaxConcurrencyLimit)) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has concurrency limit ",
+                                                   run.concurrency_limit, "; it must be from 1 to ",
+                                                   kMaxConcurrencyLimit));
+  }
+  if (run.priority < 0 || run.priority > kMaxPriority) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has priority ", run.priority,
+                                                   "; it must be from 0 to ", kMaxPriority));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckEnqueueable(const std::string& run_id, const Fence& f) {
   if (f.status == RunStatus::kPaused || f.status == RunStatus::kWaiting || IsTerminal(f.status)) {
     return absl::AbortedError(absl::StrCat("run ", run_id, " is ", StatusName(f.status),

@@ -50,11 +50,17 @@ struct Fence {
   std::string lease_owner;
   int attempts = 0;
   bool cancel_requested = false;
+  // Concurrency (issue 23): the run's key ("" = none) and its limit.
+  std::string concurrency_key;
+  int concurrency_limit = 0;
 };
 
 // The columns a fence is read from, in the order FenceFromRow reads them.
-#define RUNLOOM_FENCE_COLUMNS \
-  "status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, cancel_requested"
+#define RUNLOOM_FENCE_COLUMNS                                                                   \
+  "status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, cancel_requested, " \
+  "concurrency_key, concurrency_limit"
+// How many columns RUNLOOM_FENCE_COLUMNS has (a query's next column's index).
+inline constexpr int kFenceColumnCount = 9;
 
 // The fence in the first columns of `row` (RUNLOOM_FENCE_COLUMNS), a
 // backend's row type as in store/record_codec.h; kDataLoss for an unknown
@@ -75,6 +81,8 @@ absl::StatusOr<Fence> FenceFromRow(const Row& row, const std::string& run_id) {
   f.lease_owner = row.ColumnText(4);
   f.attempts = static_cast<int>(row.ColumnInt(5));
   f.cancel_requested = row.ColumnInt(6) != 0;
+  f.concurrency_key = row.ColumnText(7);
+  f.concurrency_limit = static_cast<int>(row.ColumnInt(8));
   return f;
 }
 
@@ -107,6 +115,18 @@ struct EncodedWrite {
   std::optional<std::string> context;
 };
 absl::StatusOr<EncodedWrite> EncodeWrite(const RunWrite& write);
+
+// Whether a lease on a run with fence `f` must first find room under its
+// concurrency key: a first lease of this execution (the run is queued)
+// with a key. A running run taken over after its lease expired already
+// counts among its key's running runs.
+inline bool NeedsConcurrencyRoom(const Fence& f) {
+  return f.status == RunStatus::kQueued && !f.concurrency_key.empty();
+}
+// AcquireLease's refusal of a run over its key's limit (store.h).
+absl::Status OverConcurrencyLimit(const std::string& run_id, const Fence& f, int64_t running);
+// CreateRun's checks of a NewRun's concurrency fields (kInvalidArgument).
+absl::Status CheckNewRunConcurrency(const NewRun& run);
 
 // AcquireLease's argument checks.
 absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,

@@ -230,6 +230,12 @@ absl::StatusOr<Workflow> ReadWorkflow(const json& c) {
   if (c.contains("budget_micros")) wf.budget_micros = c.at("budget_micros").get<int64_t>();
   if (c.contains("tenant")) wf.tenant_input = c.at("tenant").get<std::string>();
   if (c.contains("max_attempts")) wf.max_attempts = c.at("max_attempts").get<int>();
+  if (c.contains("concurrency")) {
+    const json& cc = c.at("concurrency");
+    wf.concurrency = ConcurrencyDef{.key = cc.at("key").get<std::string>(),
+                                    .limit = cc.at("limit").get<int>()};
+  }
+  if (c.contains("priority")) wf.priority = c.at("priority").get<int>();
   return wf;
 }
 
@@ -266,6 +272,12 @@ json CanonicalWorkflow(const Workflow& wf) {
   // their digests, and `max_attempts: 5` written out means (and digests)
   // the same as leaving it out. A reader that finds none uses the default.
   if (wf.max_attempts != kDefaultRunMaxAttempts) out["max_attempts"] = wf.max_attempts;
+  // The same for issue 23's keys: absent, or the default priority 0, they
+  // leave the canonical form (and digest) as it was.
+  if (wf.concurrency.has_value()) {
+    out["concurrency"] = {{"key", wf.concurrency->key}, {"limit", wf.concurrency->limit}};
+  }
+  if (wf.priority != 0) out["priority"] = wf.priority;
   return out;
 }
 

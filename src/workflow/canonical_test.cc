@@ -192,6 +192,33 @@ TEST(Canonical, MaxAttemptsChangesTheDigestOnlyWhenNotTheDefault) {
   EXPECT_EQ(WorkflowDigest(*back), WorkflowDigest(seven));
 }
 
+// Issue 23: `concurrency:` and `priority:` enter the canonical form only
+// when set (priority: when not 0), so earlier digests (pinned above) hold.
+TEST(Canonical, ConcurrencyAndPriorityChangeTheDigestOnlyWhenSet) {
+  const std::string plain =
+      "name: t\ninputs:\n  tenant: {type: string}\nsteps:\n  - {id: a, kind: noop}\n";
+  const Workflow absent = MustLoad(plain);
+  EXPECT_FALSE(CanonicalWorkflow(absent).contains("concurrency"));
+  EXPECT_FALSE(CanonicalWorkflow(absent).contains("priority"));
+  EXPECT_EQ(WorkflowDigest(MustLoad("priority: 0\n" + plain)), WorkflowDigest(absent));
+  const Workflow keyed =
+      MustLoad("concurrency: {key: \"{{ inputs.tenant }}\", limit: 3}\npriority: 4\n" + plain);
+  EXPECT_EQ(CanonicalWorkflow(keyed)["concurrency"]["limit"], 3);
+  EXPECT_EQ(CanonicalWorkflow(keyed)["priority"], 4);
+  EXPECT_NE(WorkflowDigest(keyed), WorkflowDigest(absent));
+  absl::StatusOr<Workflow> back = WorkflowFromCanonical(CanonicalWorkflow(keyed));
+  ASSERT_OK(back);
+  ASSERT_TRUE(back->concurrency.has_value());
+  EXPECT_EQ(back->concurrency->key, "{{ inputs.tenant }}");
+  EXPECT_EQ(back->concurrency->limit, 3);
+  EXPECT_EQ(back->priority, 4);
+  EXPECT_EQ(WorkflowDigest(*back), WorkflowDigest(keyed));
+  EXPECT_NE(WorkflowDigest(MustLoad("concurrency: {key: \"{{ inputs.tenant }}\", limit: 2}\n" +
+                                    plain)),
+            WorkflowDigest(MustLoad("concurrency: {key: \"{{ inputs.tenant }}\", limit: 3}\n" +
+                                    plain)));
+}
+
 TEST(Canonical, InputWithNullDefaultIsDistinctFromNoDefault) {
   Workflow wf =
       MustLoad("name: t\ninputs:\n  o: {type: object}\nsteps:\n  - {id: a, kind: noop}\n");

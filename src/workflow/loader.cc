@@ -41,7 +41,9 @@ using workflow_internal::YamlToJson;
 
 const std::vector<std::string> kTopKeys = {"name",     "description", "inputs",       "outcome",
                                            "defaults", "steps",       "stage_events", "budget",
-                                           "tenant",   "max_attempts"};
+                                           "tenant",   "max_attempts", "concurrency",
+                                           "priority"};
+const std::vector<std::string> kConcurrencyKeys = {"key", "limit"};
 const std::set<std::string> kCommonStepKeys = {
     "id",   "kind",  "phase",   "needs",         "trigger",
     "when", "retry", "timeout", "allow_failure", "stage"};
@@ -104,6 +106,8 @@ class Loader {
     RUNLOOM_ASSIGN_OR_RETURN(wf.budget_micros, ParseBudget(Get(root, "budget")));
     RUNLOOM_ASSIGN_OR_RETURN(wf.tenant_input, ReadText(Get(root, "tenant"), "tenant"));
     RUNLOOM_ASSIGN_OR_RETURN(wf.max_attempts, ParseMaxAttempts(Get(root, "max_attempts")));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.concurrency, ParseConcurrency(Get(root, "concurrency")));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.priority, ParsePriority(Get(root, "priority")));
     if (const int64_t n = CountSteps(wf.steps); n > limits_.max_steps) {
       return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps", limits_.max_steps,
                         "split the workflow into smaller ones");
@@ -152,6 +156,47 @@ class Loader {
                  absl::StrCat("max_attempts must be a whole number from 1 to ", kMaxRunMaxAttempts,
                               " (the leases a run may take before it ends failed; default ",
                               kDefaultRunMaxAttempts, "), e.g. max_attempts: 10"));
+    }
+    return *v;
+  }
+
+  // `concurrency: {key: "{{ inputs.tenant }}", limit: 2}` (issue 23).
+  absl::StatusOr<std::optional<ConcurrencyDef>> ParseConcurrency(const YAML::Node& n) const {
+    if (!n.IsDefined() || n.IsNull()) return std::optional<ConcurrencyDef>();
+    if (!n.IsMap()) {
+      return Err(n, "concurrency must be a mapping, e.g. concurrency: {key: \"{{ inputs.tenant }}\", "
+                    "limit: 2}");
+    }
+    RUNLOOM_RETURN_IF_ERROR(CheckKeys(n, kConcurrencyKeys, "concurrency"));
+    ConcurrencyDef c;
+    const YAML::Node key = Get(n, "key");
+    if (!key.IsDefined() || !key.IsScalar() || key.Scalar().empty()) {
+      return Err(key.IsDefined() ? key : n,
+                 "concurrency.key must be a template over the run's inputs, e.g. key: \"{{ "
+                 "inputs.tenant }}\"");
+    }
+    c.key = key.Scalar();
+    const YAML::Node limit = Get(n, "limit");
+    absl::StatusOr<int> v =
+        limit.IsDefined() ? ReadInt(limit, "concurrency.limit") : absl::StatusOr<int>(0);
+    if (!v.ok() || *v < 1 || *v > kMaxConcurrencyLimit) {
+      return Err(limit.IsDefined() ? limit : n,
+                 absl::StrCat("concurrency.limit must be a whole number from 1 to ",
+                              kMaxConcurrencyLimit,
+                              " (the most runs of one key running at once), e.g. limit: 2"));
+    }
+    c.limit = *v;
+    return std::optional<ConcurrencyDef>(std::move(c));
+  }
+
+  // `priority: 5`: 0 (the default) to kMaxPriority, higher first.
+  absl::StatusOr<int> ParsePriority(const YAML::Node& n) const {
+    if (!n.IsDefined() || n.IsNull()) return 0;
+    absl::StatusOr<int> v = ReadInt(n, "priority");
+    if (!v.ok() || *v < 0 || *v > kMaxPriority) {
+      return Err(n, absl::StrCat("priority must be a whole number from 0 to ", kMaxPriority,
+                                 " (higher runs first among the queued runs of one concurrency "
+                                 "key; default 0), e.g. priority: 5"));
     }
     return *v;
   }

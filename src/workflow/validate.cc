@@ -21,6 +21,9 @@ namespace workflow_internal {
 namespace {
 
 constexpr double kMinMultiplier = 1.0;
+// The longest `concurrency.key` template (the rendered key has its own
+// bound, kMaxConcurrencyKeyBytes, checked at admission).
+constexpr size_t kMaxTemplateBytes = 1024;
 
 // A C++-built step may list needs without setting explicit_needs; a
 // non-empty list is explicit either way.
@@ -58,11 +61,50 @@ class Validator {
                                kMaxRunMaxAttempts));
     }
     RUNLOOM_RETURN_IF_ERROR(CheckTenant());
+    RUNLOOM_RETURN_IF_ERROR(CheckConcurrency());
     return CheckStageEvents(
         wf_, [this](const Location& at, const std::string& what) { return Fail(at, what); });
   }
 
  private:
+  // `concurrency:` and `priority:` (issue 23): the key is rendered at
+  // admission, before any step ran, so it may reference declared inputs
+  // that are not secret (the key is stored and shown in clear) and nothing
+  // else.
+  absl::Status CheckConcurrency() const {
+    if (wf_.priority < 0 || wf_.priority > kMaxPriority) {
+      return Fail({nullptr, {"priority"}}, absl::StrCat("priority is ", wf_.priority,
+                                                        "; it must be from 0 to ", kMaxPriority));
+    }
+    if (!wf_.concurrency.has_value()) return absl::OkStatus();
+    const ConcurrencyDef& c = *wf_.concurrency;
+    if (c.limit < 1 || c.limit > kMaxConcurrencyLimit) {
+      return Fail({nullptr, {"concurrency", "limit"}},
+                  absl::StrCat("concurrency.limit is ", c.limit, "; it must be from 1 to ",
+                               kMaxConcurrencyLimit));
+    }
+    const Location at{nullptr, {"concurrency", "key"}};
+    if (c.key.empty() || c.key.size() > kMaxTemplateBytes) {
+      return Fail(at, absl::StrCat("concurrency.key must be a template of 1 to ", kMaxTemplateBytes,
+                                   " bytes, e.g. \"{{ inputs.tenant }}\""));
+    }
+    for (const std::string& ref : TemplateRefs(nlohmann::json(c.key))) {
+      absl::StatusOr<Ref> r = ParseRef(ref);
+      const InputDef* in = nullptr;
+      if (r.ok() && r->root == "inputs" && !r->path.empty()) {
+        auto it = std::find_if(wf_.inputs.begin(), wf_.inputs.end(),
+                               [&](const InputDef& d) { return d.name == r->path[0]; });
+        if (it != wf_.inputs.end()) in = &*it;
+      }
+      if (in == nullptr || in->secret) {
+        return Fail(at, absl::StrCat("concurrency.key references '", ref,
+                                     "'; it may reference only declared inputs that are not "
+                                     "secret, e.g. \"{{ inputs.tenant }}\""));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // `tenant:` names a declared input that is not secret (the tenant is
   // kept in the ledger and shown by `runloom budgets`), of an id's type.
   absl::Status CheckTenant() const {

@@ -504,6 +504,57 @@ TEST(Loader, MaxAttemptsIsAWholeNumberFromOneToAHundred) {
   EXPECT_THAT(ValidateWorkflow(built).message(), HasSubstr("t: max_attempts is 101"));
 }
 
+// Issue 23: `concurrency: {key, limit}` and `priority:`.
+TEST(Loader, ConcurrencyAndPriority) {
+  const std::string rest =
+      "inputs:\n  tenant: {type: string}\n  pw: {type: string, secret: true}\n"
+      "steps:\n  - {id: a, kind: noop}\n";
+  absl::StatusOr<Workflow> wf = Load(
+      "name: t\nconcurrency: {key: \"team-{{ inputs.tenant }}\", limit: 2}\npriority: 9\n" + rest);
+  ASSERT_OK(wf);
+  ASSERT_TRUE(wf->concurrency.has_value());
+  EXPECT_EQ(wf->concurrency->key, "team-{{ inputs.tenant }}");
+  EXPECT_EQ(wf->concurrency->limit, 2);
+  EXPECT_EQ(wf->priority, 9);
+  absl::StatusOr<Workflow> none = Load("name: t\n" + rest);
+  ASSERT_OK(none);
+  EXPECT_FALSE(none->concurrency.has_value());
+  EXPECT_EQ(none->priority, 0);
+  for (const char* bad : {"10", "-1", "\"high\"", "1.5"}) {
+    EXPECT_THAT(ErrorOf(absl::StrCat("name: t\npriority: ", bad, "\n", rest)),
+                HasSubstr("wf.yaml:2: priority must be a whole number from 0 to 9"))
+        << bad;
+  }
+  for (const char* bad : {"0", "10001", "x"}) {
+    EXPECT_THAT(ErrorOf(absl::StrCat("name: t\nconcurrency: {key: \"{{ inputs.tenant }}\", limit: ",
+                                     bad, "}\n", rest)),
+                HasSubstr("concurrency.limit must be a whole number from 1 to 10000"))
+        << bad;
+  }
+  EXPECT_THAT(ErrorOf("name: t\nconcurrency: {limit: 2}\n" + rest),
+              HasSubstr("wf.yaml:2: concurrency.key must be a template over the run's inputs"));
+  EXPECT_THAT(ErrorOf("name: t\nconcurrency: 3\n" + rest),
+              HasSubstr("wf.yaml:2: concurrency must be a mapping"));
+  EXPECT_THAT(ErrorOf("name: t\nconcurrency: {key: k, limit: 1, burst: 2}\n" + rest),
+              HasSubstr("burst"));
+  // The key is rendered at admission: only declared, clear inputs.
+  EXPECT_THAT(ErrorOf("name: t\nconcurrency: {key: \"{{ steps.a.output }}\", limit: 1}\n" + rest),
+              HasSubstr("concurrency.key references 'steps.a.output'; it may reference only "
+                        "declared inputs that are not secret"));
+  EXPECT_THAT(ErrorOf("name: t\nconcurrency: {key: \"{{ inputs.nope }}\", limit: 1}\n" + rest),
+              HasSubstr("concurrency.key references 'inputs.nope'"));
+  EXPECT_THAT(ErrorOf("name: t\nconcurrency: {key: \"{{ inputs.pw }}\", limit: 1}\n" + rest),
+              HasSubstr("concurrency.key references 'inputs.pw'"));
+  // A workflow built in C++ is checked too.
+  Workflow built = *wf;
+  built.source_path.clear();
+  built.priority = 12;
+  EXPECT_THAT(ValidateWorkflow(built).message(), HasSubstr("priority is 12"));
+  built.priority = 0;
+  built.concurrency->limit = 0;
+  EXPECT_THAT(ValidateWorkflow(built).message(), HasSubstr("concurrency.limit is 0"));
+}
+
 // `tenant:` names a declared, clear input of an id's type.
 TEST(Loader, TenantNamesAnIdInput) {
   absl::StatusOr<Workflow> wf = Load(

@@ -39,6 +39,7 @@ TEST(Simulation, OneSeedReplaysByteForByte) {
 TEST(Simulation, EverySeedHoldsEveryInvariant) {
   int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0, scheduled = 0,
           children = 0;
+  int64_t keyed = 0, over_limit = 0;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     SimResult r = RunSimulation({.seed = seed});
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation << "\n"
@@ -51,6 +52,8 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
     resolved += r.signals_resolved;
     scheduled += r.schedule_runs;
     children += r.child_runs;
+    keyed += r.keyed_leases;
+    over_limit += r.over_limit;
   }
   // Not vacuous: the campaign started runs, crashed processes, injected
   // faults, sent signals that waits consumed (some resolving a resting
@@ -64,6 +67,8 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   EXPECT_GT(scheduled, 0);  // schedules fired (a third of the seeds has one)
   EXPECT_GT(children, 0);   // run steps started children (a third of the seeds)
   EXPECT_GT(kept, resolved);
+  EXPECT_GT(keyed, 0);       // runs with a concurrency key ran (half the workflows have one)
+  EXPECT_GT(over_limit, 0);  // and some lease found its key full
 }
 
 class InjectedBugCaught : public ::testing::TestWithParam<InjectedBug> {};

@@ -10,12 +10,14 @@ namespace runloom::engine_internal {
 namespace {
 
 // An execution the launcher could not carry out. A run that is not runnable
-// (terminal, paused) or leased elsewhere is routine for a redelivered
+// (terminal, paused), leased elsewhere, or over its concurrency limit (the
+// store kept it queued with a fresh message) is routine for a redelivered
 // message; anything else is a failure the message's redelivery will retry.
 void LogExecuteError(Logger* logger, const std::string& run_id, const absl::Status& s) {
   if (s.ok()) return;
-  const bool routine =
-      s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kAborted;
+  const bool routine = s.code() == absl::StatusCode::kFailedPrecondition ||
+                       s.code() == absl::StatusCode::kAborted ||
+                       s.code() == absl::StatusCode::kResourceExhausted;
   Log(logger, routine ? LogLevel::kDebug : LogLevel::kWarning, "run ", run_id,
       ": not executed: ", s.ToString());
 }
@@ -141,7 +143,9 @@ absl::Status ExecuteMessage(const QueueMessage& m, Transport* transport, RunLaun
   auto r = launcher->ExecuteRun(m.run_id, on_leased, /*want_record=*/false);
   if (!acked && r.status().code() != absl::StatusCode::kUnavailable) {
     // Not runnable (terminal, paused, gone) or leased elsewhere: the
-    // lease and the sweeper own recovery from here.
+    // lease and the sweeper own recovery from here. Over its concurrency
+    // limit: the store gave the run a fresh message in the refusal's commit,
+    // so this one is acked too.
     ack();
   }
   LogExecuteError(logger, m.run_id, r.status());

@@ -166,6 +166,12 @@ void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
                         const std::function<Disposition()>& body) {
   active_->Add(exec);
   const Disposition d = body();
+  // A first lease refused over the run's concurrency limit was never held:
+  // not a lost lease.
+  if (exec->lease_error().code() == absl::StatusCode::kResourceExhausted) {
+    active_->Remove(exec->run_id());
+    return;
+  }
   counters_.Count(d);
   if (d == Disposition::kFinished) {
     config_.metrics->RunFinished(exec->final_status());

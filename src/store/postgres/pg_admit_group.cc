@@ -20,17 +20,19 @@ constexpr int kMaxLeaders = 4;
 
 // Every run row, its events and its queue message in one statement. The
 // foreign keys of the events and messages are checked at the statement's
-// end, when the run rows are there. $1-$10: the runs' columns; $11-$15:
-// the events' (run id, seq, type, schema version, data).
+// end, when the run rows are there. $1-$10 and $16-$18: the runs' columns;
+// $11-$15: the events' (run id, seq, type, schema version, data).
 constexpr char kAdmit[] =
     "WITH t AS (SELECT runloom_now() AS now), "
     "r AS (INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, "
     "inputs, inputs_digest, idempotency_key, phase, revision, entry, context, attempts, "
-    "max_attempts, last_event_seq, created_at, updated_at) "
+    "max_attempts, last_event_seq, created_at, updated_at, concurrency_key, concurrency_limit, "
+    "priority) "
     "SELECT u.id, u.wf, u.ver, u.dig, 'queued', u.inputs, u.idig, '', u.phase, 1, 'fresh', "
-    "u.ctx, 0, u.max, u.nev, t.now, t.now FROM t, unnest($1::text[], $2::text[], "
-    "$3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], "
-    "$10::bigint[]) AS u(id, wf, ver, dig, inputs, idig, phase, ctx, max, nev) RETURNING id), "
+    "u.ctx, 0, u.max, u.nev, t.now, t.now, u.ckey, u.clim, u.prio FROM t, unnest($1::text[], "
+    "$2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], "
+    "$9::integer[], $10::bigint[], $16::text[], $17::integer[], $18::integer[]) "
+    "AS u(id, wf, ver, dig, inputs, idig, phase, ctx, max, nev, ckey, clim, prio) RETURNING id), "
     "e AS (INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "SELECT x.r, x.s, x.t, x.v, t.now, x.d FROM t, unnest($11::text[], $12::bigint[], "
     "$13::text[], $14::integer[], $15::text[]) AS x(r, s, t, v, d)), "
@@ -84,6 +86,7 @@ void PgAdmitGroup::RunGroup(const std::vector<Writer*>& group) {
 absl::Status PgAdmitGroup::Admit(const std::vector<PgAdmission*>& group) {
   std::vector<std::string> id, wf, ver, dig, inputs, idig, phase, ctx, max, nev;
   std::vector<std::string> ev_run, ev_seq, ev_type, ev_version, ev_data;
+  std::vector<std::string> ckey, clim, prio;
   for (const PgAdmission* a : group) {
     id.push_back(a->id);
     wf.push_back(a->workflow_name);
@@ -95,6 +98,9 @@ absl::Status PgAdmitGroup::Admit(const std::vector<PgAdmission*>& group) {
     ctx.push_back(a->context);
     max.push_back(absl::StrCat(a->max_attempts));
     nev.push_back(absl::StrCat(a->events->size()));
+    ckey.push_back(a->concurrency_key);
+    clim.push_back(absl::StrCat(a->concurrency_limit));
+    prio.push_back(absl::StrCat(a->priority));
     int64_t seq = 0;
     for (const EncodedEvent& e : *a->events) {
       ev_run.push_back(a->id);
@@ -107,7 +113,7 @@ absl::Status PgAdmitGroup::Admit(const std::vector<PgAdmission*>& group) {
   PgParams p;
   for (const std::vector<std::string>* column :
        {&id, &wf, &ver, &dig, &inputs, &idig, &phase, &ctx, &max, &nev, &ev_run, &ev_seq, &ev_type,
-        &ev_version, &ev_data}) {
+        &ev_version, &ev_data, &ckey, &clim, &prio}) {
     p.TextArray(*column);
   }
   absl::Time now;

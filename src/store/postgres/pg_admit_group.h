@@ -47,6 +47,9 @@ struct PgAdmission {
   std::string context;  // JSON text
   int64_t workflow_version = 0;
   int max_attempts = 1;
+  std::string concurrency_key;  // issue 23: "" = none
+  int concurrency_limit = 0;
+  int priority = 0;
   const std::vector<EncodedEvent>* events = nullptr;
 
   absl::Status status;    // the outcome

@@ -25,6 +25,16 @@ constexpr char kRenewCheck[] =
 constexpr char kSavepoint[] = "SAVEPOINT first_write";
 constexpr char kRollbackToSavepoint[] = "ROLLBACK TO SAVEPOINT first_write";
 constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $1";
+// Every lease that must find room under a concurrency key takes this one
+// transaction-scoped lock first (any constant; this one spells "rlmc"), so
+// the count below and the lease commit as one compare-and-set across
+// processes. One lock, not one per key: a group transaction leasing runs
+// of several keys could otherwise take two key locks in opposite orders.
+constexpr char kConcurrencyLock[] = "SELECT pg_advisory_xact_lock(1919708515)";
+// The runs of a concurrency key holding status running (index runs_keyed).
+constexpr char kRunningOfKey[] =
+    "SELECT count(*) FROM runs WHERE status = 'running' AND concurrency_key = $1 "
+    "AND concurrency_key <> ''";
 }  // namespace
 
 absl::Status PgCommitFenced(PgConn& c, absl::Time now, const RunWrite& write,
@@ -84,7 +94,8 @@ class LeaseOp final : public PgGroupOp {
 
   absl::Status AddTo(PgConn& c, absl::Time now, const Fence& f, PgWriteBatch& batch) override {
     Fence leased = f;
-    status = AddLease(now, &leased, batch);
+    RUNLOOM_RETURN_IF_ERROR(AddLease(c, now, &leased, batch));
+    status = refusal_;
     leased_in_group_ = status.ok();
     if (!status.ok() || !FirstWriteDue(IsFirstLease(f))) return absl::OkStatus();
     lease_.first_write = PgWriteBatch::Check(*first_, encoded_, leased);
@@ -97,12 +108,19 @@ class LeaseOp final : public PgGroupOp {
   // statement), it leaves the lease standing.
   void RunAlone(PgHandle& h) override {
     leased_in_group_ = false;
+    over_limit_ = absl::OkStatus();
     status = h.Txn([&](PgConn& c) -> absl::Status {
+      over_limit_ = absl::OkStatus();
       RUNLOOM_ASSIGN_OR_RETURN(auto locked, PgLockFence(c, run_id_));
       const absl::Time now = locked.second;
       Fence leased = locked.first;
       PgWriteBatch lease;
-      RUNLOOM_RETURN_IF_ERROR(AddLease(now, &leased, lease));
+      RUNLOOM_RETURN_IF_ERROR(AddLease(c, now, &leased, lease));
+      if (refusal_.code() == absl::StatusCode::kResourceExhausted) {
+        over_limit_ = refusal_;  // committed with the run's fresh message
+        return absl::OkStatus();
+      }
+      RUNLOOM_RETURN_IF_ERROR(refusal_);
       lease.Defer(c, now);
       if (!FirstWriteDue(IsFirstLease(locked.first))) return absl::OkStatus();
       RUNLOOM_RETURN_IF_ERROR(c.Exec(kSavepoint).status());  // sent with the lease's writes
@@ -114,23 +132,44 @@ class LeaseOp final : public PgGroupOp {
       if (!c.ok()) return lease_.first_write;
       return c.Exec(kRollbackToSavepoint).status();
     });
+    if (status.ok() && !over_limit_.ok()) status = over_limit_;
   }
 
  private:
   // Checks that the run may be leased and adds the lease to `batch`; `*f`
-  // becomes the leased run's fence.
-  absl::Status AddLease(absl::Time now, Fence* f, PgWriteBatch& batch) {
+  // becomes the leased run's fence. Returns a statement's failure on `c`
+  // (the transaction's); sets refusal_ to the lease's own outcome: OK, or
+  // its refusal (nothing added), kResourceExhausted over the concurrency
+  // limit after giving the run a fresh pending message (statements on `c`).
+  absl::Status AddLease(PgConn& c, absl::Time now, Fence* f, PgWriteBatch& batch) {
     lease_ = Lease{};
-    RUNLOOM_RETURN_IF_ERROR(CheckLeasable(run_id_, *f, now));
+    refusal_ = CheckLeasable(run_id_, *f, now);
+    if (!refusal_.ok()) return absl::OkStatus();
+    if (NeedsConcurrencyRoom(*f)) {
+      RUNLOOM_RETURN_IF_ERROR(c.Exec(kConcurrencyLock).status());
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult n,
+                               c.Exec(kRunningOfKey, PgParams().Text(f->concurrency_key)));
+      int& in_batch = batch.keyed_leases(f->concurrency_key);
+      const int64_t running = n.row(0).ColumnInt(0) + in_batch;
+      if (running >= f->concurrency_limit) {
+        RUNLOOM_RETURN_IF_ERROR(PgEnsureQueueMessage(c, run_id_, now).status());
+        refusal_ = OverConcurrencyLimit(run_id_, *f, running);
+        return absl::OkStatus();
+      }
+      ++in_batch;
+    }
     const int attempt = f->attempts + 1;
-    RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded,
-                             EncodeLeaseEvents(events_, attempt, owner_));
+    absl::StatusOr<std::vector<EncodedEvent>> encoded = EncodeLeaseEvents(events_, attempt, owner_);
+    if (!encoded.ok()) {
+      refusal_ = encoded.status();
+      return absl::OkStatus();
+    }
     lease_.run_id = run_id_;
     lease_.owner = owner_;
     lease_.token = h_.NewLeaseToken();
     lease_.attempt = attempt;
     lease_.expires_at = LeaseDeadline(now, ttl_);
-    batch.AddLease(run_id_, owner_, lease_.token, lease_.expires_at, encoded, f);
+    batch.AddLease(run_id_, owner_, lease_.token, lease_.expires_at, *encoded, f);
     return absl::OkStatus();
   }
 
@@ -156,6 +195,8 @@ class LeaseOp final : public PgGroupOp {
   const EncodedWrite& encoded_;
   Lease lease_;
   bool leased_in_group_ = false;
+  absl::Status refusal_;     // AddLease's outcome for the lease
+  absl::Status over_limit_;  // RunAlone: the refusal committed with the fresh message
 };
 
 }  // namespace

@@ -28,9 +28,9 @@ constexpr char kLockFences[] = "SELECT " RUNLOOM_FENCE_COLUMNS
                                "(SELECT q.id FROM queue q WHERE q.run_id = runs.id) AS "
                                "message_id "
                                "FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE";
-constexpr int kIdColumn = 8;
-constexpr int kNowColumn = 7;
-constexpr int kMessageColumn = 9;
+constexpr int kNowColumn = kFenceColumnCount;
+constexpr int kIdColumn = kFenceColumnCount + 1;
+constexpr int kMessageColumn = kFenceColumnCount + 2;
 }  // namespace
 
 void PgCommitGroup::Run(PgGroupOp* op) {

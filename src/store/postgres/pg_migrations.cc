@@ -511,11 +511,21 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS parent_run_id TEXT NOT NULL DEFAULT ''
 CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id) WHERE parent_run_id <> '';
 )sql";
 
+// Version 15: concurrency keys and priority (issue 23), as SQLite's
+// version 12. Re-runnable.
+constexpr char kV15[] = R"sql(
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS concurrency_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS concurrency_limit INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS runs_keyed ON runs (status, concurrency_key) WHERE concurrency_key <> '';
+CREATE INDEX IF NOT EXISTS runs_prioritized ON runs (status) WHERE priority <> 0;
+)sql";
+
 constexpr std::array kMigrations = {Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},
                                     Migration{4, kV4},   Migration{5, kV5},   Migration{6, kV6},
                                     Migration{7, kV7},   Migration{8, kV8},   Migration{9, kV9},
                                     Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
-                                    Migration{13, kV13}, Migration{14, kV14}};
+                                    Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -9,6 +9,7 @@
 #include "store/record_codec.h"
 #include "transport/claim_helpers.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -62,8 +63,27 @@ constexpr char kListDeadLetters[] =
 constexpr char kDeadLetterById[] =
     "SELECT run_id FROM dead_letters WHERE id = $1 AND redriven_at IS NULL FOR UPDATE";
 constexpr char kMarkRedriven[] = "UPDATE dead_letters SET redriven_at = $2 WHERE id = $1";
+// With a queued run that has a concurrency key or a priority (issue 23):
+// the fair order of RUNLOOM_PG_FAIR_SELECT (pg_store.h), and only messages a claim would take
+// (one held back by its key's limit must not wake the waiters, poll after
+// poll, into claims that find nothing).
 constexpr char kPoll[] =
-    "SELECT runloom_now(), EXISTS (SELECT 1 FROM queue WHERE visible_at <= runloom_now())";
+    "SELECT runloom_now(), CASE WHEN " RUNLOOM_PG_FAIR_NEEDED " THEN EXISTS (SELECT 1 FROM "
+    "(" RUNLOOM_PG_FAIR_SELECT(1) ") f) "
+    "ELSE EXISTS (SELECT 1 FROM queue WHERE visible_at <= runloom_now()) END";
+// The fair claim: up to four times $1 candidates in the fair order, locked
+// in that order skipping those another claimer holds, at most $1 of them;
+// the position in the order comes back so the batch keeps it.
+constexpr char kFairClaim[] =
+    "WITH cands AS MATERIALIZED (SELECT ARRAY(SELECT f.id FROM (" RUNLOOM_PG_FAIR_SELECT($1 * 4)
+    ") f) AS a), "
+    "locked AS (SELECT q.id FROM queue q, cands WHERE q.id = ANY (cands.a) "
+    "AND q.visible_at <= runloom_now() AND q.deliveries < $3 "
+    "ORDER BY array_position(cands.a, q.id) LIMIT $1 FOR UPDATE OF q SKIP LOCKED) "
+    "UPDATE queue q SET claimed_by = $2, visible_at = (SELECT runloom_now()) + $4, "
+    "deliveries = q.deliveries + 1 FROM locked, cands WHERE q.id = locked.id "
+    "RETURNING q.id, q.run_id, q.deliveries, array_position(cands.a, q.id)";
+constexpr char kFairNeeded[] = "SELECT " RUNLOOM_PG_FAIR_NEEDED;
 
 absl::StatusOr<int64_t> ParseId(const std::string& id, absl::string_view what) {
   int64_t n = 0;
@@ -111,6 +131,8 @@ absl::StatusOr<std::vector<QueueMessage>> PgTransport::Claim(const std::string& 
                                                              absl::Duration visibility) {
   RUNLOOM_RETURN_IF_ERROR(transport_internal::CheckClaimArgs(consumer, max, visibility));
   std::vector<QueueMessage> out;
+  bool fair = false;
+  absl::flat_hash_map<std::string, int64_t> positions;  // message id -> place in the fair order
   RUNLOOM_RETURN_IF_ERROR(h_->Txn([&](PgConn& c) -> absl::Status {
     out.clear();
     RUNLOOM_ASSIGN_OR_RETURN(PgResult spent, c.Exec(kExhausted, PgParams().Int(max_deliveries_)));
@@ -119,17 +141,24 @@ absl::StatusOr<std::vector<QueueMessage>> PgTransport::Claim(const std::string& 
       RUNLOOM_RETURN_IF_ERROR(
           DeadLetterInTxn(c, r.ColumnInt(0), r.ColumnText(1), static_cast<int>(r.ColumnInt(2))));
     }
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult needed, c.Exec(kFairNeeded));
+    fair = needed.row(0).ColumnInt(0) != 0;
     PgParams p;
     p.Int(max).Text(consumer).Int(max_deliveries_).Int(absl::ToInt64Microseconds(visibility));
-    RUNLOOM_ASSIGN_OR_RETURN(PgResult claimed, c.Exec(kClaim, p));
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult claimed, c.Exec(fair ? kFairClaim : kClaim, p));
+    positions.clear();
     for (int i = 0; i < claimed.rows(); ++i) {
       const PgRow r = claimed.row(i);
       out.push_back(QueueMessage{absl::StrCat(r.ColumnInt(0)), r.ColumnText(1),
                                  static_cast<int>(r.ColumnInt(2))});
+      if (fair) positions[out.back().id] = r.ColumnInt(3);
     }
     return absl::OkStatus();
   }));
-  std::sort(out.begin(), out.end(), [](const QueueMessage& a, const QueueMessage& b) {
+  // In the order claimed: the fair order, else the message ids' (the order
+  // they were queued in).
+  std::sort(out.begin(), out.end(), [&](const QueueMessage& a, const QueueMessage& b) {
+    if (fair) return positions[a.id] < positions[b.id];
     return a.id.size() != b.id.size() ? a.id.size() < b.id.size() : a.id < b.id;
   });
   return out;

@@ -26,9 +26,10 @@ constexpr char kRunByKey[] =
 constexpr char kInsertRun[] =
     "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
     "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
-    "last_event_seq, created_at, updated_at, parent_run_id) "
+    "last_event_seq, created_at, updated_at, parent_run_id, concurrency_key, concurrency_limit, "
+    "priority) "
     "VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, 1, 'fresh', $11, 0, $9, $10, "
-    "runloom_now(), runloom_now(), $12) RETURNING created_at";
+    "runloom_now(), runloom_now(), $12, $13, $14, $15) RETURNING created_at";
 // $4: RunFilter::parent_run_id ('' = any parent or none).
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_RUN_COLUMNS
@@ -76,9 +77,12 @@ constexpr char kExpiredLeases[] =
 // (schema version 9) find the candidates; updated_at itself has no index, so
 // that a write that keeps its run's status can be a HOT update.
 constexpr char kStrandedQueued[] =
-    "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs r "
     "WHERE status = 'queued' AND created_at <= runloom_now() - $1 "
-    "AND updated_at <= runloom_now() - $1 ORDER BY created_at LIMIT $2";
+    "AND updated_at <= runloom_now() - $1 AND (concurrency_key = '' OR "
+    "(SELECT count(*) FROM runs k WHERE k.status = 'running' "
+    "AND k.concurrency_key = r.concurrency_key AND k.concurrency_key <> '') "
+    "< r.concurrency_limit) ORDER BY created_at LIMIT $2";
 constexpr char kFence[] =
     "SELECT " RUNLOOM_FENCE_COLUMNS ", runloom_now() FROM runs WHERE id = $1 FOR UPDATE";
 constexpr char kMessageOfRun[] = "SELECT id, claimed_by FROM queue WHERE run_id = $1";
@@ -117,7 +121,7 @@ absl::StatusOr<std::pair<Fence, absl::Time>> PgLockFence(PgConn& c, const std::s
   if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
   const PgRow row = r.row(0);
   RUNLOOM_ASSIGN_OR_RETURN(Fence f, FenceFromRow(row, run_id));
-  return std::make_pair(std::move(f), row.ColumnTime(7));
+  return std::make_pair(std::move(f), row.ColumnTime(kFenceColumnCount));
 }
 
 absl::StatusOr<int64_t> PgAppendEvents(PgConn& c, const std::string& run_id, int64_t last_seq,
@@ -170,6 +174,7 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
                                                    run.max_attempts, "; it must be at least 1"));
   }
+  RUNLOOM_RETURN_IF_ERROR(CheckNewRunConcurrency(run));
   RUNLOOM_ASSIGN_OR_RETURN(std::string inputs,
                            DumpJson(run.inputs, absl::StrCat("inputs of run ", run.id)));
   const nlohmann::json context_json =
@@ -193,6 +198,9 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     out.run.phase = run.phase;
     out.run.max_attempts = run.max_attempts;
     out.run.parent_run_id = run.parent_run_id;
+    out.run.concurrency_key = run.concurrency_key;
+    out.run.concurrency_limit = run.concurrency_key.empty() ? 0 : run.concurrency_limit;
+    out.run.priority = run.priority;
     out.run.context = context_json;
     out.run.last_event_seq = static_cast<int64_t>(encoded.size());
     out.run.created_at = now;
@@ -214,6 +222,9 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
                   .context = std::move(context),
                   .workflow_version = run.workflow_version,
                   .max_attempts = run.max_attempts,
+                  .concurrency_key = run.concurrency_key,
+                  .concurrency_limit = run.concurrency_key.empty() ? 0 : run.concurrency_limit,
+                  .priority = run.priority,
                   .events = &encoded};
     admit_.Run(&a);
     if (a.status.code() == absl::StatusCode::kAlreadyExists) {
@@ -241,6 +252,8 @@ absl::StatusOr<CreateRunResult> PgStore::CreateRun(const NewRun& run, std::vecto
     p.Text(inputs).Text(run.inputs_digest).Text(run.idempotency_key).Text(run.phase);
     p.Int(run.max_attempts).Int(static_cast<int64_t>(encoded.size())).Text(context);
     p.Text(run.parent_run_id);
+    p.Text(run.concurrency_key).Int(run.concurrency_key.empty() ? 0 : run.concurrency_limit);
+    p.Int(run.priority);
     RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kInsertRun, p));
     const absl::Time now = r.row(0).ColumnTime(0);
     RUNLOOM_RETURN_IF_ERROR(PgAppendEvents(c, run.id, 0, encoded, now).status());

@@ -27,6 +27,38 @@
 #include <string>
 #include <vector>
 
+// Concurrency keys and priority (issue 23), as the SQLite queue's
+// (sqlite_queue.cc, kFairVisible). Whether any queued run has a key or a
+// priority (indexes runs_keyed, runs_prioritized): when none has, claims
+// and the outbox relay keep the plain id order.
+#define RUNLOOM_PG_FAIR_NEEDED                                                                   \
+  "(EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND concurrency_key <> '') "             \
+  "OR EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND priority <> 0))"
+// The ids of the visible queue rows in the fair order, at most LIMIT: the
+// rows grouped by their queued run's key (a run not queued, or gone, is in
+// the keyless group ''), ranked in a group by priority (higher first) then
+// age, taken rank by rank across groups; a keyed group offers only as many
+// rows as its key has room: its limit less its running runs and less its
+// runs published to a stream transport and not leased yet (outbox rows kept
+// as 'published' until their hold ends: pg_stream_db.cc). The table queue
+// has no such rows.
+#define RUNLOOM_PG_FAIR_SELECT(LIMIT)                                                             \
+  "WITH busy AS (SELECT k, sum(n) AS n FROM (SELECT concurrency_key AS k, count(*) AS n "       \
+  "FROM runs WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key "     \
+  "UNION ALL SELECT r.concurrency_key, count(*) FROM queue q JOIN runs r ON r.id = q.run_id "  \
+  "WHERE q.claimed_by = 'published' AND q.visible_at > (SELECT runloom_now()) "                \
+  "AND r.concurrency_key <> '' GROUP BY r.concurrency_key) b GROUP BY k), "                    \
+  "ranked AS (SELECT q.id AS id, "                                                             \
+  "CASE WHEN r.status = 'queued' THEN r.concurrency_key ELSE '' END AS g, "                    \
+  "COALESCE(r.concurrency_limit, 0) AS lim, COALESCE(r.priority, 0) AS p, "                    \
+  "ROW_NUMBER() OVER (PARTITION BY CASE WHEN r.status = 'queued' THEN r.concurrency_key "      \
+  "ELSE '' END ORDER BY COALESCE(r.priority, 0) DESC, q.id) AS rank "                          \
+  "FROM queue q LEFT JOIN runs r ON r.id = q.run_id "                                          \
+  "WHERE q.visible_at <= (SELECT runloom_now())) "                                             \
+  "SELECT ranked.id FROM ranked LEFT JOIN busy ON busy.k = ranked.g "                          \
+  "WHERE ranked.g = '' OR ranked.rank <= ranked.lim - COALESCE(busy.n, 0) "                    \
+  "ORDER BY ranked.rank, ranked.p DESC, ranked.id LIMIT " #LIMIT
+
 namespace runloom::store_internal {
 
 // The PostgreSQL side of the SQL seam (pg_sql.cc).

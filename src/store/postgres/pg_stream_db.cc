@@ -14,6 +14,7 @@
 #include "store/postgres/pg_store.h"
 #include "transport/stream_database.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,9 @@ namespace {
 
 // How long a relay holds the rows it is publishing.
 constexpr absl::Duration kRelayLease = absl::Seconds(30);
+// How long a published row of a keyed run counts against its key's room
+// (kPublished) before it is published again.
+constexpr absl::Duration kPublishedHold = absl::Seconds(30);
 
 // The ids as an array, found again by the primary key (joined to a CTE of
 // them, the update scanned the whole outbox: pg_queue.cc, kClaim).
@@ -34,7 +38,33 @@ constexpr char kRelayClaim[] =
     "deliveries = q.deliveries + 1 WHERE q.id = ANY (ARRAY(SELECT id FROM queue "
     "WHERE visible_at <= runloom_now() ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)) "
     "RETURNING q.id, q.run_id";
-constexpr char kPublished[] = "DELETE FROM queue WHERE id = ANY($1::text[]::bigint[])";
+// With a queued run that has a concurrency key or a priority (issue 23),
+// the relay takes rows in the fair order and only those whose key has room
+// (RUNLOOM_PG_FAIR_SELECT): the store decides, the stream only carries. A
+// run published while its key had room and refused at its lease (another
+// of its key leased first) gets a fresh row here (AcquireLease), published
+// again once the key has room.
+constexpr char kFairRelayClaim[] =
+    "WITH cands AS MATERIALIZED (SELECT ARRAY(SELECT f.id FROM (" RUNLOOM_PG_FAIR_SELECT($1 * 4)
+    ") f) AS a), "
+    "locked AS (SELECT q.id FROM queue q, cands WHERE q.id = ANY (cands.a) "
+    "AND q.visible_at <= runloom_now() "
+    "ORDER BY array_position(cands.a, q.id) LIMIT $1 FOR UPDATE OF q SKIP LOCKED) "
+    "UPDATE queue q SET claimed_by = 'relay', visible_at = (SELECT runloom_now()) + $2, "
+    "deliveries = q.deliveries + 1 FROM locked, cands WHERE q.id = locked.id "
+    "RETURNING q.id, q.run_id, array_position(cands.a, q.id)";
+constexpr char kRelayFairNeeded[] = "SELECT " RUNLOOM_PG_FAIR_NEEDED;
+// A published row is done with, except that of a queued run with a
+// concurrency key: kept as 'published' for kPublishedHold, so the fair
+// select counts it against its key's room until the run's lease deletes
+// it (or a refused lease replaces it with a pending row). Should the
+// stream lose the message, the row is published again when the hold ends.
+constexpr char kPublished[] =
+    "WITH kept AS (UPDATE queue q SET claimed_by = 'published', "
+    "visible_at = (SELECT runloom_now()) + $2 FROM runs r "
+    "WHERE q.id = ANY ($1::text[]::bigint[]) AND r.id = q.run_id AND r.status = 'queued' "
+    "AND r.concurrency_key <> '' RETURNING q.id) "
+    "DELETE FROM queue WHERE id = ANY ($1::text[]::bigint[]) AND id NOT IN (SELECT id FROM kept)";
 // Backoff: 200 ms doubling per failed attempt, at most 30 s.
 constexpr char kFailed[] =
     "UPDATE queue SET claimed_by = '', last_error = $2, visible_at = runloom_now() + "
@@ -53,26 +83,37 @@ class PgStreamDatabase final : public transport_internal::StreamDatabase {
 
   absl::StatusOr<std::vector<OutboxRow>> Pending(int max) override {
     std::vector<OutboxRow> out;
-    // One statement, so its own transaction: one round trip (every claim
-    // runs a relay pass first).
+    bool fair = false;
+    absl::flat_hash_map<std::string, int64_t> positions;  // row id -> place in the fair order
+    // Each statement its own transaction (every claim runs a relay pass
+    // first): the fair one locks what it takes, so a stale answer to the
+    // first only picks the order.
     RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
       out.clear();
+      positions.clear();
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult needed, c.Exec(kRelayFairNeeded));
+      fair = needed.row(0).ColumnInt(0) != 0;
       PgParams p;
       p.Int(max).Int(absl::ToInt64Microseconds(kRelayLease));
-      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kRelayClaim, p));
+      RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(fair ? kFairRelayClaim : kRelayClaim, p));
       for (int i = 0; i < r.rows(); ++i) {
         out.push_back(OutboxRow{r.row(i).ColumnText(0), r.row(i).ColumnText(1)});
+        if (fair) positions[out.back().id] = r.row(i).ColumnInt(2);
       }
       return absl::OkStatus();
     }));
-    std::sort(out.begin(), out.end(), [](const OutboxRow& a, const OutboxRow& b) {
+    std::sort(out.begin(), out.end(), [&](const OutboxRow& a, const OutboxRow& b) {
+      if (fair) return positions[a.id] < positions[b.id];
       return a.id.size() != b.id.size() ? a.id.size() < b.id.size() : a.id < b.id;
     });
     return out;
   }
   absl::Status MarkPublished(const std::vector<std::string>& row_ids) override {
-    return h_->Read(
-        [&](PgConn& c) { return c.Exec(kPublished, PgParams().TextArray(row_ids)).status(); });
+    return h_->Read([&](PgConn& c) {
+      return c.Exec(kPublished, PgParams().TextArray(row_ids).Int(
+                                    absl::ToInt64Microseconds(kPublishedHold)))
+          .status();
+    });
   }
   absl::Status MarkFailed(const std::string& row_id, const std::string& reason) override {
     int64_t id = 0;

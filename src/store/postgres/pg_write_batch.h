@@ -22,6 +22,7 @@
 #include "store/postgres/pg_conn.h"
 #include "store/write_checks.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
@@ -53,6 +54,10 @@ class PgWriteBatch {
   // Queues the batch's statements on `c` (PgConn::Defer); nothing when empty.
   void Defer(PgConn& c, absl::Time now);
 
+  // The leases of queued runs with concurrency key `key` this batch holds
+  // (not yet written, so not counted by a query of the same transaction).
+  int& keyed_leases(const std::string& key) { return keyed_leases_[key]; }
+
  private:
   void AddSteps(const RunWrite& write, const EncodedWrite& encoded);
   void AddEvents(const std::string& run_id, const std::vector<EncodedEvent>& events,
@@ -78,6 +83,7 @@ class PgWriteBatch {
     std::vector<std::string> id, owner, token, expires, last_event_seq;
   } leases_;
   std::vector<std::string> unqueued_;  // runs whose message goes (leased, terminal or paused)
+  absl::flat_hash_map<std::string, int> keyed_leases_;
 };
 
 }  // namespace runloom::store_internal

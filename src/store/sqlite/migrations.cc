@@ -297,10 +297,22 @@ ALTER TABLE runs ADD COLUMN parent_run_id TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id != '';
 )sql";
 
+// Version 12: concurrency keys and priority (issue 23), fixed on each run
+// at admission. runs_keyed counts a key's running runs (the lease's limit
+// check, the claim's room per key); runs_prioritized and runs_keyed tell a
+// claim whether any queued run needs the fair order at all.
+constexpr char kV12[] = R"sql(
+ALTER TABLE runs ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN concurrency_limit INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_keyed ON runs (status, concurrency_key) WHERE concurrency_key <> '';
+CREATE INDEX runs_prioritized ON runs (status) WHERE priority <> 0;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},   Migration{4, kV4},
     Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7},   Migration{8, kV8},
-    Migration{9, kV9}, Migration{10, kV10}, Migration{11, kV11},
+    Migration{9, kV9}, Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
 };
 
 absl::Status MigrateLocked(Db& db) {

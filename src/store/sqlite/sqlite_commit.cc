@@ -30,6 +30,10 @@ constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";  // by 
 // Two statements, not DELETE ... RETURNING: SQLite materializes RETURNING
 // rows in a temporary table, which cost ~3x the pair below on the lease path
 // (callgrind, `runloom bench`).
+// The runs of a concurrency key holding status running (index runs_keyed).
+constexpr char kRunningOfKey[] =
+    "SELECT count(*) FROM runs WHERE status = 'running' AND concurrency_key = ?1 "
+    "AND concurrency_key <> ''";
 constexpr char kQueueIdOfRun[] = "SELECT id FROM queue WHERE run_id = ?1";  // run_id is UNIQUE
 constexpr char kDeleteMessageById[] = "DELETE FROM queue WHERE id = ?1";
 constexpr char kUpsertStep[] =
@@ -218,8 +222,17 @@ absl::Status CommitFenced(Db& db, absl::Time now, const RunWrite& write,
     st.BindTime(14, now);
     RUNLOOM_RETURN_IF_ERROR(st.Run());
   }
+  if (moves && to != RunStatus::kRunning && f.status == RunStatus::kRunning &&
+      !f.concurrency_key.empty()) {
+    // A slot of its key frees: wake this process's waiting claimers (a
+    // message held back by the key's limit may be claimable now; other
+    // processes see it at their next poll).
+    produced = true;
+  }
   if (moves && to == RunStatus::kQueued) {
-    RUNLOOM_ASSIGN_OR_RETURN(produced, EnsureQueueMessage(db, id, now));
+    bool queued = false;
+    RUNLOOM_ASSIGN_OR_RETURN(queued, EnsureQueueMessage(db, id, now));
+    produced = produced || queued;
   } else if (moves && (IsTerminal(to) || to == RunStatus::kPaused || to == RunStatus::kWaiting)) {
     // A run that cannot be leased needs no message; an in-flight one's ack
     // becomes a no-op.
@@ -248,6 +261,16 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
                                  std::optional<int64_t>* removed_message, Rider* rider) {
   RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
   RUNLOOM_RETURN_IF_ERROR(CheckLeasable(run_id, *f, now));
+  if (NeedsConcurrencyRoom(*f) &&
+      !RUNLOOM_INJECTED_BUG(InjectedBug::kLeaseIgnoresConcurrencyLimit)) {
+    // The count and the lease are one transaction of the file's single
+    // writer: no other lease of the key can commit in between.
+    RUNLOOM_ASSIGN_OR_RETURN(Statement count, db.Prepare(kRunningOfKey));
+    count.BindText(1, f->concurrency_key);
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, count.Step());
+    const int64_t running = row ? count.ColumnInt(0) : 0;
+    if (running >= f->concurrency_limit) return OverConcurrencyLimit(run_id, *f, running);
+  }
   const int attempt = f->attempts + 1;
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded,
                            EncodeLeaseEvents(events, attempt, owner));
@@ -327,14 +350,25 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(LeaseRequest request) {
   const EncodedWrite& encoded = prepared.encoded;
   Lease out;
   std::optional<int64_t> removed;
+  absl::Status over_limit;
   RUNLOOM_RETURN_IF_ERROR(h_->Write([&](WriteTxn& txn) -> absl::Status {
     const absl::Time now = h_->Now();
     Fence f;
     removed.reset();
+    over_limit = absl::OkStatus();
     Rider rider{w.has_value() ? &*w : nullptr, &encoded};
-    RUNLOOM_ASSIGN_OR_RETURN(
-        out, LeaseInTxn(*h_, txn.db, run_id, request.owner, request.ttl, request.events, now, &f,
-                        &removed, w.has_value() ? &rider : nullptr));
+    absl::StatusOr<Lease> leased =
+        LeaseInTxn(*h_, txn.db, run_id, request.owner, request.ttl, request.events, now, &f,
+                   &removed, w.has_value() ? &rider : nullptr);
+    if (leased.status().code() == absl::StatusCode::kResourceExhausted) {
+      // Over its key's limit: the run keeps a pending message (the claimed
+      // one replaced), which claims offer again once the key has room. No
+      // wake-up: no claim could take it now.
+      over_limit = leased.status();
+      return EnsureQueueMessage(txn.db, run_id, now).status();
+    }
+    RUNLOOM_RETURN_IF_ERROR(leased.status());
+    out = *std::move(leased);
     if (!w.has_value()) return absl::OkStatus();
     if (rider.folded) {
       out.first_write = rider.status;
@@ -356,6 +390,7 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(LeaseRequest request) {
     }
     return absl::OkStatus();
   }));
+  RUNLOOM_RETURN_IF_ERROR(over_limit);
   // Committed: the consumer's Ack of the removed message needs no I/O.
   if (removed.has_value()) h_->NoteRemovedByLease(*removed);
   return out;

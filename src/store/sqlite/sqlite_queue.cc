@@ -55,6 +55,35 @@ constexpr char kRelease[] =
 constexpr char kMessageExists[] = "SELECT 1 FROM queue WHERE id = ?1 AND run_id = ?2";
 constexpr char kAnyVisible[] = "SELECT 1 FROM queue WHERE visible_at <= ?1 LIMIT 1";
 
+// Concurrency keys and priority (issue 23). Whether any queued run has a
+// key or a priority (indexes runs_keyed, runs_prioritized): when none has,
+// a claim takes the visible messages in id order, as before (kVisible).
+constexpr char kFairNeeded[] =
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND concurrency_key <> '') "
+    "OR EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND priority <> 0)";
+// The fair order: the visible messages are grouped by their queued run's
+// key (a run that is not queued, e.g. running with an expired lease, or
+// gone, is in the keyless group ''), ranked in each group by priority
+// (higher first) then age, and taken rank by rank across the groups: the
+// head of every key before the second of any. A keyed group offers only as
+// many messages as its key has room (its limit less its running runs), so
+// a run over its limit is not claimed at all; the lease refuses the few a
+// race lets through (AcquireLease). ?1: now; ?2: how many.
+#define RUNLOOM_SQLITE_FAIR_VISIBLE                                                              \
+  "WITH busy AS (SELECT concurrency_key AS k, count(*) AS n FROM runs "                         \
+  "WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key), "             \
+  "ranked AS (SELECT q.id AS id, q.run_id AS run_id, q.deliveries AS deliveries, "             \
+  "CASE WHEN r.status = 'queued' THEN r.concurrency_key ELSE '' END AS g, "                    \
+  "COALESCE(r.concurrency_limit, 0) AS lim, COALESCE(r.priority, 0) AS p, "                    \
+  "ROW_NUMBER() OVER (PARTITION BY CASE WHEN r.status = 'queued' THEN r.concurrency_key "      \
+  "ELSE '' END ORDER BY COALESCE(r.priority, 0) DESC, q.id) AS rank "                          \
+  "FROM queue q LEFT JOIN runs r ON r.id = q.run_id WHERE q.visible_at <= ?1) "               \
+  "SELECT ranked.id, ranked.run_id, ranked.deliveries FROM ranked "                            \
+  "LEFT JOIN busy ON busy.k = ranked.g "                                                       \
+  "WHERE ranked.g = '' OR ranked.rank <= ranked.lim - COALESCE(busy.n, 0) "                    \
+  "ORDER BY ranked.rank, ranked.p DESC, ranked.id LIMIT ?2"
+constexpr char kFairVisible[] = RUNLOOM_SQLITE_FAIR_VISIBLE;
+
 struct Row {
   int64_t id = 0;
   std::string run_id;
@@ -81,6 +110,9 @@ class SqliteTransport final : public Transport {
  private:
   absl::Status ClaimInTxn(Db& db, const std::string& consumer, int max, absl::Time now,
                           absl::Duration visibility, std::vector<QueueMessage>& out);
+  // The statement that lists claimable messages: kFairVisible when some
+  // queued run has a concurrency key or a priority, else kVisible.
+  absl::StatusOr<const char*> VisibleQuery(Db& db);
   absl::Status DeadLetterInTxn(Db& db, const Row& r, absl::Time now);
   // Marks dead letter `id` redriven and gives its run a fresh message, if
   // the run can still be leased. kNotFound: no such live dead letter.
@@ -110,11 +142,12 @@ absl::Status SqliteTransport::ClaimInTxn(Db& db, const std::string& consumer, in
                                          absl::Time now, absl::Duration visibility,
                                          std::vector<QueueMessage>& out) {
   const absl::Time hidden_until = FromMicros(ToMicros(now + visibility));
+  RUNLOOM_ASSIGN_OR_RETURN(const char* visible, VisibleQuery(db));
   while (static_cast<int>(out.size()) < max) {
     const int want = max - static_cast<int>(out.size());
     std::vector<Row> rows;
     {
-      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kVisible));
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(visible));
       st.BindTime(1, now);
       st.BindInt(2, want);
       while (true) {
@@ -143,6 +176,12 @@ absl::Status SqliteTransport::ClaimInTxn(Db& db, const std::string& consumer, in
     if (static_cast<int>(rows.size()) < want || !dead_lettered) break;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<const char*> SqliteTransport::VisibleQuery(Db& db) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFairNeeded));
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  return row && st.ColumnInt(0) != 0 ? kFairVisible : kVisible;
 }
 
 absl::Status SqliteTransport::DeadLetterInTxn(Db& db, const Row& r, absl::Time now) {
@@ -322,8 +361,14 @@ absl::Status SqliteTransport::Release(const QueueMessage& message) {
 bool SqliteTransport::AnyVisible() {
   const absl::Time now = h_->Now();
   absl::StatusOr<bool> any = h_->Read([&](Db& db) -> absl::StatusOr<bool> {
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kAnyVisible));
+    // Only a message a claim would take: one held back by its key's limit
+    // must not wake the dispatcher into a claim that finds nothing, again
+    // and again, until the key has room.
+    RUNLOOM_ASSIGN_OR_RETURN(const char* visible, VisibleQuery(db));
+    const bool fair = visible == kFairVisible;
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(fair ? kFairVisible : kAnyVisible));
     st.BindTime(1, now);
+    if (fair) st.BindInt(2, 1);
     return st.Step();
   });
   // On a read error, wake the caller: its Claim reports the error.

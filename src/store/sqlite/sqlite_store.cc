@@ -21,8 +21,10 @@ constexpr char kRunByKey[] = "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
 constexpr char kInsertRun[] =
     "INSERT INTO runs (id, workflow_name, workflow_version, workflow_digest, status, inputs, "
     "inputs_digest, idempotency_key, phase, revision, entry, context, attempts, max_attempts, "
-    "last_event_seq, created_at, updated_at, parent_run_id) "
-    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11, ?13)";
+    "last_event_seq, created_at, updated_at, parent_run_id, concurrency_key, concurrency_limit, "
+    "priority) "
+    "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11, "
+    "?13, ?14, ?15, ?16)";
 // Both walk the index runs_created_id backwards (no sort); the second starts
 // after a page's last run (a row-value range on that index).
 constexpr char kListRuns[] =
@@ -67,10 +69,16 @@ constexpr char kExpiredLeases[] =
     "ORDER BY lease_expires_at LIMIT ?2";
 // A queued run holds no lease (a move to queued releases it), so "no live
 // lease" is the status itself. Whether it still has a message is the
-// transport's question (Transport::FindMessages), not the store's.
+// transport's question (Transport::FindMessages), not the store's. A run
+// whose concurrency key is full is left out: it cannot be leased, and a
+// backlog of them (each with its message, held back by the claim) would
+// fill the candidate list before the runs that are stranded.
 constexpr char kStrandedQueued[] =
-    "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
-    "WHERE status = 'queued' AND updated_at <= ?1 "
+    "SELECT id, status, attempts, max_attempts, lease_token FROM runs r "
+    "WHERE status = 'queued' AND updated_at <= ?1 AND (concurrency_key = '' OR "
+    "(SELECT count(*) FROM runs k WHERE k.status = 'running' "
+    "AND k.concurrency_key = r.concurrency_key AND k.concurrency_key <> '') "
+    "< r.concurrency_limit) "
     "ORDER BY updated_at LIMIT ?2";
 
 template <typename T, typename F>
@@ -148,6 +156,7 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
     return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
                                                    run.max_attempts, "; it must be at least 1"));
   }
+  RUNLOOM_RETURN_IF_ERROR(CheckNewRunConcurrency(run));
   if (FindTransition(std::nullopt, RunStatus::kQueued, Party::kAdmission) == nullptr) {
     return absl::InternalError("the transition table does not allow admission to create runs");
   }
@@ -170,6 +179,9 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
   created.phase = run.phase;
   created.max_attempts = run.max_attempts;
   created.parent_run_id = run.parent_run_id;
+  created.concurrency_key = run.concurrency_key;
+  created.concurrency_limit = run.concurrency_key.empty() ? 0 : run.concurrency_limit;
+  created.priority = run.priority;
   created.context = run.context.is_null() ? nlohmann::json::object() : run.context;
   created.last_event_seq = static_cast<int64_t>(events.size());
   CreateRunResult out;
@@ -204,6 +216,9 @@ absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
       st.BindTime(11, now);
       st.BindText(12, context);
       st.BindText(13, run.parent_run_id);
+      st.BindText(14, run.concurrency_key);
+      st.BindInt(15, run.concurrency_key.empty() ? 0 : run.concurrency_limit);
+      st.BindInt(16, run.priority);
       absl::Status s = st.Run();
       if (s.code() == absl::StatusCode::kAlreadyExists) {
         return absl::AlreadyExistsError(absl::StrCat("run ", run.id, " already exists"));

@@ -23,16 +23,19 @@ namespace {
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// What versions 6, 8, 9, 10 and 11 add (the budget ledger; the timers'
+// What versions 6, 8, 9, 10, 11 and 12 add (the budget ledger; the timers'
 // column and index; the signals' table and columns; the schedules; the
-// child runs' column and index), undone so that a test can set an older
-// user_version.
+// child runs' column and index; the concurrency columns and indexes),
+// undone so that a test can set an older user_version.
 constexpr char kDropBudgets[] =
     "DROP TABLE budget_reservations; DROP TABLE budget_runs; DROP TABLE budget_tenants; "
     "DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; "
     "DROP TABLE signals; ALTER TABLE runs DROP COLUMN wait_signal; "
     "ALTER TABLE runs DROP COLUMN wait_key; DROP TABLE schedules; "
-    "DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent_run_id; ";
+    "DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent_run_id; "
+    "DROP INDEX runs_keyed; DROP INDEX runs_prioritized; "
+    "ALTER TABLE runs DROP COLUMN concurrency_key; ALTER TABLE runs DROP COLUMN concurrency_limit; "
+    "ALTER TABLE runs DROP COLUMN priority; ";
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
@@ -85,7 +88,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -105,7 +108,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 11; "
+                                     " has schema version 99 but this runloom supports up to 12; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -148,7 +151,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -187,7 +190,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -255,7 +258,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -289,7 +292,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -308,7 +311,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -331,7 +334,7 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -348,7 +351,7 @@ TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
   Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   EXPECT_OK(b->store->GetRun("r_v5"));
   absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
   ASSERT_OK(t);
@@ -372,10 +375,12 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
       " DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; DROP TABLE signals;"
       " ALTER TABLE runs DROP COLUMN wait_signal; ALTER TABLE runs DROP COLUMN wait_key;"
       " DROP TABLE schedules; DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent_run_id;"
-      " PRAGMA user_version = 6");
+      " DROP INDEX runs_keyed; DROP INDEX runs_prioritized;"
+      " ALTER TABLE runs DROP COLUMN concurrency_key; ALTER TABLE runs DROP COLUMN"
+      " concurrency_limit; ALTER TABLE runs DROP COLUMN priority; PRAGMA user_version = 6");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "11");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
   absl::StatusOr<std::vector<WriteOperation>> kept = b->store->ListWrites("r_v6");
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 1u);
