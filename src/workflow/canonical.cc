@@ -230,6 +230,16 @@ absl::StatusOr<Workflow> ReadWorkflow(const json& c) {
   if (c.contains("budget_micros")) wf.budget_micros = c.at("budget_micros").get<int64_t>();
   if (c.contains("tenant")) wf.tenant_input = c.at("tenant").get<std::string>();
   if (c.contains("max_attempts")) wf.max_attempts = c.at("max_attempts").get<int>();
+  if (c.contains("schedules")) {
+    for (const json& d : c.at("schedules")) {
+      wf.schedules.push_back(ScheduleDef{.name = d.at("name").get<std::string>(),
+                                         .cron = d.at("cron").get<std::string>(),
+                                         .timezone = d.at("timezone").get<std::string>(),
+                                         .inputs = d.at("inputs"),
+                                         .overlap = d.at("overlap").get<std::string>(),
+                                         .catch_up = d.at("catch_up").get<std::string>()});
+    }
+  }
   return wf;
 }
 
@@ -266,6 +276,21 @@ json CanonicalWorkflow(const Workflow& wf) {
   // their digests, and `max_attempts: 5` written out means (and digests)
   // the same as leaving it out. A reader that finds none uses the default.
   if (wf.max_attempts != kDefaultRunMaxAttempts) out["max_attempts"] = wf.max_attempts;
+  // Only when declared, like stage_events; in file order (the order names
+  // unnamed entries), with each entry's name and defaults written out.
+  if (!wf.schedules.empty()) {
+    json schedules = json::array();
+    for (size_t i = 0; i < wf.schedules.size(); ++i) {
+      const ScheduleDef& d = wf.schedules[i];
+      schedules.push_back({{"name", DeclaredScheduleName(d, i)},
+                           {"cron", d.cron},
+                           {"timezone", d.timezone},
+                           {"inputs", d.inputs},
+                           {"overlap", d.overlap},
+                           {"catch_up", d.catch_up}});
+    }
+    out["schedules"] = std::move(schedules);
+  }
   return out;
 }
 
