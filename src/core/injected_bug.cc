@@ -13,7 +13,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kReleaseFreesUnsettledCalls, InjectedBug::kWriteKeyIgnoresDecision,
     InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
     InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
-    InjectedBug::kParkIgnoresMailbox,
+    InjectedBug::kParkIgnoresMailbox,         InjectedBug::kScheduleKeyedByFireTime,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -50,6 +50,8 @@ std::string_view ToString(InjectedBug b) {
       return "timer_due_early";
     case InjectedBug::kParkIgnoresMailbox:
       return "park_ignores_mailbox";
+    case InjectedBug::kScheduleKeyedByFireTime:
+      return "schedule_keyed_by_fire_time";
   }
   return "unknown";
 }

@@ -62,6 +62,11 @@ enum class InjectedBug : uint32_t {
   // executor's read of the mailbox and its park), so a signal sent in
   // between is never consumed: the run rests waiting for what it has.
   kParkIgnoresMailbox,
+  // The schedule firer keys a tick's run by the moment it fires (the
+  // store's now, in seconds) instead of by the tick: a process that fires a
+  // tick late (stopped between starting the run and moving the tick on, or
+  // catching up) starts a run under another key, so one tick starts two.
+  kScheduleKeyedByFireTime,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

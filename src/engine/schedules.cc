@@ -1,5 +1,6 @@
 #include "engine/schedules.h"
 
+#include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "schedule/cron.h"
@@ -265,7 +266,10 @@ absl::StatusOr<int> ScheduleFirer::Fire(const ScheduleRecord& s, absl::Time now)
     StartRunRequest req;
     req.workflow_name = s.workflow;
     req.inputs = s.inputs;
-    req.idempotency_key = TickKey(s.id, tick);
+    // The tick, not the moment it fires: every process firing it, however
+    // late, asks for the same run.
+    req.idempotency_key =
+        TickKey(s.id, RUNLOOM_INJECTED_BUG(InjectedBug::kScheduleKeyedByFireTime) ? now : tick);
     absl::StatusOr<CreateRunResult> created = hooks_.start_run(req);
     if (!created.ok()) {
       // A store that failed may answer next time: the tick stays due. A
