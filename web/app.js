@@ -7,6 +7,7 @@ import {h, replace} from './dom.js';
 import {deadLettersPage} from './deadletters.js';
 import {runPage} from './run.js';
 import {runsPage} from './runs.js';
+import {schedulesPage} from './schedules.js';
 import {workflowPage, workflowsPage} from './workflows.js';
 
 const main = document.getElementById('main');
@@ -65,6 +66,7 @@ async function route() {
     else if (parts[0] === 'workflows' && parts[1]) stop = await workflowPage(ctx, parts[1]);
     else if (parts[0] === 'workflows') stop = await workflowsPage(ctx);
     else if (parts[0] === 'dead-letters') stop = await deadLettersPage(ctx);
+    else if (parts[0] === 'schedules') stop = await schedulesPage(ctx);
     else stop = await runsPage(ctx);
   } catch (e) {
     if (mine !== generation) return;

@@ -4,7 +4,7 @@
 // answered here, in the browser, from the fixtures of the source tree, and no
 // server is asked. The event fixtures are schemas/events/fixtures/ (the same
 // files the event schemas are tested with); the run, step, gate, write,
-// workflow and dead-letter forms are schemas/wire/fixtures/, which api_test
+// workflow, dead-letter and schedule forms are schemas/wire/fixtures/, which api_test
 // holds to the shape the server answers with. Both reach the page as
 // fixtures.js, written at build time (cmake/EmulatorFixtures.cmake) into the
 // build's web-emulator/ui/ beside links to web/. docs/operations.md says how
@@ -13,8 +13,9 @@
 // Requests go through the real client (api.js): JSON answers and the event
 // streams (text/event-stream, `id:`/`event:`/`data:` lines) are made as the
 // server makes them, so the parsing, the reconnection and the rendering are
-// the ones a user's browser runs. Starting, cancelling, deciding and
-// redriving change this page's copy of the fixtures only.
+// the ones a user's browser runs. Starting, cancelling, deciding, redriving
+// and pausing or resuming a schedule change this page's copy of the fixtures
+// only.
 
 import {EVENTS, WIRE} from './fixtures.js';
 
@@ -35,6 +36,7 @@ const state = {
   gate: clone(WIRE.gate),
   writes: clone(WIRE.writes),
   deadLetters: clone(WIRE.dead_letters),
+  schedules: clone(WIRE.schedules.schedules),
   started: 0,
 };
 // The main run is the fixture run (run.json); the page's other runs answer
@@ -98,6 +100,18 @@ async function answer(method, url, init) {
         : error(404, 'not_found', `no workflow named '${parts[1]}'`);
     }
     if (path === '/dead-letters') return json(200, state.deadLetters);
+    if (path === '/schedules') {
+      // By id, after `after`, at most `limit`, as the server pages them.
+      const after = q.get('after') || '';
+      const limit = Number(q.get('limit') || 100);
+      const page = [...state.schedules].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        .filter((s) => s.id > after).slice(0, limit);
+      return json(200, {schedules: page});
+    }
+    if (parts[0] === 'schedules' && parts.length === 2) {
+      const s = state.schedules.find((x) => x.id === parts[1]);
+      return s ? json(200, s) : error(404, 'not_found', `schedule ${parts[1]} not found`);
+    }
     if (path === '/runs') {
       const status = q.get('status');
       const parent = q.get('parent');
@@ -158,6 +172,19 @@ async function answer(method, url, init) {
         touch(run, body.decision === 'reject' ? 'rejected' : 'running');
         return json(200, run);
       }
+    }
+    if (parts[0] === 'schedules' && parts.length === 3 && ['pause', 'resume'].includes(parts[2])) {
+      // Operators and the roles above, as the server's role table says.
+      if (!['operator', 'approver', 'admin'].includes(state.me.role)) {
+        return error(403, 'forbidden', `this needs the operator role; your token has ${state.me.role}`);
+      }
+      const s = state.schedules.find((x) => x.id === parts[1]);
+      if (!s) return error(404, 'not_found', `schedule ${parts[1]} not found`);
+      s.paused = parts[2] === 'pause';
+      s.updated_at = new Date().toISOString();
+      // Resumed: the next tick is the first after now (here: the next minute).
+      if (!s.paused) s.next_fire_at = new Date(Math.ceil(Date.now() / 60000) * 60000).toISOString();
+      return json(200, s);
     }
     if (parts[0] === 'dead-letters' && parts[2] === 'redrive') {
       state.deadLetters.dead_letters = state.deadLetters.dead_letters.filter((d) => d.id !== parts[1]);

@@ -221,7 +221,13 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates `wf` (structure and known step kinds) and registers it.
+  // Validates `wf` (structure and known step kinds) and registers it. Then
+  // makes the stored schedules `workflow:<name>:<entry>` those its name's
+  // latest catalog version declares (Workflow::schedules: created, replaced
+  // keeping a pause, or deleted; src/engine/schedules.h, DeclaredSchedules),
+  // as StartRun does for a request that carries its workflow. An error of
+  // that step is returned with the version registered all the same:
+  // registering again is idempotent and finishes it.
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf);
   // Checks every step kind is registered and its config is valid.
   absl::Status ValidateSteps(const Workflow& wf) const;

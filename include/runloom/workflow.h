@@ -145,6 +145,35 @@ struct StageEventsDef {
   std::string node_id;
 };
 
+// A schedule declared in the workflow (`schedules:`, issue 23): runs of the
+// workflow started at the times `cron` names in `timezone`, with the same
+// fields, defaults and checks as `runloom schedule create` (engine.h
+// ScheduleRequest). When a version of the workflow becomes the catalog's
+// latest, the engine keeps one stored schedule per entry, with the id
+// DeclaredScheduleId(workflow name, DeclaredScheduleName(entry, index)), and
+// deletes the declared schedules the latest version no longer lists
+// (docs/workflow-yaml.md "schedules").
+struct ScheduleDef {
+  std::string name;  // [a-z0-9][a-z0-9_-]*, at most 64; "" = the entry's index
+  std::string cron;  // 5 fields, or 6 with seconds first (src/schedule/cron.h)
+  std::string timezone = "UTC";                      // an IANA name
+  nlohmann::json inputs = nlohmann::json::object();  // checked against the inputs
+  std::string overlap = "skip";                      // skip | allow | cancel
+  std::string catch_up = "latest";                   // none | latest | all
+};
+
+// The most entries `schedules:` takes.
+inline constexpr size_t kMaxWorkflowSchedules = 20;
+
+// Ids of declared schedules start with this; `schedule create` and the API
+// refuse it, so a stored schedule is either declared in a file or not.
+inline constexpr char kDeclaredSchedulePrefix[] = "workflow:";
+
+// The entry's name: its `name:`, or else its index in `schedules:` ("0").
+std::string DeclaredScheduleName(const ScheduleDef& def, size_t index);
+// "workflow:<workflow>:<entry name>", e.g. "workflow:report:nightly".
+std::string DeclaredScheduleId(const std::string& workflow, const std::string& entry_name);
+
 struct Workflow {
   std::string name;  // [a-z][a-z0-9_-]*
   std::string description;
@@ -175,6 +204,10 @@ struct Workflow {
   // when not 0), so workflows without them keep their earlier digests.
   std::optional<ConcurrencyDef> concurrency;
   int priority = 0;
+  // `schedules:` at most kMaxWorkflowSchedules. In the canonical form (and
+  // digest) only when not empty, so workflows without it keep their
+  // earlier digests; a change of schedules is a new version.
+  std::vector<ScheduleDef> schedules;
   std::string source_path;  // where it was loaded from ("" when built in C++)
 };
 

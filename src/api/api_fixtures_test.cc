@@ -1,5 +1,5 @@
 // The wire fixtures of the web UI's emulator (schemas/wire/fixtures, issue
-// 22.7) have the shape the server answers with: for each fixture, the same
+// 22.7; schedules.json, issue 23) have the shape the server answers with: for each fixture, the same
 // route of a real server over HTTP (or, for a list a fresh server holds
 // nothing of, the serializer that route uses) gives an object with exactly
 // the same keys, all the way down, and values of the same JSON types. So
@@ -87,13 +87,14 @@ TEST_F(ApiTest, WireFixturesHaveTheShapeTheServerAnswersWith) {
                                           {"steps", base + "/steps"},
                                           {"gate", base + "/gate"},
                                           {"writes", base + "/writes"},
-                                          {"dead_letters", "/api/v1/dead-letters"}}) {
+                                          {"dead_letters", "/api/v1/dead-letters"},
+                                          {"schedules", "/api/v1/schedules"}}) {
     ClientResponse r = Get(target);
     ASSERT_EQ(r.status, 200) << target << ": " << r.body;
     real[name] = r.json();
   }
-  // A fresh server has no writes and no dead letters: their elements come
-  // from the serializers those routes use.
+  // A fresh server has no writes, dead letters or schedules: their elements
+  // come from the serializers those routes use.
   WriteOperation op{.key = {run.id, "publish", "publish_summary", "approve@1:sha256:00"},
                     .state = WriteState::kDone,
                     .idempotency_key = "rl-00",
@@ -106,6 +107,12 @@ TEST_F(ApiTest, WireFixturesHaveTheShapeTheServerAnswersWith) {
   ASSERT_TRUE(real["dead_letters"]["dead_letters"].empty());
   real["dead_letters"]["dead_letters"].push_back(
       wire::DeadLetterToJson({.id = "1", .message_id = "1", .run_id = run.id, .at = absl::Now()}));
+  ASSERT_TRUE(real["schedules"]["schedules"].empty());
+  real["schedules"]["schedules"].push_back(
+      wire::ScheduleToJson({.id = "s", .workflow = "gated", .cron = "@daily",
+                            .next_fire_at = absl::Now(), .last_run_id = run.id,
+                            .last_fired_at = absl::Now(), .created_at = absl::Now(),
+                            .updated_at = absl::Now()}));
   for (int i = 0; i < 50 && !real.contains("run_change"); ++i) {
     for (const SseEvent& e : changes.ReadEvents(1, std::chrono::milliseconds(100))) {
       if (e.event == "run") real["run_change"] = json::parse(e.data);

@@ -14,7 +14,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kCatalogErrorFailsRun,       InjectedBug::kCapPublishIgnoresLease,
     InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
     InjectedBug::kParkIgnoresMailbox,         InjectedBug::kChildKeyPerExecution,
-    InjectedBug::kLeaseIgnoresConcurrencyLimit,
+    InjectedBug::kLeaseIgnoresConcurrencyLimit, InjectedBug::kScheduleKeyedByFireTime,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -55,6 +55,8 @@ std::string_view ToString(InjectedBug b) {
       return "child_key_per_execution";
     case InjectedBug::kLeaseIgnoresConcurrencyLimit:
       return "lease_ignores_concurrency_limit";
+    case InjectedBug::kScheduleKeyedByFireTime:
+      return "schedule_keyed_by_fire_time";
   }
   return "unknown";
 }

@@ -70,6 +70,11 @@ enum class InjectedBug : uint32_t {
   // key's running runs (issue 23): two claimers that each claimed a run of
   // a key with one slot both lease. The claims' own room filter stays.
   kLeaseIgnoresConcurrencyLimit,
+  // The schedule firer keys a tick's run by the moment it fires (the
+  // store's now, in seconds) instead of by the tick: a process that fires a
+  // tick late (stopped between starting the run and moving the tick on, or
+  // catching up) starts a run under another key, so one tick starts two.
+  kScheduleKeyedByFireTime,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -71,7 +71,10 @@ absl::StatusOr<std::string> RenderConcurrencyKey(const ConcurrencyDef& c,
 absl::StatusOr<WorkflowVersion> Admission::RegisterWorkflow(const Workflow& wf) {
   RUNLOOM_RETURN_IF_ERROR(ValidateWorkflow(wf));
   RUNLOOM_RETURN_IF_ERROR(ValidateStepKinds(wf, *registry_));
-  return store_->RegisterWorkflow(wf.name, WorkflowDigest(wf), CanonicalWorkflow(wf));
+  RUNLOOM_ASSIGN_OR_RETURN(WorkflowVersion v, store_->RegisterWorkflow(wf.name, WorkflowDigest(wf),
+                                                                       CanonicalWorkflow(wf)));
+  RUNLOOM_RETURN_IF_ERROR(declared_->Sync(wf.name));
+  return v;
 }
 
 absl::StatusOr<std::pair<WorkflowVersion, std::shared_ptr<const Workflow>>>

@@ -17,6 +17,7 @@
 #include "engine/observe/engine_metrics.h"
 #include "engine/run/child_run.h"
 #include "engine/run/secrets.h"
+#include "engine/schedules.h"
 #include "engine/service/pinned_catalog.h"
 #include "engine/service/random_source.h"
 
@@ -33,18 +34,23 @@ class Admission {
  public:
   // Every pointer must outlive the admission.
   Admission(Store* store, Clock* clock, const StepRegistry* registry, PinnedCatalog* catalog,
-            RunSecrets* secrets, RandomSource* random, EngineMetrics* metrics)
+            DeclaredSchedules* declared, RunSecrets* secrets, RandomSource* random,
+            EngineMetrics* metrics)
       : store_(store),
         clock_(clock),
         registry_(registry),
         catalog_(catalog),
+        declared_(declared),
         secrets_(secrets),
         random_(random),
         metrics_(metrics) {}
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;
 
-  // See Engine::RegisterWorkflow and Engine::StartRun.
+  // See Engine::RegisterWorkflow and Engine::StartRun. A registration then
+  // brings the workflow's declared schedules in step with its latest
+  // version (DeclaredSchedules::Sync); its error is returned, the version
+  // registered all the same (registering again is idempotent).
   absl::StatusOr<WorkflowVersion> RegisterWorkflow(const Workflow& wf);
   // With `child`: the run is `child`'s parent's child (NewRun::parent_run_id,
   // RunContext::parent), and its budget is at most the cap.
@@ -61,6 +67,7 @@ class Admission {
   Clock* const clock_;
   const StepRegistry* const registry_;
   PinnedCatalog* const catalog_;
+  DeclaredSchedules* const declared_;
   RunSecrets* const secrets_;
   RandomSource* const random_;  // run ids
   EngineMetrics* const metrics_;

@@ -40,6 +40,7 @@
 #include "engine/service/watches.h"
 #include "steps/builtin_steps.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
@@ -96,8 +97,9 @@ class Engine::Impl {
         metrics_(std::move(metrics)),
         stage_events_(std::move(stage_events)),
         catalog_(store(), clock()),
-        admission_(store(), clock(), options_.registry.get(), &catalog_, &secrets_, &random_,
-                   metrics_.get()),
+        declared_(store()),
+        admission_(store(), clock(), options_.registry.get(), &catalog_, &declared_, &secrets_,
+                   &random_, metrics_.get()),
         launcher_(LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
                                  logger(), metrics_.get(), options_.owner, options_.lease_ttl,
                                  stage_events_.get(), options_.park_sleeps_over,
@@ -266,6 +268,7 @@ class Engine::Impl {
   RunSecrets secrets_;
   engine_internal::ActiveRuns active_;
   PinnedCatalog catalog_;
+  engine_internal::DeclaredSchedules declared_;
   Admission admission_;
   RunLauncher launcher_;
   ExecutorPool pool_;
@@ -351,6 +354,12 @@ absl::StatusOr<RunRecord> Engine::Cancel(const std::string& run_id, const std::s
 }
 
 absl::StatusOr<ScheduleRecord> Engine::CreateSchedule(const ScheduleRequest& request) {
+  if (absl::StartsWith(request.id, kDeclaredSchedulePrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "id: '", request.id, "' starts with '", kDeclaredSchedulePrefix,
+        "', which is kept for the schedules a workflow file declares (schedules:); pick "
+        "another id"));
+  }
   auto resolved = impl_->catalog().Resolve(request.workflow, 0);
   if (!resolved.ok() && !absl::IsNotFound(resolved.status())) return resolved.status();
   RUNLOOM_ASSIGN_OR_RETURN(const absl::Time now, store()->Now());

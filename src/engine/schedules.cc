@@ -1,12 +1,15 @@
 #include "engine/schedules.h"
 
+#include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "schedule/cron.h"
 #include "schedule/fire_time.h"
+#include "schedule/policy.h"
 #include "workflow/inputs.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
@@ -60,33 +63,115 @@ absl::StatusOr<ScheduleRecord> CheckedSchedule(const ScheduleRequest& request,
   if (!spec.ok()) return Field("cron", spec.status().message());
   absl::StatusOr<absl::TimeZone> zone = LoadScheduleTimeZone(s.timezone);
   if (!zone.ok()) return Field("timezone", zone.status().message());
-  if (s.overlap != "skip" && s.overlap != "allow" && s.overlap != "cancel") {
-    return Field("overlap", absl::StrCat("'", s.overlap, "'; allowed: skip, allow, cancel"));
-  }
-  if (s.catch_up != "none" && s.catch_up != "latest" && s.catch_up != "all") {
-    return Field("catch_up", absl::StrCat("'", s.catch_up, "'; allowed: none, latest, all"));
+  if (absl::Status p = CheckOverlapPolicy(s.overlap); !p.ok()) return Field("overlap", p.message());
+  if (absl::Status p = CheckCatchUpPolicy(s.catch_up); !p.ok()) {
+    return Field("catch_up", p.message());
   }
   if (workflow == nullptr) {
     return absl::NotFoundError(absl::StrCat("workflow: '", s.workflow,
                                             "' is not in the catalog; register it first "
                                             "(runloom run --detach FILE, or POST /api/v1/workflows)"));
   }
-  if (!request.inputs.is_object()) return Field("inputs", "must be a JSON object");
-  // A schedule's inputs are stored and used by whichever process fires it:
-  // a secret input must be a reference each of them can resolve.
-  for (const InputDef& in : workflow->inputs) {
-    if (in.secret && request.inputs.contains(in.name) &&
-        !SecretRefName(request.inputs[in.name]).has_value()) {
-      return Field(absl::StrCat("inputs.", in.name),
-                   "is secret: a schedule keeps its inputs, so give a reference "
-                   "secret://NAME, resolved where each run executes");
-    }
-  }
-  absl::StatusOr<nlohmann::json> frozen = FreezeInputs(*workflow, request.inputs);
-  if (!frozen.ok()) return Field("inputs", frozen.status().message());
+  // A schedule's inputs are stored and used by whichever process fires it.
+  RUNLOOM_RETURN_IF_ERROR(CheckScheduleInputs(*workflow, request.inputs));
   s.inputs = request.inputs;
   s.next_fire_at = NextFireTime(*spec, *zone, now);
   return s;
+}
+
+namespace {
+
+// Schedules read a page while looking for a workflow's declared ones.
+constexpr int kDeclaredListPage = 500;
+
+bool SameDefinition(const ScheduleRecord& a, const ScheduleRecord& b) {
+  return a.workflow == b.workflow && a.cron == b.cron && a.timezone == b.timezone &&
+         a.inputs == b.inputs && a.overlap == b.overlap && a.catch_up == b.catch_up;
+}
+
+}  // namespace
+
+absl::Status DeclaredSchedules::Sync(const std::string& name) {
+  std::string applied;  // the digest applied by this call
+  for (int round = 0; round < kMaxDeclaredSyncRounds; ++round) {
+    RUNLOOM_ASSIGN_OR_RETURN(const WorkflowVersion latest, store_->GetWorkflow(name, 0));
+    const std::string& digest = latest.digest;
+    {
+      runloom::MutexLock l(&mu_);
+      auto memo = applied_.find(name);
+      if (digest == applied || (memo != applied_.end() && memo->second == digest)) {
+        applied_[name] = digest;
+        return absl::OkStatus();
+      }
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(const Workflow wf, WorkflowFromCanonical(latest.canonical));
+    RUNLOOM_RETURN_IF_ERROR(Apply(wf));
+    applied = digest;
+  }
+  return absl::AbortedError(absl::StrCat("workflow ", name,
+                                         ": its latest catalog version kept changing while its "
+                                         "schedules were stored; register it again"));
+}
+
+absl::Status DeclaredSchedules::Apply(const Workflow& wf) {
+  RUNLOOM_ASSIGN_OR_RETURN(const absl::Time now, store_->Now());
+  std::map<std::string, ScheduleRecord> wanted;
+  for (size_t i = 0; i < wf.schedules.size(); ++i) {
+    const ScheduleDef& def = wf.schedules[i];
+    const ScheduleRequest req{.id = DeclaredScheduleId(wf.name, DeclaredScheduleName(def, i)),
+                              .workflow = wf.name,
+                              .cron = def.cron,
+                              .timezone = def.timezone,
+                              .inputs = def.inputs,
+                              .overlap = def.overlap,
+                              .catch_up = def.catch_up};
+    absl::StatusOr<ScheduleRecord> s = CheckedSchedule(req, &wf, now);
+    if (!s.ok()) {
+      return Annotate(s.status(), absl::StrCat("workflow ", wf.name, ": schedule ", req.id));
+    }
+    wanted.emplace(req.id, *std::move(s));
+  }
+  // The stored declared schedules of `wf`: every id with its prefix (a
+  // workflow name holds no ':', so no other workflow's ids have it). A scan,
+  // not a range read: ids sort by the database's collation, which need not
+  // keep a prefix together; the memo makes it rare.
+  const std::string prefix = DeclaredScheduleId(wf.name, "");
+  std::map<std::string, ScheduleRecord> stored;
+  for (std::string after;;) {
+    RUNLOOM_ASSIGN_OR_RETURN(std::vector<ScheduleRecord> page,
+                             store_->ListSchedules(after, kDeclaredListPage));
+    for (ScheduleRecord& s : page) {
+      if (absl::StartsWith(s.id, prefix)) stored.emplace(s.id, std::move(s));
+    }
+    if (page.size() < static_cast<size_t>(kDeclaredListPage)) break;
+    after = page.back().id;
+  }
+  for (auto& [id, want] : wanted) {
+    auto it = stored.find(id);
+    RUNLOOM_RETURN_IF_ERROR(Upsert(
+        std::move(want), it == stored.end() ? std::nullopt : std::optional(std::move(it->second))));
+    if (it != stored.end()) stored.erase(it);
+  }
+  for (const auto& [id, s] : stored) {
+    RUNLOOM_RETURN_IF_ERROR(store_->DeleteSchedule(id).status());  // false: deleted already
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeclaredSchedules::Upsert(ScheduleRecord want, std::optional<ScheduleRecord> stored) {
+  if (!stored.has_value()) {
+    absl::StatusOr<ScheduleRecord> put = store_->PutSchedule(want, false);
+    if (put.ok() || !absl::IsAlreadyExists(put.status())) return put.status();
+    // Created by another process since it was listed: compare with that.
+    RUNLOOM_ASSIGN_OR_RETURN(stored, store_->GetSchedule(want.id));
+    if (!stored.has_value()) return store_->PutSchedule(want, false).status();
+  }
+  if (SameDefinition(*stored, want)) return absl::OkStatus();
+  want.paused = stored->paused;
+  if (stored->cron == want.cron && stored->timezone == want.timezone) {
+    want.next_fire_at = stored->next_fire_at;
+  }
+  return store_->PutSchedule(want, true).status();
 }
 
 void ScheduleFirer::Tick() {
@@ -107,8 +192,8 @@ absl::StatusOr<int> ScheduleFirer::FireOnce() {
     if (!n.ok()) {
       // One schedule's failure (its workflow gone, bad inputs for a new
       // version) does not hold up the others; it stays due and is retried.
-      Log(logger_, LogLevel::kWarning, "schedule ", s.id, ": tick ", absl::FormatTime(s.next_fire_at),
-          " not fired: ", n.status().ToString());
+      Log(logger_, LogLevel::kWarning, "schedule ", s.id, ": tick ",
+          absl::FormatTime(s.next_fire_at), " not fired: ", n.status().ToString());
       continue;
     }
     started += *n;
@@ -132,7 +217,8 @@ DueTicks TicksDue(const CronSpec& spec, absl::TimeZone zone, absl::Time first, a
   DueTicks out;
   absl::Time cursor = first;
   for (int walked = 0; cursor <= now; ++walked) {
-    if (walked == kMaxWalk || (walked == 0 && keep == 1 && NextFireTime(spec, zone, cursor) <= now)) {
+    if (walked == kMaxWalk ||
+        (walked == 0 && keep == 1 && NextFireTime(spec, zone, cursor) <= now)) {
       for (absl::Duration window : {absl::Minutes(1), absl::Hours(1), absl::Hours(24),
                                     absl::Hours(24 * 31), absl::Hours(24 * 366)}) {
         const absl::Time c = NextFireTime(spec, zone, now - window);
@@ -180,7 +266,10 @@ absl::StatusOr<int> ScheduleFirer::Fire(const ScheduleRecord& s, absl::Time now)
     StartRunRequest req;
     req.workflow_name = s.workflow;
     req.inputs = s.inputs;
-    req.idempotency_key = TickKey(s.id, tick);
+    // The tick, not the moment it fires: every process firing it, however
+    // late, asks for the same run.
+    req.idempotency_key =
+        TickKey(s.id, RUNLOOM_INJECTED_BUG(InjectedBug::kScheduleKeyedByFireTime) ? now : tick);
     absl::StatusOr<CreateRunResult> created = hooks_.start_run(req);
     if (!created.ok()) {
       // A store that failed may answer next time: the tick stays due. A

@@ -22,13 +22,20 @@
 //   3. AdvanceSchedule from the stored tick to the first tick after the
 //      last one handled; false means another process fired it first.
 //
-// Thread-safety: thread-safe (the store calls are, and Abseil caches the
-// zones it loads).
+// Declared schedules (a workflow file's `schedules:`, DeclaredSchedules):
+// the stored schedules with ids "workflow:<name>:<entry>" follow the
+// catalog's latest version of workflow <name>. Why the latest version, and
+// why deleted rather than paused when an entry goes, is argued at
+// DeclaredSchedules below.
+//
+// Thread-safety: thread-safe (the store calls are, Abseil caches the zones
+// it loads, and DeclaredSchedules' memo has its own mutex).
 #pragma once
 
 #include "runloom/clock.h"
 #include "runloom/engine.h"
 #include "runloom/env.h"
+#include "runloom/mutex.h"
 #include "runloom/store.h"
 
 #include "core/periodic_task.h"
@@ -37,6 +44,7 @@
 #include "absl/time/time.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -55,6 +63,80 @@ absl::StatusOr<ScheduleRecord> CheckedSchedule(const ScheduleRequest& request,
 
 // The first tick of `s` after `after` (its cron expression in its zone).
 absl::StatusOr<absl::Time> NextTick(const ScheduleRecord& s, absl::Time after);
+
+// Keeps the stored schedules of a workflow's `schedules:` in step with the
+// catalog. Admission calls Sync after each registration of a workflow
+// version (`runloom run FILE`, POST /api/v1/workflows, Engine::
+// RegisterWorkflow), in whichever process registers it.
+//
+// The rule: the declared schedules stored for workflow W are those of W's
+// latest catalog version, one per entry, with the id DeclaredScheduleId(W,
+// entry name). Why the latest version, not the file just registered: runs
+// a schedule starts use W's latest version anyway, and a process that runs
+// an older file (registering an old digest returns the old version; it does
+// not become the latest) must not turn the schedules back. Since
+// `schedules:` is in the canonical form, the catalog's latest version says
+// exactly which schedules W declares, so any process can apply it, and
+// applying it twice writes nothing the second time.
+//
+// Applying a version, against the stored schedules read at that moment:
+//   - an entry with no stored schedule is created (PutSchedule without
+//     replace: when several processes register the file at once, one
+//     creates it and the others get kAlreadyExists, read it back, find the
+//     same definition and write nothing; so one schedule, and the firer's
+//     compare-and-set fires each tick once);
+//   - an entry whose stored definition (cron, timezone, inputs, overlap,
+//     catch_up) differs is replaced, keeping its paused flag (an operator's
+//     pause outlives a file change) and, when cron and zone are unchanged,
+//     its next tick;
+//   - a stored declared schedule of W that the version no longer lists is
+//     deleted (the runs it started are left as they are). Deleted, not
+//     paused: the file is the definition, and a paused leftover would sit
+//     in every list with nothing to resume it for; to stop a declared
+//     schedule for a while, pause it (kept across registrations).
+// A process that applied version v then reads the latest version again and
+// applies that if it changed meanwhile (at most kMaxDeclaredSyncRounds
+// times), so a slow process applying an older version after a newer one
+// was registered and applied is corrected by itself.
+//
+// Memo: each process remembers the latest version it applied per workflow
+// and skips the work while that is still the latest (a run of `runloom run
+// FILE` costs one catalog read, not a scan of the schedules). So a declared
+// schedule deleted through the CLI or API comes back when a process
+// registers the workflow without having applied this version before (a
+// restarted `runloom run`, another server), or at the next version.
+class DeclaredSchedules {
+ public:
+  // Rounds of re-reading the latest version before Sync gives up (kAborted).
+  static constexpr int kMaxDeclaredSyncRounds = 4;
+
+  // `store` must outlive this object. The latest version is read from the
+  // catalog itself, not through the engine's PinnedCatalog: a definition
+  // cached there is trusted by the runs created after it was read, and this
+  // read must not open that window (it does not verify what runs pin).
+  explicit DeclaredSchedules(Store* store) : store_(store) {}
+  DeclaredSchedules(const DeclaredSchedules&) = delete;
+  DeclaredSchedules& operator=(const DeclaredSchedules&) = delete;
+
+  // Makes the declared schedules of workflow `name` those of its latest
+  // catalog version (see above). The store's errors; kInvalidArgument
+  // naming the schedule when an entry is refused here (a time zone this
+  // machine does not know); kAborted when the latest version kept changing.
+  absl::Status Sync(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // One application of `wf`'s schedules (the latest version, as read).
+  absl::Status Apply(const Workflow& wf);
+  // Writes `want` over `stored` (nullopt: none read): see the rule above.
+  absl::Status Upsert(ScheduleRecord want, std::optional<ScheduleRecord> stored);
+
+  // Constant after construction.
+  Store* const store_;
+
+  runloom::Mutex mu_;
+  // Workflow name -> digest of the latest version this process applied.
+  std::map<std::string, std::string> applied_ ABSL_GUARDED_BY(mu_);
+};
 
 class ScheduleFirer {
  public:

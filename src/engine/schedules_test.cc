@@ -32,17 +32,7 @@ steps:
 struct Processes {
   explicit Processes(int n) {
     const std::string path = TempDb();
-    for (int i = 0; i < n; ++i) {
-      SqliteOptions so;
-      so.clock = &clock;
-      absl::StatusOr<Backend> backend = OpenSqlite(path, so);
-      EXPECT_OK(backend);
-      EngineOptions opts;
-      opts.enable_sweeper = false;
-      absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Open(std::move(opts), *std::move(backend));
-      EXPECT_OK(e);
-      engines.push_back(*std::move(e));
-    }
+    for (int i = 0; i < n; ++i) engines.push_back(OpenSharedTestEngine(path, &clock));
     absl::StatusOr<Workflow> wf = LoadWorkflowYaml(kReport, "report.yaml");
     EXPECT_OK(wf);
     EXPECT_OK(engines[0]->RegisterWorkflow(*wf).status());

@@ -70,6 +70,23 @@ inline std::unique_ptr<Engine> OpenTestEngine(EngineOptions opts) {
   return engine.ok() ? *std::move(engine) : nullptr;
 }
 
+// One of several "processes" sharing the SQLite file `path`: an engine
+// whose store's time authority is `clock`, with no sweeper, so the test
+// decides who sweeps and fires schedules. Null (and a test failure) when it
+// cannot open.
+inline std::unique_ptr<Engine> OpenSharedTestEngine(const std::string& path, Clock* clock) {
+  SqliteOptions so;
+  so.clock = clock;
+  absl::StatusOr<Backend> backend = OpenSqlite(path, so);
+  EXPECT_OK(backend);
+  if (!backend.ok()) return nullptr;
+  EngineOptions opts;
+  opts.enable_sweeper = false;
+  absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Open(std::move(opts), *std::move(backend));
+  EXPECT_OK(e);
+  return e.ok() ? *std::move(e) : nullptr;
+}
+
 struct Harness {
   // `wrap_store`, when set, wraps the SQLite store the engine gets (tests
   // inject races with a StoreWrapper); `wrap_transport` likewise wraps its

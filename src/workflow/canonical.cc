@@ -236,6 +236,16 @@ absl::StatusOr<Workflow> ReadWorkflow(const json& c) {
                                     .limit = cc.at("limit").get<int>()};
   }
   if (c.contains("priority")) wf.priority = c.at("priority").get<int>();
+  if (c.contains("schedules")) {
+    for (const json& d : c.at("schedules")) {
+      wf.schedules.push_back(ScheduleDef{.name = d.at("name").get<std::string>(),
+                                         .cron = d.at("cron").get<std::string>(),
+                                         .timezone = d.at("timezone").get<std::string>(),
+                                         .inputs = d.at("inputs"),
+                                         .overlap = d.at("overlap").get<std::string>(),
+                                         .catch_up = d.at("catch_up").get<std::string>()});
+    }
+  }
   return wf;
 }
 
@@ -278,6 +288,21 @@ json CanonicalWorkflow(const Workflow& wf) {
     out["concurrency"] = {{"key", wf.concurrency->key}, {"limit", wf.concurrency->limit}};
   }
   if (wf.priority != 0) out["priority"] = wf.priority;
+  // Only when declared, like stage_events; in file order (the order names
+  // unnamed entries), with each entry's name and defaults written out.
+  if (!wf.schedules.empty()) {
+    json schedules = json::array();
+    for (size_t i = 0; i < wf.schedules.size(); ++i) {
+      const ScheduleDef& d = wf.schedules[i];
+      schedules.push_back({{"name", DeclaredScheduleName(d, i)},
+                           {"cron", d.cron},
+                           {"timezone", d.timezone},
+                           {"inputs", d.inputs},
+                           {"overlap", d.overlap},
+                           {"catch_up", d.catch_up}});
+    }
+    out["schedules"] = std::move(schedules);
+  }
   return out;
 }
 

@@ -194,4 +194,21 @@ std::optional<std::string> SecretRefName(const nlohmann::json& value) {
   return name;
 }
 
+absl::Status CheckScheduleInputs(const Workflow& wf, const nlohmann::json& inputs) {
+  if (!inputs.is_object()) return absl::InvalidArgumentError("inputs: must be a JSON object");
+  for (const InputDef& in : wf.inputs) {
+    if (in.secret && inputs.contains(in.name) && !SecretRefName(inputs[in.name]).has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs.", in.name,
+                       ": is secret: a schedule keeps its inputs, so give a reference "
+                       "secret://NAME, resolved where each run executes"));
+    }
+  }
+  absl::StatusOr<nlohmann::json> frozen = FreezeInputs(wf, inputs);
+  if (!frozen.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("inputs: ", frozen.status().message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace runloom

@@ -33,6 +33,14 @@ namespace runloom {
 // Example: FreezeInputs(wf, {{"pages", "3"}}) -> {"pages": 3, "format": "txt"}
 absl::StatusOr<nlohmann::json> FreezeInputs(const Workflow& wf, const nlohmann::json& given);
 
+// Checks the inputs a schedule keeps for every run it starts (a schedule
+// created by `runloom schedule create` or the API, or declared in the
+// workflow's `schedules:`): an object FreezeInputs accepts, whose secret
+// inputs are references ("secret://NAME"), since a value only the creating
+// process knows could not reach the process that fires a tick. Errors:
+// kInvalidArgument "inputs: <what>" or "inputs.<name>: <what>".
+absl::Status CheckScheduleInputs(const Workflow& wf, const nlohmann::json& inputs);
+
 // The scheme of a secret reference.
 inline constexpr char kSecretScheme[] = "secret://";
 

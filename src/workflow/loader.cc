@@ -10,6 +10,7 @@
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "workflow/internal/names.h"
+#include "workflow/internal/schedules.h"
 #include "workflow/internal/stage_events.h"
 #include "workflow/internal/validate.h"
 #include "workflow/internal/yaml_bounds.h"
@@ -39,10 +40,10 @@ using workflow_internal::LineOf;
 using workflow_internal::ScalarToJson;
 using workflow_internal::YamlToJson;
 
-const std::vector<std::string> kTopKeys = {"name",     "description", "inputs",       "outcome",
-                                           "defaults", "steps",       "stage_events", "budget",
-                                           "tenant",   "max_attempts", "concurrency",
-                                           "priority"};
+const std::vector<std::string> kTopKeys = {"name",     "description",  "inputs",       "outcome",
+                                           "defaults", "steps",        "stage_events", "budget",
+                                           "tenant",   "max_attempts", "concurrency",  "priority",
+                                           "schedules"};
 const std::vector<std::string> kConcurrencyKeys = {"key", "limit"};
 const std::set<std::string> kCommonStepKeys = {
     "id",   "kind",  "phase",   "needs",         "trigger",
@@ -108,6 +109,8 @@ class Loader {
     RUNLOOM_ASSIGN_OR_RETURN(wf.max_attempts, ParseMaxAttempts(Get(root, "max_attempts")));
     RUNLOOM_ASSIGN_OR_RETURN(wf.concurrency, ParseConcurrency(Get(root, "concurrency")));
     RUNLOOM_ASSIGN_OR_RETURN(wf.priority, ParsePriority(Get(root, "priority")));
+    RUNLOOM_ASSIGN_OR_RETURN(wf.schedules,
+                             workflow_internal::ParseSchedules(Get(root, "schedules"), source_));
     if (const int64_t n = CountSteps(wf.steps); n > limits_.max_steps) {
       return LimitError(source_, absl::StrCat("has ", n, " steps"), "max_steps", limits_.max_steps,
                         "split the workflow into smaller ones");

@@ -24,10 +24,6 @@ std::array<std::pair<const char*, std::string StageEventsDef::*>, 3> Fields() {
            {"node_id", &StageEventsDef::node_id}}};
 }
 
-absl::Status Err(const std::string& source, const YAML::Node& at, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(source, ":", LineOf(at), ": ", what));
-}
-
 bool IsStepStage(const std::string& stage) {
   return std::find_if(std::begin(kStepStages), std::end(kStepStages),
                       [&](const char* s) { return stage == s; }) != std::end(kStepStages);
@@ -74,7 +70,7 @@ absl::StatusOr<std::optional<StageEventsDef>> ParseStageEvents(const YAML::Node&
                                                                const std::string& source) {
   if (!n.IsDefined() || n.IsNull()) return std::optional<StageEventsDef>();
   if (!n.IsMap()) {
-    return Err(source, n, absl::StrCat("stage_events must be a mapping; ", kExample));
+    return ErrorAt(source, n, absl::StrCat("stage_events must be a mapping; ", kExample));
   }
   StageEventsDef def;
   for (auto it = n.begin(); it != n.end(); ++it) {
@@ -84,15 +80,15 @@ absl::StatusOr<std::optional<StageEventsDef>> ParseStageEvents(const YAML::Node&
       if (key != name) continue;
       known = true;
       if (!it->second.IsScalar() || it->second.Scalar().empty()) {
-        return Err(source, it->second,
-                   absl::StrCat("stage_events.", key, " must name an input; ", kExample));
+        return ErrorAt(source, it->second,
+                       absl::StrCat("stage_events.", key, " must name an input; ", kExample));
       }
       def.*field = it->second.Scalar();
     }
     if (!known) {
-      return Err(source, it->first,
-                 absl::StrCat("stage_events does not take '", key,
-                              "'; it takes document_id, tenant_id and node_id"));
+      return ErrorAt(source, it->first,
+                     absl::StrCat("stage_events does not take '", key,
+                                  "'; it takes document_id, tenant_id and node_id"));
     }
   }
   return std::optional<StageEventsDef>(std::move(def));

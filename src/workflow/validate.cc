@@ -2,6 +2,7 @@
 
 #include "core/status_macros.h"
 #include "workflow/internal/names.h"
+#include "workflow/internal/schedules.h"
 #include "workflow/internal/stage_events.h"
 #include "workflow/internal/template_scan.h"
 #include "workflow/template.h"
@@ -62,8 +63,11 @@ class Validator {
     }
     RUNLOOM_RETURN_IF_ERROR(CheckTenant());
     RUNLOOM_RETURN_IF_ERROR(CheckConcurrency());
-    return CheckStageEvents(
-        wf_, [this](const Location& at, const std::string& what) { return Fail(at, what); });
+    const FailAt fail = [this](const Location& at, const std::string& what) {
+      return Fail(at, what);
+    };
+    RUNLOOM_RETURN_IF_ERROR(CheckStageEvents(wf_, fail));
+    return CheckSchedules(wf_, fail);
   }
 
  private:

@@ -141,6 +141,10 @@ int LineOf(const YAML::Node& node) {
   return node.Mark().line + 1;
 }
 
+absl::Status ErrorAt(const std::string& source, const YAML::Node& at, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ":", LineOf(at), ": ", what));
+}
+
 nlohmann::json ScalarToJson(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) {
     return nullptr;

@@ -8,8 +8,8 @@
 // script serves it as static files on loopback, which is all a frontend
 // developer needs (docs/operations.md). It renders every page and every
 // fixture type — each event type in the run's timeline, each run status in
-// the list, the gate panel, the step records, the writes, the workflow and
-// the dead letters — and fails on any page error, console error or failed
+// the list, the gate panel, the step records, the writes, the workflow, the
+// dead letters and the schedules — and fails on any page error, console error or failed
 // request. Screenshots go to OUT_DIR/screenshots.
 
 import fs from 'node:fs';
@@ -152,6 +152,28 @@ try {
   await page.locator('main', {hasText: wire.dead_letters.dead_letters[0].reason}).waitFor();
   check(true, 'the dead-letter page shows dead_letters.json');
   await page.screenshot({path: path.join(shots, 'emulator-dead-letters.png'), fullPage: true});
+  // Schedules: schedules.json, each row with its last run linked (or none),
+  // pause and resume answered by the emulator.
+  await page.goto(`${base}?emulator#/schedules`);
+  for (const s of wire.schedules.schedules) {
+    const row = page.locator(`table.schedules tbody tr[data-id="${s.id}"]`);
+    await row.waitFor();
+    check(await row.locator('.state .badge', {hasText: s.paused ? 'paused' : 'active'}).count() === 1 &&
+          await row.locator('td', {hasText: s.cron}).count() >= 1,
+    `schedule ${s.id} is listed ${s.paused ? 'paused' : 'active'} with its cron`);
+    if (s.last_run_id) {
+      check(await row.locator(`td.last a[href="#/runs/${s.last_run_id}"]`).count() === 1,
+        `schedule ${s.id} links its last run`);
+    }
+  }
+  await page.screenshot({path: path.join(shots, 'emulator-schedules.png'), fullPage: true});
+  const active = wire.schedules.schedules.find((s) => !s.paused);
+  const activeRow = page.locator(`table.schedules tbody tr[data-id="${active.id}"]`);
+  await activeRow.getByRole('button', {name: `Pause ${active.id}`}).click();
+  await activeRow.locator('.state .badge', {hasText: 'paused'}).waitFor();
+  await activeRow.getByRole('button', {name: `Resume ${active.id}`}).click();
+  await activeRow.locator('.state .badge', {hasText: 'active'}).waitFor();
+  check(true, 'pausing and resuming a schedule answer from the emulator');
   noProblems('every page as admin');
 
   // As a viewer (?role=viewer): the same fixtures, no decision buttons.
@@ -160,6 +182,10 @@ try {
   await viewer.locator('.gatebox pre.proposal').waitFor();
   check(await viewer.locator('.gatebox button.approve').count() === 0, 'a viewer sees the gate with no decision buttons');
   noProblems('the run page as viewer');
+  await viewer.goto(`${base}?emulator&role=viewer#/schedules`);
+  await viewer.locator('table.schedules tbody tr').first().waitFor();
+  check(await viewer.locator('table.schedules button').count() === 0, 'a viewer sees the schedules with no buttons');
+  noProblems('the schedules page as viewer');
   check(apiRequests.length === 0, 'no request reached a server\'s /api/v1');
 } catch (e) {
   failed = e;

@@ -23,7 +23,11 @@
 //   7. serve restarted gracefully (SIGTERM, then again on the same port and
 //      database) while a run page follows a run that goes on: the page
 //      reconnects, shows the events after the restart, and says ended only
-//      when the run has finished.
+//      when the run has finished;
+//   8. a schedule created over the API (a 1-second cron) is listed on the
+//      schedules page with its cron, zone and policies, its latest tick's
+//      run linked; Pause on the page pauses it (the API says so, and no tick
+//      starts a run meanwhile), Resume resumes it; a viewer sees no buttons.
 // Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
 // first failed check, after stopping the server (SIGTERM: it must exit 0).
 
@@ -355,6 +359,54 @@ try {
   check(true, 'the page says ended once the run has finished');
   const shown = await page.locator('.timeline li').evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
   check(shown.every((s, i) => s === i + 1), `the timeline shows events 1..${shown.length} once each across the restart`);
+
+  // 8. Schedules (issue 23): the page lists a schedule made over the API and
+  // pauses and resumes it; `serve` fires it (every 250 ms it looks).
+  const schedYaml = 'name: ui_sched\nsteps:\n  - {id: tick, kind: noop}\n';
+  check((await api('POST', '/workflows', admin, {yaml: schedYaml})).status < 300,
+    'a workflow for a schedule is registered');
+  const made = await api('POST', '/schedules', approver, {id: 'ui-every-second', workflow: 'ui_sched',
+    cron: '* * * * * *', timezone: 'Europe/Paris', overlap: 'allow', catch_up: 'none'});
+  check(made.status === 201 && made.body.paused === false, 'a 1-second schedule is created over the API (201)');
+  const firstRun = await waitFor('the schedule\'s first run', async () =>
+    (await api('GET', '/schedules/ui-every-second', viewer)).body.last_run_id);
+  await page.goto(`${base}/#/schedules`);
+  const schedRow = page.locator('table.schedules tbody tr[data-id="ui-every-second"]');
+  await schedRow.waitFor();
+  check(await schedRow.locator('td', {hasText: '* * * * * *'}).count() === 1 &&
+        await schedRow.locator('td', {hasText: 'Europe/Paris'}).count() === 1 &&
+        await schedRow.locator('td', {hasText: 'allow / none'}).count() === 1 &&
+        await schedRow.locator('.state .badge', {hasText: 'active'}).count() === 1,
+  'the schedules page lists it: cron, time zone, overlap / catch-up, active');
+  const lastLink = schedRow.locator('td.last a');
+  await lastLink.waitFor();
+  const shownRun = (await lastLink.textContent()).trim();
+  const linked = await api('GET', `/runs/${shownRun}`, viewer);
+  check(shownRun.startsWith('r_') && linked.status === 200 &&
+        linked.body.idempotency_key.startsWith('schedule:ui-every-second:'),
+  `the page links the latest tick's run ${shownRun} (first was ${firstRun}), keyed by schedule and tick`);
+  await page.screenshot({path: path.join(shots, 'schedules.png'), fullPage: true});
+  await schedRow.getByRole('button', {name: 'Pause ui-every-second'}).click();
+  await schedRow.locator('.state .badge', {hasText: 'paused'}).waitFor();
+  await page.locator('#toast', {hasText: 'Schedule ui-every-second paused'}).waitFor();
+  const pausedNow = await api('GET', '/schedules/ui-every-second', viewer);
+  check(pausedNow.body.paused === true, 'Pause on the page paused it (GET /schedules/{id} says paused)');
+  await new Promise((r) => setTimeout(r, 2500));
+  const stillPaused = await api('GET', '/schedules/ui-every-second', viewer);
+  check(stillPaused.body.last_run_id === pausedNow.body.last_run_id,
+    'no tick started a run while it was paused (2.5 s of a 1-second schedule)');
+  await page.screenshot({path: path.join(shots, 'schedules-paused.png'), fullPage: true});
+  await pageV.goto(`${base}/#/schedules`);  // the viewer's tab (its token is kept per tab)
+  await pageV.locator('table.schedules tbody tr[data-id="ui-every-second"]').waitFor();
+  check(await pageV.locator('table.schedules button').count() === 0, 'a viewer sees the schedules with no buttons');
+  const viewerPause = await api('POST', '/schedules/ui-every-second/resume', viewer, {});
+  check(viewerPause.status === 403, 'the API refuses a viewer\'s resume (403)');
+  await schedRow.getByRole('button', {name: 'Resume ui-every-second'}).click();
+  await schedRow.locator('.state .badge', {hasText: 'active'}).waitFor();
+  check((await api('GET', '/schedules/ui-every-second', viewer)).body.paused === false,
+    'Resume on the page resumed it');
+  check((await api('DELETE', '/schedules/ui-every-second', approver)).status === 200,
+    'the schedule is deleted over the API (the rest of the test starts no more runs)');
 
   // The other pages render.
   await page.goto(`${base}/#/workflows/blog`);

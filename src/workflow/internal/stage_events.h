@@ -21,9 +21,6 @@ namespace runloom::workflow_internal {
 absl::StatusOr<std::optional<StageEventsDef>> ParseStageEvents(const YAML::Node& n,
                                                                const std::string& source);
 
-// How the validator reports a problem at a location.
-using FailAt = std::function<absl::Status(const Location&, const std::string&)>;
-
 // Checks the stage_events block (each id names a declared input, not secret,
 // of type string or integer) and every step's stage (in kStepStages, on a
 // leaf step, with a stage_events block). The first problem goes to `fail`.

@@ -22,6 +22,9 @@ struct Location {
   std::vector<std::string> field;
 };
 
+// How the validator reports a problem at a location.
+using FailAt = std::function<absl::Status(const Location&, const std::string&)>;
+
 // The 1-based source line of `loc`, or 0 when unknown.
 using LineLookup = std::function<int(const Location& loc)>;
 

@@ -18,6 +18,9 @@ namespace runloom::workflow_internal {
 // The 1-based line where `node` starts; 0 for an undefined node.
 int LineOf(const YAML::Node& node);
 
+// kInvalidArgument "<source>:<line of at>: <what>": the loader's error form.
+absl::Status ErrorAt(const std::string& source, const YAML::Node& at, const std::string& what);
+
 // The typed value of a scalar (or null) node: "42" -> 42, "'42'" -> "42",
 // "true" -> true, "~" -> null, "1.5e3" -> 1500.0. ".inf" and ".nan" stay
 // strings, since JSON cannot hold them.

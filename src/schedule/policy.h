@@ -1,0 +1,23 @@
+// A schedule's overlap and catch-up policies (issue 23): the names each
+// accepts, checked the same way wherever a schedule is written (`runloom
+// schedule create`, POST /api/v1/schedules, a workflow's `schedules:`).
+// What each policy does is src/engine/schedules.h's business.
+//
+// Thread-safety: pure functions, thread-safe.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace runloom {
+
+// kInvalidArgument "'<value>'; allowed: skip, allow, cancel" unless `value`
+// is an overlap policy (what a tick does while the previous run is
+// unfinished).
+absl::Status CheckOverlapPolicy(absl::string_view value);
+
+// kInvalidArgument "'<value>'; allowed: none, latest, all" unless `value` is
+// a catch-up policy (which ticks missed while nothing fired still fire).
+absl::Status CheckCatchUpPolicy(absl::string_view value);
+
+}  // namespace runloom
