@@ -321,8 +321,14 @@ def exported(runloom):
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             url = read_line(worker, r"metrics on (http://\S+/metrics)", deadline).group(1)
-            scrape(url, deadline)
-            out["worker"] = families(scrape(url, deadline))
+            # The worker listens before its backend opens and its engine
+            # registers the run metrics (a slow build, e.g. ASan, is scraped
+            # in between): scrape until the engine's families are there.
+            found = families(scrape(url, deadline))
+            while "runloom_runs_finished_total" not in found and time.monotonic() < deadline:
+                time.sleep(0.1)
+                found = families(scrape(url, deadline))
+            out["worker"] = found
         finally:
             worker.terminate()
             worker.wait(timeout=30)
