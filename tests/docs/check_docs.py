@@ -303,8 +303,9 @@ def read_line(proc, pattern, deadline):
     raise RuntimeError(f"the process never printed /{pattern}/")
 
 
-def exported(runloom):
-    """{process: {family: type}} of a running serve and worker, after each ran a workflow."""
+def exported(runloom, expected):
+    """{process: {family: type}} of a running serve and worker, after each ran a workflow.
+    `expected`: {process: families the docs say it exports}, waited for."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         flow = os.path.join(tmp, "flow.yaml")
@@ -322,10 +323,13 @@ def exported(runloom):
         try:
             url = read_line(worker, r"metrics on (http://\S+/metrics)", deadline).group(1)
             # The worker listens before its backend opens and its engine
-            # registers the run metrics (a slow build, e.g. ASan, is scraped
-            # in between): scrape until the engine's families are there.
+            # and LLM cap controller register their families (a slow build,
+            # e.g. ASan under load, is scraped in between): scrape until
+            # every family the table gives the worker is there, for at most
+            # 20 s (a family really missing is then reported).
             found = families(scrape(url, deadline))
-            while "runloom_runs_finished_total" not in found and time.monotonic() < deadline:
+            settle = min(deadline, time.monotonic() + 20)
+            while not expected.get("worker", set()) <= set(found) and time.monotonic() < settle:
                 time.sleep(0.1)
                 found = families(scrape(url, deadline))
             out["worker"] = found
@@ -357,7 +361,11 @@ def check_metrics(runloom, src):
         if len(cells) == 5 and cells[0].startswith("`"):
             procs = {p.strip() for p in cells[3].split(",") if p.strip()}
             documented[unquote(cells[0])] = (n, unquote(cells[1]), procs)
-    got = exported(runloom)
+    expected = {}
+    for name, (_, _, procs) in documented.items():
+        for proc in procs:
+            expected.setdefault(proc, set()).add(name)
+    got = exported(runloom, expected)
     for proc, fams in got.items():
         for name, kind in sorted(fams.items()):
             if name not in documented:
