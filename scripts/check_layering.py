@@ -11,6 +11,9 @@ libraries) belong to the one unit that may use them (THIRD_PARTY).
 Tests (*_test.cc, *_test_util.h, test_client.h, src/testing/, the simulator
 src/sim/, tests/) sit above everything and are not checked.
 
+The CLI and the HTTP API also never call Engine::store() or transport()
+(AROUND_THE_ENGINE): they go through the engine's operations.
+
 Run: python3 scripts/check_layering.py [SOURCE_DIR]   (ctest: layering)
 A new edge that is meant: add it to ALLOWED, in the same commit, with the
 reason in the commit message. A new unit: a rule in UNITS and a row here.
@@ -138,6 +141,12 @@ THIRD_PARTY = {
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
+# The units that serve users go through the engine's operations, never
+# around it to the backend's parts (issue 20: "the CLI goes through the
+# engine"). Engine::store() and Engine::transport() are for tests and tools.
+AROUND_THE_ENGINE = re.compile(r"(->|\.)(store|transport)\(\)")
+THROUGH_THE_ENGINE = {"cli", "api"}
+
 
 # A backend's own folder and composition file need no row of their own:
 # src/store/<name>/ is store_<name>, src/backend/<name>_backend.cc is
@@ -206,6 +215,11 @@ def main():
                 allowed = allowed_of(unit)
                 with open(os.path.join(root, path), encoding="utf-8") as f:
                     for lineno, line in enumerate(f, 1):
+                        if unit in THROUGH_THE_ENGINE and AROUND_THE_ENGINE.search(line):
+                            problems.append(
+                                f"{path}:{lineno}: reaches around the engine to its backend "
+                                "(Engine::store() / transport() are for tests and tools): call "
+                                "an Engine operation, or add one to runloom/engine.h")
                         m = INCLUDE.match(line)
                         if not m:
                             continue

@@ -35,7 +35,9 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,6 +111,11 @@ struct EngineOptions {
   bool enable_sweeper = true;
   // Redis pub/sub stage events; off by default (see StageEventOptions).
   StageEventOptions stage_events;
+  // Tenant budgets (micro-units) Open sets in the store's budget ledger
+  // (BudgetStore::SetTenantBudget), so every process that executes runs
+  // from one config file holds the same limits (docs/operations.md
+  // "Budgets"). Empty = the ledger as it is.
+  std::map<std::string, int64_t> tenant_budgets;
 };
 
 struct StartRunRequest {
@@ -294,6 +301,21 @@ class Engine {
   absl::StatusOr<std::vector<Event>> ListEvents(const std::string& run_id, int64_t after_seq,
                                                 int limit);
 
+  // The run's signals, oldest first (at most SignalStore::kMaxMailbox):
+  // those still in its mailbox and those its waits consumed.
+  // kNotFound: no such run.
+  absl::StatusOr<std::vector<SignalRecord>> ListSignals(const std::string& run_id);
+
+  // Every run changed (updated_at) at or after `since`, newest first: what
+  // a stream resuming from `since` must show again. kResourceExhausted when
+  // more than kMaxReadLimit runs changed (the caller starts over instead).
+  absl::StatusOr<std::vector<RunRecord>> ListRunsChangedSince(absl::Time since);
+
+  // The store's time: the one clock every lease, timer, schedule and run
+  // time (created_at, updated_at, wake_at) is on, whichever process reads
+  // it. kUnavailable when the backend is unreachable.
+  absl::StatusOr<absl::Time> Now();
+
   // The approval gate the run waits on: nullopt when it is not paused at
   // one (PendingGateOfPaused). kNotFound: no such run; kDataLoss: the
   // recorded gate is malformed.
@@ -409,6 +431,14 @@ class Engine {
   int ActiveRuns() const;
   EngineStats stats() const;
 
+  // The API tokens of the backend's store (src/auth checks bearer tokens
+  // against it): the one role of the store a server needs beside the
+  // engine's own operations.
+  TokenStore* tokens();
+
+  // The backend's parts, for tests and tools (src/testing, the simulator).
+  // The CLI and the HTTP API go through the operations above and never
+  // reach around the engine to them (scripts/check_layering.py refuses it).
   Store* store();
   Transport* transport();
   // env.clock, or the store's clock when none was given.

@@ -166,6 +166,11 @@ struct RunFilter {
   std::optional<absl::Time> updated_since;
   // Only the children of this run ("" = any run).
   std::string parent_run_id;
+  // Only the run of `workflow_name` admitted under this idempotency key (at
+  // most one: the key is unique per workflow; found by that index). Needs
+  // `workflow_name`; does not combine with `after` or `updated_since`
+  // (kInvalidArgument). "" = any.
+  std::string idempotency_key;
 };
 
 // An API token as the store keeps it: never the token itself, and the hash

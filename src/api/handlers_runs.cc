@@ -278,10 +278,7 @@ HandlerResult SendSignal(Engine* engine, const Call& c) {
 }
 
 HandlerResult ListSignals(Engine* engine, const Call& c) {
-  absl::StatusOr<RunRecord> run = engine->GetRun(c.params[0]);
-  if (!run.ok()) return {StatusResponse(run.status())};
-  absl::StatusOr<std::vector<SignalRecord>> signals =
-      engine->store()->ListSignals(c.params[0], 0, SignalStore::kMaxMailbox);
+  absl::StatusOr<std::vector<SignalRecord>> signals = engine->ListSignals(c.params[0]);
   if (!signals.ok()) return {StatusResponse(signals.status())};
   nlohmann::json list = nlohmann::json::array();
   for (const SignalRecord& s : *signals) list.push_back(wire::SignalToJson(s));

@@ -161,7 +161,7 @@ std::string SseStream::ReadRunEvents() {
 // (a resume from it re-reads what committed since, less the overlap).
 std::string SseStream::TakeChanges() {
   if (changes_.empty()) return "";
-  absl::StatusOr<absl::Time> now = hub_->engine()->store()->Now();
+  absl::StatusOr<absl::Time> now = hub_->engine()->Now();
   const std::string id = now.ok() ? absl::StrCat(absl::ToUnixMicros(*now)) : "";
   std::string text;
   for (const RunChange& c : changes_) {
@@ -178,8 +178,8 @@ std::string SseStream::TakeChanges() {
 // updated_at than the id sent. Changes notified meanwhile follow (Add() ran
 // first), some twice: a change is a hint, compared with what was read.
 std::string SseStream::StartChanges() {
-  Store* store = hub_->engine()->store();
-  absl::StatusOr<absl::Time> now = store->Now();
+  Engine* engine = hub_->engine();
+  absl::StatusOr<absl::Time> now = engine->Now();
   if (!now.ok()) {
     return request_.changes_after ? ResetBlock("", "the store's time could not be read") : "";
   }
@@ -189,12 +189,12 @@ std::string SseStream::StartChanges() {
   if (after < *now - kChangesResumeWindow || after > *now + kChangesResumeOverlap) {
     return ResetBlock(id, "Last-Event-ID is outside the resume window");
   }
-  RunFilter filter{.limit = kMaxReadLimit + 1, .updated_since = after - kChangesResumeOverlap};
-  absl::StatusOr<std::vector<RunRecord>> runs = store->ListRuns(filter);
-  if (!runs.ok()) return ResetBlock(id, "the runs could not be read");
-  if (runs->size() > static_cast<size_t>(kMaxReadLimit)) {
+  absl::StatusOr<std::vector<RunRecord>> runs =
+      engine->ListRunsChangedSince(after - kChangesResumeOverlap);
+  if (absl::IsResourceExhausted(runs.status())) {
     return ResetBlock(id, "too many runs changed since Last-Event-ID");
   }
+  if (!runs.ok()) return ResetBlock(id, "the runs could not be read");
   std::string text;
   for (const RunRecord& r : *runs) text += ChangeBlock(r.id, r.status, r.last_event_seq, id);
   return text.empty() ? absl::StrCat("id: ", id, "\n\n") : text;

@@ -99,7 +99,7 @@ Sample MeasureOnce(const BenchFlags& f, bool keyed, std::string* error) {
   const std::vector<std::string> b = BenchStartRuns(
       e, *v, kSmallRuns, 1, [](int) { return nlohmann::json{{"tenant", "B"}}; });
   m.queue_s = absl::ToDoubleSeconds(clock->Now() - created_from);
-  absl::StatusOr<absl::Time> t0 = e.store()->Now();
+  absl::StatusOr<absl::Time> t0 = e.Now();
   e.Start();
   // Until every B run finished (or a bound that only a stall reaches).
   const absl::Time give_up = clock->Now() + absl::Seconds(60) + absl::Milliseconds(30) * f.runs;

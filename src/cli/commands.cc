@@ -186,7 +186,7 @@ int WorkerCommand(const WorkerFlags& f) {
   }
   auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
-  auto engine = OpenExecutingEngine(*std::move(opts), *std::move(backend), f.exec);
+  auto engine = Engine::Open(*std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
   std::cerr << "runloom worker: executing runs from " << RedactedUrl(f.common.db) << " with "

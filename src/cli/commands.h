@@ -9,6 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +44,16 @@ absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag);
 // without either, by the built-in fake provider alone. kInvalidArgument or
 // kNotFound naming the file, the key and how to fix it.
 absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag);
+
+// What a process that executes runs takes from the configuration file,
+// read once: the step kinds (as StepKindsSetting) and each configured
+// tenant's budget limit (EngineOptions::tenant_budgets). Errors as
+// StepKindsSetting's.
+struct ConfigSettings {
+  std::shared_ptr<StepRegistry> kinds;
+  std::map<std::string, int64_t> tenant_budgets;
+};
+absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag);
 
 // Writes the tenant budgets of the configuration file (`flag`, else
 // $RUNLOOM_CONFIG) to the store's budget ledger (Store::SetTenantBudget):
@@ -91,16 +103,12 @@ struct ExecutingFlags {
   std::string park_sleeps_over = "5m";
 };
 
-// `base` with the step kinds (StepKindsSetting), the stage events
+// `base` with the step kinds and tenant budgets (ConfigSetting), the stage events
 // (StageEventsSetting) and the sleep-parking threshold of `f`. Reads the configuration file and
 // opens nothing, so a command calls it before the backend: an error (kInvalidArgument or kNotFound
 // naming the flag, file or variable) leaves nothing written.
 absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f);
 
-// Engine::Open of `opts` on `backend`, then the configured tenants' budgets
-// written to the ledger (ApplyTenantBudgets). Errors as those two say.
-absl::StatusOr<std::unique_ptr<Engine>> OpenExecutingEngine(EngineOptions opts, Backend backend,
-                                                            const ExecutingFlags& f);
 
 // `/metrics` (Prometheus text format) of `registry`, served on `address`
 // (IPv4 HOST:PORT; port 0 picks a free one, see Exposer::GetListeningPorts)

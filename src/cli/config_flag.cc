@@ -1,5 +1,5 @@
-// StepKindsSetting and ApplyTenantBudgets (commands.h): --config and
-// $RUNLOOM_CONFIG.
+// ConfigSetting, StepKindsSetting and ApplyTenantBudgets (commands.h): --config
+// and $RUNLOOM_CONFIG.
 #include "cli/commands.h"
 #include "core/status_macros.h"
 #include "engine/run/secrets.h"
@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <cstdlib>
+#include <map>
 #include <set>
 
 namespace runloom::cli {
@@ -39,6 +40,13 @@ std::shared_ptr<LlmConcurrency> CapsFor(const LlmConfig& config,
   return caps;
 }
 
+// Each configured tenant's budget limit, in micro-units.
+std::map<std::string, int64_t> BudgetsOf(const LlmConfig& config) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, tenant] : config.tenants) out[name] = tenant.budget_micros;
+  return out;
+}
+
 // The configuration file's path: `flag`, else $RUNLOOM_CONFIG, else "".
 std::string ConfigPath(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -53,8 +61,8 @@ absl::Status ApplyTenantBudgets(const std::string& flag, BudgetStore& store) {
   if (path.empty()) return absl::OkStatus();
   absl::StatusOr<LlmConfig> config = LoadLlmConfigFile(path);
   if (!config.ok()) return config.status();
-  for (const auto& [name, tenant] : config->tenants) {
-    absl::StatusOr<TenantBudget> set = store.SetTenantBudget(name, tenant.budget_micros);
+  for (const auto& [name, limit] : BudgetsOf(*config)) {
+    absl::StatusOr<TenantBudget> set = store.SetTenantBudget(name, limit);
     if (!set.ok()) {
       return Annotate(set.status(),
                       absl::StrCat("config file '", path, "': tenant '", name, "' budget"));
@@ -63,10 +71,10 @@ absl::Status ApplyTenantBudgets(const std::string& flag, BudgetStore& store) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag) {
-  std::shared_ptr<StepRegistry> kinds = StepRegistry::WithBuiltins();
+absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag) {
+  ConfigSettings out{.kinds = StepRegistry::WithBuiltins()};
   const std::string path = ConfigPath(flag);
-  if (path.empty()) return kinds;  // the fake provider alone
+  if (path.empty()) return out;  // the fake provider alone, no budgets
   absl::StatusOr<LlmConfig> config = LoadLlmConfigFile(path);
   if (!config.ok()) return config.status();
   // Keys are resolved at call time, by whichever process makes the call.
@@ -76,8 +84,14 @@ absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string
     return Annotate(providers.status(), absl::StrCat("config file '", path, "'"));
   }
   std::shared_ptr<LlmConcurrency> caps = CapsFor(*config, **providers);
-  kinds->Register("llm", NewLlmStep(*std::move(providers), std::move(caps)));
-  return kinds;
+  out.kinds->Register("llm", NewLlmStep(*std::move(providers), std::move(caps)));
+  out.tenant_budgets = BudgetsOf(*config);
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag) {
+  RUNLOOM_ASSIGN_OR_RETURN(ConfigSettings settings, ConfigSetting(flag));
+  return std::move(settings.kinds);
 }
 
 }  // namespace runloom::cli

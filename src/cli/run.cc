@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/bounded_json.h"
 #include "core/status_macros.h"
+#include "engine/rules/child_signal.h"
 #include "workflow/inputs.h"
 
 #include "absl/strings/str_cat.h"
@@ -266,11 +267,10 @@ int PrintDetached(const CreateRunResult& started, const RunFlags& f) {
 // Told once how to send the signal it waits for. false when interrupted
 // first.
 // The child run a run waits for at a `kind: run` step ("" = none): its wait
-// signal is "_child.<id>" (engine/run/child_run.h).
+// signal is the child's end (engine/rules/child_signal.h).
 std::string AwaitedChild(const RunRecord& r) {
-  constexpr std::string_view kPrefix = "_child.";
-  if (r.status != RunStatus::kWaiting || r.wait_signal.rfind(kPrefix, 0) != 0) return "";
-  return r.wait_signal.substr(kPrefix.size());
+  if (r.status != RunStatus::kWaiting) return "";
+  return engine_internal::ChildOfSignal(r.wait_signal);
 }
 
 // Executes in this process the child `child_id` when it is queued, or the
@@ -280,7 +280,7 @@ std::string AwaitedChild(const RunRecord& r) {
 void DriveChild(Engine* e, const std::string& child_id) {
   std::string id = child_id;
   for (int depth = 0; depth < 16 && !id.empty(); ++depth) {
-    absl::StatusOr<RunRecord> r = e->store()->GetRun(id);
+    absl::StatusOr<RunRecord> r = e->GetRun(id);
     if (!r.ok()) return;
     if (r->status == RunStatus::kQueued) {
       (void)e->ExecuteRun(id);
@@ -301,10 +301,10 @@ bool AwaitWake(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
               << " --data JSON\n";
   }
   while (!signals.signalled()) {
-    absl::StatusOr<absl::Time> now = e->store()->Now();
+    absl::StatusOr<absl::Time> now = e->Now();
     if (now.ok() && parked.wake_at.has_value() && *now >= *parked.wake_at) (void)e->SweepOnce();
     if (!child.empty()) DriveChild(e, child);
-    absl::StatusOr<RunRecord> r = e->store()->GetRun(parked.id);
+    absl::StatusOr<RunRecord> r = e->GetRun(parked.id);
     if (!r.ok() || r->status != RunStatus::kWaiting) return true;
     RealClock()->SleepFor(absl::Milliseconds(100));
   }
@@ -401,7 +401,7 @@ int RunCommand(const RunFlags& f) {
   if (!f.detach) signals = std::make_unique<SignalWatcher>();
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
-  auto engine = OpenExecutingEngine(std::move(p->options), *std::move(backend), f.exec);
+  auto engine = Engine::Open(std::move(p->options), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   StartRunRequest req;
   req.budget_micros = p->budget_micros;

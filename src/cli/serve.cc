@@ -65,7 +65,7 @@ int ServeCommand(const ServeFlags& f) {
   SignalWatcher signals;
   auto backend = OpenDb(f.common);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
-  auto engine = OpenExecutingEngine(*std::move(opts), *std::move(backend), f.exec);
+  auto engine = Engine::Open(*std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
   // Bearer tokens are checked against the store's token table (`runloom
@@ -75,7 +75,7 @@ int ServeCommand(const ServeFlags& f) {
     std::cerr << "runloom serve: WARNING: --insecure-no-auth: no token is checked; every caller "
                  "acts as admin \"local\". Do not expose this server.\n";
   } else {
-    auth = std::make_unique<StoreAuthenticator>(e->store());
+    auth = std::make_unique<StoreAuthenticator>(e->tokens());
   }
   auto server = api::Server::Start(so, e, auth.get(), registry.get());
   if (!server.ok()) return Failure(std::string(server.status().message()));

@@ -135,7 +135,19 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req,
   if (budget.limit_micros.has_value() && *budget.limit_micros < 0) {
     return absl::InvalidArgumentError("a run's budget must be 0 or more");
   }
-  RUNLOOM_RETURN_IF_ERROR(Preflight(*store_, budget));
+  if (absl::Status refused = Preflight(*store_, budget); !refused.ok()) {
+    // A start repeated under its idempotency key gets the run the key names,
+    // as CreateRun would answer, whatever the tenant has left now: it spends
+    // nothing new (a resumed parent finds its child so, too).
+    if (!req.idempotency_key.empty()) {
+      RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> existing,
+                               store_->ListRuns(RunFilter{.workflow_name = version.name,
+                                                          .limit = 1,
+                                                          .idempotency_key = req.idempotency_key}));
+      if (!existing.empty()) return CreateRunResult{.run = existing.front(), .created = false};
+    }
+    return refused;
+  }
   PutBudgetSpec(budget, context);
   run.context = EncodeRunContext(context);
   std::vector<Event> ev = {RunCreatedEvent(run.id, {.workflow = version.name,

@@ -157,6 +157,39 @@ TEST(Engine, PreflightRefusesARunItsTenantCannotPayFor) {
   EXPECT_THAT(h.engine->StartRun(req), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A start repeated under its idempotency key returns the run the key names
+// even when the tenant could no longer pay for a new one: it spends nothing.
+// A new key is still refused.
+TEST(Engine, ARepeatedStartUnderItsKeyIsTheSameRunWhateverTheBudgetLeft) {
+  Harness h;
+  auto wf = LoadWorkflowYaml(
+      "name: billed\ninputs:\n  tenant: {type: string}\ntenant: tenant\n"
+      "steps:\n  - {id: a, kind: noop}\n",
+      "billed.yaml");
+  ASSERT_OK(wf);
+  Store* store = h.engine->store();
+  ASSERT_OK(store->SetTenantBudget("acme", 1'000'000));
+  StartRunRequest req;
+  req.workflow = *wf;
+  req.inputs = {{"tenant", "acme"}};
+  req.budget_micros = 1'000'000;
+  req.idempotency_key = "order-7";
+  absl::StatusOr<CreateRunResult> first = h.engine->StartRun(req);
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->created);
+  // The tenant's budget is lowered below what the run asked for.
+  ASSERT_OK(store->SetTenantBudget("acme", 10));
+  absl::StatusOr<CreateRunResult> again = h.engine->StartRun(req);
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->run.id, first->run.id);
+  req.idempotency_key = "order-8";
+  EXPECT_THAT(h.engine->StartRun(req).status(), StatusIs(absl::StatusCode::kResourceExhausted));
+  auto runs = store->ListRuns({});
+  ASSERT_OK(runs);
+  EXPECT_EQ(runs->size(), 1u);
+}
+
 // Without a budget in the start request a run takes the workflow's
 // `budget:`; a run with no budget at all that calls a model is refused when
 // its tenant has nothing left, and one that calls no model is not.

@@ -112,7 +112,9 @@ class Engine::Impl {
                                    req.working_dir = child.working_dir;
                                    return admission_.StartRun(req, &child.link);
                                  },
-                                 [this](const std::string& child_id) { ChildEnded(child_id); }},
+                                 [this](const engine_internal::ChildEnd& child) {
+                                   TellParent(child);
+                                 }},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
@@ -160,7 +162,7 @@ class Engine::Impl {
   // holding it (the sweeper's attempt cap, a cancel or reset of a run
   // nobody held); executions publish their own (RunExecution::Finish).
   void PublishFinished(const RunRecord& run) {
-    if (!run.parent_run_id.empty()) TellParent(run);
+    if (!run.parent_run_id.empty()) TellParent(engine_internal::EndOf(run));
     if (stage_events_ == nullptr) return;
     absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
     if (!wf.ok()) {
@@ -171,21 +173,13 @@ class Engine::Impl {
     stage_events_->Publish(run, **wf, engine_internal::TerminalStageUpdate(run.status, run.error));
   }
 
-  // A child run that an execution of this engine finished: its parent is
-  // told (engine_internal::NotifyParentOfEnd).
-  void ChildEnded(const std::string& child_id) {
-    absl::StatusOr<RunRecord> child = store()->GetRun(child_id);
-    if (!child.ok()) {
-      Log(logger(), LogLevel::kWarning, "run ", child_id,
-          ": its parent was not told it ended (its poll will find out): ", child.status().ToString());
-      return;
-    }
-    TellParent(*child);
-  }
-  void TellParent(const RunRecord& child) {
+  // A finished child run (by an execution of this engine, or a cancel,
+  // reset or the sweeper's attempt cap): its parent is told
+  // (engine_internal::NotifyParentOfEnd).
+  void TellParent(const engine_internal::ChildEnd& child) {
     absl::Status s = engine_internal::NotifyParentOfEnd(*store(), child);
     if (!s.ok()) {
-      Log(logger(), LogLevel::kWarning, "run ", child.id, ": its parent ", child.parent_run_id,
+      Log(logger(), LogLevel::kWarning, "run ", child.run_id, ": its parent ", child.parent_run_id,
           " was not told it ended (its poll will find out): ", s.ToString());
     }
   }
@@ -307,6 +301,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
       std::unique_ptr<engine_internal::LlmCaps> llm_caps,
       engine_internal::LlmCaps::Create(LlmConcurrencyOf(*options.registry), backend.llm_caps,
                                        backend.pool_use, options.env));
+  for (const auto& [tenant, limit] : options.tenant_budgets) {
+    absl::StatusOr<TenantBudget> set = backend.store->SetTenantBudget(tenant, limit);
+    if (!set.ok()) return Annotate(set.status(), absl::StrCat("tenant '", tenant, "' budget"));
+  }
   return std::unique_ptr<Engine>(
       new Engine(std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics),
                                         std::move(stage_events), std::move(llm_caps))));
@@ -385,8 +383,8 @@ absl::StatusOr<ScheduleRecord> Engine::GetSchedule(const std::string& id) {
 }
 
 absl::StatusOr<ScheduleRecord> Engine::PauseSchedule(const std::string& id) {
-  RUNLOOM_ASSIGN_OR_RETURN(ScheduleRecord s, GetSchedule(id));
-  RUNLOOM_ASSIGN_OR_RETURN(bool found, store()->SetSchedulePaused(id, true, s.next_fire_at));
+  // A pause keeps the schedule's next tick (the time given is not used).
+  RUNLOOM_ASSIGN_OR_RETURN(bool found, store()->SetSchedulePaused(id, true, absl::UnixEpoch()));
   if (!found) return absl::NotFoundError(absl::StrCat("schedule ", id, " not found"));
   return GetSchedule(id);
 }
@@ -419,6 +417,7 @@ absl::StatusOr<int> Engine::ResetAll(const std::string& by) {
 }
 int Engine::ActiveRuns() const { return impl_->ActiveRuns(); }
 EngineStats Engine::stats() const { return impl_->stats(); }
+TokenStore* Engine::tokens() { return impl_->store(); }
 Store* Engine::store() { return impl_->store(); }
 Transport* Engine::transport() { return impl_->transport(); }
 Clock* Engine::clock() { return impl_->clock(); }

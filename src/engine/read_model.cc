@@ -156,6 +156,28 @@ absl::StatusOr<std::vector<Event>> Engine::ListEvents(const std::string& run_id,
   return events;
 }
 
+absl::StatusOr<std::vector<SignalRecord>> Engine::ListSignals(const std::string& run_id) {
+  RUNLOOM_RETURN_IF_ERROR(CheckName("run id", run_id));
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<SignalRecord> signals,
+                           store()->ListSignals(run_id, 0, SignalStore::kMaxMailbox));
+  if (signals.empty()) RUNLOOM_RETURN_IF_ERROR(store()->GetRun(run_id).status());
+  return signals;
+}
+
+absl::StatusOr<std::vector<RunRecord>> Engine::ListRunsChangedSince(absl::Time since) {
+  // One more than the bound: whether it comes back says there were too many.
+  RunFilter filter{.limit = kMaxReadLimit + 1, .updated_since = since};
+  RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store()->ListRuns(filter));
+  if (runs.size() > static_cast<size_t>(kMaxReadLimit)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("more than ", kMaxReadLimit, " runs changed since ",
+                     absl::FormatTime(since), "; read the runs list from its first page instead"));
+  }
+  return runs;
+}
+
+absl::StatusOr<absl::Time> Engine::Now() { return store()->Now(); }
+
 absl::StatusOr<std::optional<PendingGate>> Engine::GetPendingGate(const std::string& run_id) {
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, GetRun(run_id));
   return PendingGateOfPaused(run);

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -261,6 +262,39 @@ TEST_F(ReadModelTest, DeadLettersAreListedAndRedrivenOneByOneOrAll) {
   ASSERT_OK(again);
   ASSERT_EQ(again->size(), 2u);
   for (const QueueMessage& m : *again) EXPECT_EQ(m.deliveries, 1) << m.run_id;
+}
+
+TEST_F(ReadModelTest, SignalsChangesAndTheStoresTimeAreReadThroughTheEngine) {
+  const std::string id = Start(engine(), "blog");
+  // A run without signals has an empty mailbox; no run is not found.
+  EXPECT_THAT(engine().ListSignals(id), IsOkAndHolds(::testing::IsEmpty()));
+  EXPECT_THAT(engine().ListSignals("r_nope").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(engine().ListSignals("").status(), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  // The store's time is the simulated clock the store was given.
+  EXPECT_THAT(engine().Now(), IsOkAndHolds(clock_.Now()));
+  absl::StatusOr<std::vector<RunRecord>> changed = engine().ListRunsChangedSince(clock_.Now());
+  ASSERT_OK(changed);
+  ASSERT_EQ(changed->size(), 1u);
+  EXPECT_EQ(changed->front().id, id);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(engine().ListRunsChangedSince(clock_.Now()), IsOkAndHolds(::testing::IsEmpty()));
+
+  // More changed runs than one read returns: the caller is told to start over.
+  for (int i = 0; i < kMaxReadLimit; ++i) Start(engine(), "blog");
+  EXPECT_THAT(engine().ListRunsChangedSince(absl::UnixEpoch()).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("first page")));
+}
+
+TEST(ReadModel, OpenSetsTheConfiguredTenantBudgets) {
+  Harness h(EngineOptions{.tenant_budgets = {{"acme", 5'000'000}, {"globex", 0}}});
+  for (const auto& [tenant, limit] : std::map<std::string, int64_t>{{"acme", 5'000'000},
+                                                                    {"globex", 0}}) {
+    absl::StatusOr<std::optional<TenantBudget>> b = h.engine->store()->GetTenantBudget(tenant);
+    ASSERT_OK(b);
+    ASSERT_TRUE(b->has_value()) << tenant;
+    EXPECT_EQ((*b)->figures.limit_micros, limit) << tenant;
+  }
 }
 
 TEST_F(ReadModelTest, DeadLetterCallsCheckTheirArguments) {

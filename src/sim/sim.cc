@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/engine_driver.h"
+#include "engine/rules/child_signal.h"
 #include "engine/rules/run_context.h"
 #include "engine/rules/step_counts.h"
 #include "engine/run/child_run.h"
@@ -763,9 +764,8 @@ void Sim::CheckSignals(const RunRecord& run, const std::vector<StepRecord>& step
   for (const SignalRecord& sig : *mailbox) {
     // A child's end (engine/run/child_run.h): from a finished child of this
     // run, once, consumed (if at all) by one of its run steps' attempts.
-    constexpr std::string_view kChildSignal = "_child.";
-    if (sig.name.rfind(kChildSignal, 0) == 0) {
-      const std::string child_id = sig.name.substr(kChildSignal.size());
+    if (const std::string child_id = engine_internal::ChildOfSignal(sig.name);
+        !child_id.empty()) {
       absl::StatusOr<RunRecord> child = base_.store->GetRun(child_id);
       if (!child.ok() || child->parent_run_id != run.id || !IsTerminal(child->status) ||
           sig.payload.value("child_run_id", "") != child_id) {

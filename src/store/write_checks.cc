@@ -262,4 +262,26 @@ bool RidesOnLease(const RunWrite& w) {
          !w.consume_signal.has_value();
 }
 
+absl::Status CheckRunFilter(const RunFilter& filter) {
+  if (filter.after.has_value() && filter.updated_since.has_value()) {
+    return absl::InvalidArgumentError("RunFilter: after and updated_since do not combine");
+  }
+  if (filter.idempotency_key.empty()) return absl::OkStatus();
+  if (filter.workflow_name.empty()) {
+    return absl::InvalidArgumentError(
+        "RunFilter: idempotency_key needs workflow_name (a key is unique per workflow)");
+  }
+  if (filter.after.has_value() || filter.updated_since.has_value()) {
+    return absl::InvalidArgumentError(
+        "RunFilter: idempotency_key does not combine with after or updated_since");
+  }
+  return absl::OkStatus();
+}
+
+bool PassesKeyedFilter(const RunFilter& filter, const RunRecord& run) {
+  // (Any limit, <= 0 meaning none, lets the one run through.)
+  return (!filter.status.has_value() || run.status == *filter.status) &&
+         (filter.parent_run_id.empty() || run.parent_run_id == filter.parent_run_id);
+}
+
 }  // namespace runloom::store_internal

@@ -162,4 +162,11 @@ absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Ev
 // start): a lease's own statements can carry it.
 bool RidesOnLease(const RunWrite& w);
 
+// ListRuns' argument checks (kInvalidArgument for a combination the
+// filter's fields refuse).
+absl::Status CheckRunFilter(const RunFilter& filter);
+// Whether the run an idempotency-key lookup found passes the filter's other
+// fields (status, parent).
+bool PassesKeyedFilter(const RunFilter& filter, const RunRecord& run);
+
 }  // namespace runloom::store_internal

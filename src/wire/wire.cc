@@ -1,5 +1,6 @@
 #include "wire/wire.h"
 
+#include "engine/rules/child_signal.h"
 #include "engine/rules/run_context.h"
 #include "engine/rules/step_counts.h"
 #include "events/events.h"
@@ -26,15 +27,14 @@ nlohmann::json RunToJson(const RunRecord& r) {
   // What a waiting run waits for (issue 23); null for any other status.
   nlohmann::json waiting_for = nullptr;
   if (r.status == RunStatus::kWaiting) {
-    // A run step waits for its child's end signal, "_child.<id>"
-    // (engine/run/child_run.h); its wake time is only the parent's poll.
-    constexpr std::string_view kChildSignal = "_child.";
-    const bool child = r.wait_signal.rfind(kChildSignal, 0) == 0;
+    // A run step waits for its child's end signal (engine/rules/child_signal.h);
+    // its wake time is only the parent's poll.
+    const std::string child_id = engine_internal::ChildOfSignal(r.wait_signal);
+    const bool child = !child_id.empty();
     waiting_for = {{"kind", child ? "child" : r.wait_signal.empty() ? "timer" : "signal"},
                    {"signal", r.wait_signal.empty() || child ? nlohmann::json(nullptr)
                                                              : nlohmann::json(r.wait_signal)},
-                   {"child_run_id", child ? nlohmann::json(r.wait_signal.substr(kChildSignal.size()))
-                                          : nlohmann::json(nullptr)},
+                   {"child_run_id", child ? nlohmann::json(child_id) : nlohmann::json(nullptr)},
                    {"until", child ? nlohmann::json(nullptr) : TimeOrNull(r.wake_at)},
                    {"step_path", context.timer.has_value() && context.timer->revision == r.revision
                                      ? nlohmann::json(context.timer->step_path)

@@ -289,6 +289,36 @@ TEST_P(StoreConformanceTest, ChildRunsKeepTheirParentAndOrphansAreFound) {
   EXPECT_THAT(store_->ListOrphanedChildren(0), IsOkAndHolds(ElementsAre(child.id)));
 }
 
+// RunFilter::idempotency_key finds the one run a key names in its workflow
+// (with the filter's status and parent applied), and refuses what it does
+// not combine with.
+TEST_P(StoreConformanceTest, ARunIsFoundByItsIdempotencyKey) {
+  NewRun keyed = MakeRun("wf", "order-1");
+  ASSERT_OK(store_->CreateRun(keyed, {Ev("run.created")}));
+  ASSERT_OK(store_->CreateRun(MakeRun("wf", "order-2"), {Ev("run.created")}));
+  ASSERT_OK(store_->CreateRun(MakeRun("other", "order-1"), {Ev("run.created")}));
+  RunFilter f;
+  f.workflow_name = "wf";
+  f.idempotency_key = "order-1";
+  EXPECT_THAT(store_->ListRuns(f), IsOkAndHolds(ElementsAre(Field(&RunRecord::id, keyed.id))));
+  f.status = RunStatus::kQueued;
+  EXPECT_THAT(store_->ListRuns(f), IsOkAndHolds(ElementsAre(Field(&RunRecord::id, keyed.id))));
+  f.status = RunStatus::kRunning;
+  EXPECT_THAT(store_->ListRuns(f), IsOkAndHolds(IsEmpty()));
+  f.status.reset();
+  f.parent_run_id = "r_someone";
+  EXPECT_THAT(store_->ListRuns(f), IsOkAndHolds(IsEmpty()));
+  f.parent_run_id.clear();
+  f.idempotency_key = "order-9";
+  EXPECT_THAT(store_->ListRuns(f), IsOkAndHolds(IsEmpty()));
+  // A key is unique per workflow: without the workflow, or with paging, refused.
+  f.workflow_name.clear();
+  EXPECT_THAT(store_->ListRuns(f), StatusIs(absl::StatusCode::kInvalidArgument));
+  f.workflow_name = "wf";
+  f.updated_since = absl::UnixEpoch();
+  EXPECT_THAT(store_->ListRuns(f), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 // Pages of `filter` (limit as given), each continuing after the previous
 // page's last run, until a short page; every id in order.
 std::vector<std::string> PageThrough(Store& store, RunFilter filter) {

@@ -59,19 +59,6 @@ absl::StatusOr<nlohmann::json> ChildOutputs(RunStore& store, const RunRecord& ch
   return out;
 }
 
-// The child of `parent_id` admitted under `key`, if any.
-absl::StatusOr<std::optional<RunRecord>> FindChild(RunStore& store, const std::string& parent_id,
-                                                   const std::string& key) {
-  RunFilter f;
-  f.parent_run_id = parent_id;
-  f.limit = 0;
-  RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> children, store.ListRuns(f));
-  for (RunRecord& c : children) {
-    if (c.idempotency_key == key) return std::optional<RunRecord>(std::move(c));
-  }
-  return std::optional<RunRecord>();
-}
-
 }  // namespace
 
 absl::StatusOr<ChildConfig> ParseChildConfig(const nlohmann::json& config) {
@@ -130,22 +117,23 @@ std::string ChildKey(const std::string& parent_run_id, int64_t revision, const s
   return absl::StrCat("child:", parent_run_id, ":", revision, ":", path, "#", attempt);
 }
 
-std::string ChildSignalName(const std::string& child_run_id) {
-  return absl::StrCat("_child.", child_run_id);
+ChildEnd EndOf(const RunRecord& child) {
+  return ChildEnd{.run_id = child.id, .parent_run_id = child.parent_run_id, .status = child.status};
 }
 
-absl::Status NotifyParentOfEnd(SignalStore& store, const RunRecord& child) {
+absl::Status NotifyParentOfEnd(SignalStore& store, const ChildEnd& child) {
   if (child.parent_run_id.empty() || !IsTerminal(child.status)) return absl::OkStatus();
   NewSignal n;
   n.run_id = child.parent_run_id;
-  n.name = ChildSignalName(child.id);
-  n.payload = {{"child_run_id", child.id}, {"status", std::string(ToString(child.status))}};
-  n.idempotency_key = absl::StrCat("child-end:", child.id);
+  n.name = ChildSignalName(child.run_id);
+  n.payload = {{"child_run_id", child.run_id}, {"status", std::string(ToString(child.status))}};
+  n.idempotency_key = absl::StrCat("child-end:", child.run_id);
   n.events.push_back(SignalReceivedEvent(
       child.parent_run_id, {.name = n.name, .idempotency_key = n.idempotency_key, .by = "runloom"}));
   n.wake_events.push_back(RunResumedEvent(
       child.parent_run_id,
-      {.reason = absl::StrCat("child run ", child.id, " ended ", std::string(ToString(child.status)))}));
+      {.reason = absl::StrCat("child run ", child.run_id, " ended ",
+                              std::string(ToString(child.status)))}));
   absl::StatusOr<SendSignalResult> sent = store.SendSignal(n);
   // A parent already finished takes no signal, and needs none.
   if (!sent.ok() && sent.status().code() != absl::StatusCode::kFailedPrecondition) {
@@ -220,15 +208,9 @@ absl::StatusOr<StepResult> RunExecution::RunChild(const StepDef& step, const std
     if (RUNLOOM_INJECTED_BUG(InjectedBug::kChildKeyPerExecution)) {
       absl::StrAppend(&req.idempotency_key, "@", run_.attempts, "-", run_.last_event_seq);
     }
+    // A child an earlier execution admitted is returned by its key, even
+    // when the budget preflight would refuse a new one (Admission::StartRun).
     absl::StatusOr<CreateRunResult> admitted = config_.start_child(req);
-    if (!admitted.ok() && admitted.status().code() != absl::StatusCode::kUnavailable) {
-      // Refused (e.g. by the budget preflight, which comes before the key's
-      // lookup): the child this key names may exist already, admitted by an
-      // earlier execution when the budget allowed it. That one is the child.
-      RUNLOOM_ASSIGN_OR_RETURN(std::optional<RunRecord> existing,
-                               FindChild(store, run_.id, req.idempotency_key));
-      if (existing.has_value()) admitted = CreateRunResult{.run = *existing, .created = false};
-    }
     if (!admitted.ok()) {
       const absl::StatusCode code = admitted.status().code();
       if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kInvalidArgument ||

@@ -11,6 +11,8 @@
 #include "runloom/store.h"
 #include "runloom/workflow.h"
 
+#include "engine/rules/child_signal.h"
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -75,16 +77,20 @@ absl::Status ValidateChildStep(const Workflow& wf, const StepDef& step, bool in_
 std::string ChildKey(const std::string& parent_run_id, int64_t revision, const std::string& path,
                      int attempt);
 
-// The signal a child's end sends its parent: "_child.<child id>". It starts
-// with "_", which no signal name a user may send or wait for does.
-std::string ChildSignalName(const std::string& child_run_id);
-
 // Sends `child`'s parent the signal that `child` ended (a no-op for a run
 // without a parent or not finished). Idempotent: one signal per child,
 // however many processes call it. The parent that waits for the child
 // wakes; one that has not parked yet finds it in its mailbox. Errors are
 // returned for the caller to log: the parent's own poll (RunChild) finds
 // the child's end anyway.
-absl::Status NotifyParentOfEnd(SignalStore& store, const RunRecord& child);
+// What the parent is told of a finished child: the execution that finished
+// it knows all three, so telling needs no read of the child.
+struct ChildEnd {
+  std::string run_id;
+  std::string parent_run_id;  // "" = a run without a parent: nothing to tell
+  RunStatus status = RunStatus::kQueued;
+};
+ChildEnd EndOf(const RunRecord& child);
+absl::Status NotifyParentOfEnd(SignalStore& store, const ChildEnd& child);
 
 }  // namespace runloom::engine_internal

@@ -176,7 +176,9 @@ void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
   if (d == Disposition::kFinished) {
     config_.metrics->RunFinished(exec->final_status());
     if (!exec->parent_run_id().empty() && config_.child_finished) {
-      config_.child_finished(exec->run_id());
+      config_.child_finished(engine_internal::ChildEnd{.run_id = exec->run_id(),
+                                                       .parent_run_id = exec->parent_run_id(),
+                                                       .status = exec->final_status()});
     }
   }
   if (d == Disposition::kLeaseLost) config_.metrics->LeaseLost();

@@ -15,6 +15,7 @@
 #include "runloom/store.h"
 
 #include "engine/observe/engine_metrics.h"
+#include "engine/run/child_run.h"
 #include "engine/run/run_execution.h"
 #include "engine/run/secrets.h"
 #include "engine/service/active_runs.h"
@@ -56,9 +57,9 @@ struct LauncherConfig {
   absl::Duration park_sleeps_over = absl::InfiniteDuration();  // EngineOptions'
   // Admits a run step's child (ExecutionConfig::start_child); empty = none.
   StartChildFn start_child;
-  // Called with the id of a child run this launcher's execution finished
-  // (the engine tells its parent); may be empty.
-  std::function<void(const std::string&)> child_finished;
+  // Called with a child run this launcher's execution finished (the engine
+  // tells its parent); may be empty.
+  std::function<void(const ChildEnd&)> child_finished;
 };
 
 class RunLauncher {

@@ -3,10 +3,12 @@
 #include "core/status_macros.h"
 #include "store/event_check.h"
 #include "store/record_codec.h"
+#include "store/write_checks.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <utility>
+#include <vector>
 
 namespace runloom::store_internal {
 namespace {
@@ -286,11 +288,17 @@ absl::StatusOr<RunRecord> PgStore::GetRun(const std::string& run_id) {
 }
 
 absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter) {
-  if (filter.after.has_value() && filter.updated_since.has_value()) {
-    return absl::InvalidArgumentError("RunFilter: after and updated_since do not combine");
-  }
+  RUNLOOM_RETURN_IF_ERROR(CheckRunFilter(filter));
   std::vector<RunRecord> out;
   RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    if (!filter.idempotency_key.empty()) {
+      RUNLOOM_ASSIGN_OR_RETURN(
+          PgResult r,
+          c.Exec(kRunByKey, PgParams().Text(filter.workflow_name).Text(filter.idempotency_key)));
+      RUNLOOM_ASSIGN_OR_RETURN(out, CollectRows<RunRecord>(r, RunFromRow<PgRow>));
+      std::erase_if(out, [&](const RunRecord& run) { return !PassesKeyedFilter(filter, run); });
+      return absl::OkStatus();
+    }
     PgParams p;
     if (filter.status.has_value()) {
       p.Text(StatusName(*filter.status));

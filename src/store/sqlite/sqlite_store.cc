@@ -4,10 +4,12 @@
 #include "core/status_macros.h"
 #include "store/event_check.h"
 #include "store/sqlite/codec.h"
+#include "store/write_checks.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <utility>
+#include <vector>
 
 namespace runloom::store_internal {
 namespace {
@@ -247,10 +249,17 @@ absl::StatusOr<RunRecord> SqliteStore::GetRun(const std::string& run_id) {
 }
 
 absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& filter) {
-  if (filter.after.has_value() && filter.updated_since.has_value()) {
-    return absl::InvalidArgumentError("RunFilter: after and updated_since do not combine");
-  }
+  RUNLOOM_RETURN_IF_ERROR(CheckRunFilter(filter));
   return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<RunRecord>> {
+    if (!filter.idempotency_key.empty()) {
+      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kRunByKey));
+      st.BindText(1, filter.workflow_name);
+      st.BindText(2, filter.idempotency_key);
+      RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs,
+                               CollectRows<RunRecord>(st, RunFromRow<Statement>));
+      std::erase_if(runs, [&](const RunRecord& r) { return !PassesKeyedFilter(filter, r); });
+      return runs;
+    }
     const char* sql = filter.after.has_value()           ? kListRunsAfter
                       : filter.updated_since.has_value() ? kListRunsUpdatedSince
                                                          : kListRuns;
