@@ -194,9 +194,21 @@ struct LeaseRequest {
   std::string run_id;
   std::string owner;              // who holds the lease (an executor's id)
   absl::Duration ttl;             // the lease's life, from the store's Now()
-  std::vector<Event> events;      // appended with the lease
+  // Appended with the lease, as given: the store does not edit them, so
+  // the lease's own event (run.started) names its attempt and owner itself.
+  std::vector<Event> events;
   std::optional<RunWrite> first;  // a first write in the same commit (AcquireLease)
+  // The attempt this lease must be: the run's attempts as the caller read
+  // them, plus one (the attempt `events` name). A run whose attempts moved
+  // on since (another lease came between) is refused with kAborted, nothing
+  // written. 0 = any attempt (a lease whose events name none).
+  int expected_attempt = 0;
 };
+
+// Whether `s` is AcquireLease's refusal of an expected_attempt the run's
+// attempts moved past (kAborted): the caller reads the run again and
+// leases it as it is now.
+bool IsLeaseAttemptMoved(const absl::Status& s);
 
 // The workflow catalog.
 class CatalogStore {
@@ -252,6 +264,11 @@ class RunStore {
   // the outbox relay offer again once the key has room. The count and the
   // lease are one compare-and-set (SQLite: its single writer; PostgreSQL:
   // under a transaction-scoped advisory lock that every such lease takes).
+  //
+  // `expected_attempt` (when not 0) is the attempt the lease must be: the
+  // run's attempts plus one, as the caller read them; otherwise kAborted,
+  // nothing written (another lease came between the read and this one; the
+  // caller reads the run again). `events` are written as given.
   //
   // The lease does not depend on the run's queue message: the consumer that
   // claimed it acks it after taking the lease (Transport::Ack). A backend

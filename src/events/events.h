@@ -90,12 +90,12 @@ struct RunCreatedData {
   std::string parent_run_id{};    // optional: a child run's parent (issue 23)
 };
 
-// run.started: an executor took the lease. The store fills `attempt` and
-// `lease_owner` (data.attempt, data.lease_owner) when it takes the lease, so
-// callers may leave them at their defaults; a stored event has attempt >= 1
-// and a non-empty owner.
+// run.started: an executor took the lease: the attempt it takes it for
+// (the run's attempts as read, plus one; the lease refuses another:
+// LeaseRequest::expected_attempt) and who holds it. A stored event has
+// attempt >= 1 and a non-empty owner.
 struct RunStartedData {
-  int attempt = 0;
+  int attempt = 1;
   std::string lease_owner{};
   int64_t revision = 1;  // >= 1
   RunEntry entry = RunEntry::kFresh;

@@ -303,8 +303,10 @@ TEST(Events, StepStartedRevisionAndEntryAreOptionalButChecked) {
   EXPECT_THAT(ValidateEvent(e), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST(Events, RunStartedNeedsTheStoreToFillTheLease) {
-  Event e = RunStartedEvent(kRun, {.revision = 1});
+// The executor names the lease it takes (the store adds nothing): an event
+// without its owner, or with attempt 0, is refused.
+TEST(Events, RunStartedNamesTheLeasesAttemptAndOwner) {
+  Event e = RunStartedEvent(kRun, {.attempt = 0, .revision = 1});
   EXPECT_EQ(e.data["attempt"], 0);
   EXPECT_EQ(e.data["lease_owner"], "");
   EXPECT_THAT(ValidateEvent(e), StatusIs(absl::StatusCode::kInvalidArgument));

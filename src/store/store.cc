@@ -5,6 +5,11 @@
 
 namespace runloom {
 
+bool IsLeaseAttemptMoved(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kAborted &&
+         s.GetPayload(store_internal::kLeaseAttemptMovedPayload).has_value();
+}
+
 void RunStore::ApplyFirstWrite(const RunWrite& first, Lease& lease) {
   lease.first_write_applied = false;
   // The run's first lease ever leaves it with its creation and this lease's

@@ -4,6 +4,7 @@
 #include "core/status_macros.h"
 #include "store/record_codec.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -174,7 +175,12 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
 absl::StatusOr<LeaseFirstWrite> PrepareLease(LeaseRequest& request) {
   RUNLOOM_RETURN_IF_ERROR(
       CheckLeaseArgs(request.run_id, request.owner, request.ttl, request.events));
+  if (request.expected_attempt < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", request.run_id,
+                                                   ": expected_attempt must be 0 (any) or more"));
+  }
   LeaseFirstWrite out;
+  RUNLOOM_ASSIGN_OR_RETURN(out.events, EncodeEvents(request.run_id, request.events));
   if (!request.first.has_value()) return out;
   out.write = std::move(request.first);
   request.first.reset();
@@ -240,18 +246,13 @@ absl::Status CheckEnqueueable(const std::string& run_id, const Fence& f) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Event>& events,
-                                                            int attempt, const std::string& owner) {
-  std::vector<EncodedEvent> encoded;
-  encoded.reserve(events.size());
-  for (const Event& e : events) {
-    nlohmann::json data = e.data.is_null() ? nlohmann::json::object() : e.data;
-    data["attempt"] = attempt;
-    data["lease_owner"] = owner;
-    RUNLOOM_ASSIGN_OR_RETURN(std::string text, DumpJson(data, "event data"));
-    encoded.push_back(EncodedEvent{e.type, e.schema_version, std::move(text)});
-  }
-  return encoded;
+absl::Status CheckLeaseAttempt(const std::string& run_id, int expected_attempt, const Fence& f) {
+  if (expected_attempt == 0 || expected_attempt == f.attempts + 1) return absl::OkStatus();
+  absl::Status s = absl::AbortedError(
+      absl::StrCat("run ", run_id, " would be leased for attempt ", f.attempts + 1, ", not ",
+                   expected_attempt, ": another lease came since it was read; read it again"));
+  s.SetPayload(kLeaseAttemptMovedPayload, absl::Cord("1"));
+  return s;
 }
 
 bool RidesOnLease(const RunWrite& w) {

@@ -138,9 +138,10 @@ absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner,
 struct LeaseFirstWrite {
   std::optional<RunWrite> write;  // none: a lease alone
   EncodedWrite encoded;
+  std::vector<EncodedEvent> events;  // the lease's own events, serialized as given
 };
-// Checks `request`'s arguments (CheckLeaseArgs) and takes its first write
-// (moved out of it) for the leased run.
+// Checks `request`'s arguments (CheckLeaseArgs), serializes its events and
+// takes its first write (moved out of it) for the leased run.
 absl::StatusOr<LeaseFirstWrite> PrepareLease(LeaseRequest& request);
 
 // Whether a run with fence `f` may be leased at `now`: kFailedPrecondition
@@ -153,10 +154,12 @@ absl::Status CheckLeasable(const std::string& run_id, const Fence& f, absl::Time
 // queue message and no event.
 absl::Status CheckEnqueueable(const std::string& run_id, const Fence& f);
 
-// A lease's events, serialized with the attempt and owner added to their
-// data (known only once the run's fence is read).
-absl::StatusOr<std::vector<EncodedEvent>> EncodeLeaseEvents(const std::vector<Event>& events,
-                                                            int attempt, const std::string& owner);
+// LeaseRequest::expected_attempt against the run's fence: kAborted when
+// the lease would be another attempt than the one the caller's events name.
+// The refusal carries the payload kLeaseAttemptMovedPayload
+// (IsLeaseAttemptMoved, runloom/store.h).
+absl::Status CheckLeaseAttempt(const std::string& run_id, int expected_attempt, const Fence& f);
+inline constexpr char kLeaseAttemptMovedPayload[] = "runloom/lease-attempt-moved";
 
 // True when `w` only appends events and maybe moves the phase (a step
 // start): a lease's own statements can carry it.

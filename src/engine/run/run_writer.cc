@@ -93,7 +93,12 @@ absl::Status RunWriter::Write(RunWrite write, bool defer) {
 absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWrite& write) {
   // A first execution: this write takes the lease too.
   const FirstLeaseRequest& req = *first_lease_;
-  auto first = store_->AcquireLease(run_id_, req.owner, req.ttl, req.events, &write);
+  auto first = store_->AcquireLease(LeaseRequest{.run_id = run_id_,
+                                                 .owner = req.owner,
+                                                 .ttl = req.ttl,
+                                                 .events = req.events,
+                                                 .first = write,
+                                                 .expected_attempt = req.attempt});
   if (!first.ok()) {
     runloom::MutexLock l(&lease_mu_);
     lease_pending_ = false;

@@ -46,6 +46,7 @@ struct FirstLeaseRequest {
   absl::Duration ttl;
   std::vector<Event> events;                    // run.started
   std::function<void(const Lease&)> on_leased;  // may be empty
+  int attempt = 1;                              // the attempt `events` name
 };
 
 class RunWriter {

@@ -37,6 +37,19 @@ EngineStats DispositionCounters::stats() const {
 absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
     const std::string& run_id, const std::function<void(const Lease&)>& on_leased,
     bool want_record) {
+  // A lease refused because another came between the read and it (its
+  // attempt moved on: IsLeaseAttemptMoved) wrote nothing: read the run
+  // again and lease it as it is now (e.g. a first execution whose run
+  // another executor leased meanwhile goes on as a resume).
+  for (int tries = 1;; ++tries) {
+    absl::StatusOr<RunRecord> r = ExecuteRunAsRead(run_id, on_leased, want_record);
+    if (r.ok() || !IsLeaseAttemptMoved(r.status()) || tries == kLeaseReadTries) return r;
+  }
+}
+
+absl::StatusOr<RunRecord> RunLauncher::ExecuteRunAsRead(
+    const std::string& run_id, const std::function<void(const Lease&)>& on_leased,
+    bool want_record) {
   RUNLOOM_ASSIGN_OR_RETURN(RunRecord run, config_.store->GetRun(run_id));
   // No lease before this one and no event but run.created.
   const bool never_ran = run.attempts == 0 && run.last_event_seq <= 1 && run.revision == 1;
@@ -46,8 +59,12 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
         "run ", run_id, " is ", std::string(ToString(run.status)), "; nothing to execute"));
   }
   const RunEntry entry = run.attempts > 0 ? RunEntry::kResume : run.entry;
-  std::vector<Event> started = {RunStartedEvent(
-      run_id, {.lease_owner = config_.owner, .revision = run.revision, .entry = entry})};
+  // The lease is this attempt or none (LeaseRequest::expected_attempt).
+  const int attempt = run.attempts + 1;
+  std::vector<Event> started = {RunStartedEvent(run_id, {.attempt = attempt,
+                                                         .lease_owner = config_.owner,
+                                                         .revision = run.revision,
+                                                         .entry = entry})};
   ExecutionConfig config;
   config.store = config_.store;
   config.clock = config_.clock;
@@ -78,8 +95,12 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRun(
     lease = first.leased_before;  // leased, but not first: go on as for a resumed run
   }
   if (!lease.has_value()) {
-    RUNLOOM_ASSIGN_OR_RETURN(
-        lease, config_.store->AcquireLease(run_id, config_.owner, config_.lease_ttl, started));
+    RUNLOOM_ASSIGN_OR_RETURN(lease, config_.store->AcquireLease(
+                                        LeaseRequest{.run_id = run_id,
+                                                     .owner = config_.owner,
+                                                     .ttl = config_.lease_ttl,
+                                                     .events = std::move(started),
+                                                     .expected_attempt = attempt}));
     if (on_leased) on_leased(*lease);
   }
   // Not the run's first lease: the run may have moved on between the read
@@ -166,9 +187,10 @@ void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
                         const std::function<Disposition()>& body) {
   active_->Add(exec);
   const Disposition d = body();
-  // A first lease refused over the run's concurrency limit was never held:
-  // not a lost lease.
-  if (exec->lease_error().code() == absl::StatusCode::kResourceExhausted) {
+  // A first lease refused over the run's concurrency limit, or because
+  // another lease came first, was never held: not a lost lease.
+  if (exec->lease_error().code() == absl::StatusCode::kResourceExhausted ||
+      IsLeaseAttemptMoved(exec->lease_error())) {
     active_->Remove(exec->run_id());
     return;
   }

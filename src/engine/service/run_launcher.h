@@ -83,6 +83,14 @@ class RunLauncher {
   EngineStats stats() const { return counters_.stats(); }
 
  private:
+  // How often ExecuteRun reads the run again after a lease another came
+  // before (IsLeaseAttemptMoved) before it returns that refusal.
+  static constexpr int kLeaseReadTries = 3;
+
+  // One read of the run, and its execution as read.
+  absl::StatusOr<RunRecord> ExecuteRunAsRead(const std::string& run_id,
+                                             const std::function<void(const Lease&)>& on_leased,
+                                             bool want_record);
   struct FirstExecution {
     // What ExecuteRun returns, when the execution ran or the lease could not
     // be taken.

@@ -75,13 +75,13 @@ class CommitOp final : public PgGroupOp {
 // `encoded`; applied on the run's first lease only).
 class LeaseOp final : public PgGroupOp {
  public:
-  LeaseOp(PgHandle& h, const std::string& run_id, const std::string& owner, absl::Duration ttl,
-          const std::vector<Event>& events, std::optional<RunWrite> first,
-          const EncodedWrite& encoded)
+  LeaseOp(PgHandle& h, const LeaseRequest& request, const std::vector<EncodedEvent>& events,
+          std::optional<RunWrite> first, const EncodedWrite& encoded)
       : h_(h),
-        run_id_(run_id),
-        owner_(owner),
-        ttl_(ttl),
+        run_id_(request.run_id),
+        owner_(request.owner),
+        ttl_(request.ttl),
+        expected_attempt_(request.expected_attempt),
         events_(events),
         first_(std::move(first)),
         encoded_(encoded) {}
@@ -144,6 +144,7 @@ class LeaseOp final : public PgGroupOp {
   absl::Status AddLease(PgConn& c, absl::Time now, Fence* f, PgWriteBatch& batch) {
     lease_ = Lease{};
     refusal_ = CheckLeasable(run_id_, *f, now);
+    if (refusal_.ok()) refusal_ = CheckLeaseAttempt(run_id_, expected_attempt_, *f);
     if (!refusal_.ok()) return absl::OkStatus();
     if (NeedsConcurrencyRoom(*f)) {
       RUNLOOM_RETURN_IF_ERROR(c.Exec(kConcurrencyLock).status());
@@ -159,17 +160,12 @@ class LeaseOp final : public PgGroupOp {
       ++in_batch;
     }
     const int attempt = f->attempts + 1;
-    absl::StatusOr<std::vector<EncodedEvent>> encoded = EncodeLeaseEvents(events_, attempt, owner_);
-    if (!encoded.ok()) {
-      refusal_ = encoded.status();
-      return absl::OkStatus();
-    }
     lease_.run_id = run_id_;
     lease_.owner = owner_;
     lease_.token = h_.NewLeaseToken();
     lease_.attempt = attempt;
     lease_.expires_at = LeaseDeadline(now, ttl_);
-    batch.AddLease(run_id_, owner_, lease_.token, lease_.expires_at, *encoded, f);
+    batch.AddLease(run_id_, owner_, lease_.token, lease_.expires_at, events_, f);
     return absl::OkStatus();
   }
 
@@ -190,7 +186,8 @@ class LeaseOp final : public PgGroupOp {
   const std::string& run_id_;
   const std::string& owner_;
   const absl::Duration ttl_;
-  const std::vector<Event>& events_;
+  const int expected_attempt_;
+  const std::vector<EncodedEvent>& events_;
   std::optional<RunWrite> first_;
   const EncodedWrite& encoded_;
   Lease lease_;
@@ -203,8 +200,7 @@ class LeaseOp final : public PgGroupOp {
 
 absl::StatusOr<Lease> PgStore::AcquireLease(LeaseRequest request) {
   RUNLOOM_ASSIGN_OR_RETURN(LeaseFirstWrite prepared, PrepareLease(request));
-  LeaseOp op(*h_, request.run_id, request.owner, request.ttl, request.events,
-             std::move(prepared.write), prepared.encoded);
+  LeaseOp op(*h_, request, prepared.events, std::move(prepared.write), prepared.encoded);
   group_.Run(&op);
   RUNLOOM_RETURN_IF_ERROR(op.status);
   // The lease deleted the run's message: the consumer's Ack that follows

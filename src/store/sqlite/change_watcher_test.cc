@@ -9,6 +9,7 @@
 #include "runloom/store.h"
 
 #include "core/ids.h"
+#include "events/events.h"
 #include "store/event_check.h"
 #include "testing/status_matchers.h"
 
@@ -185,7 +186,9 @@ TEST_F(ChangeWatcherTest, PublishesStatusAndLastSeqAfterCommit) {
   Inbox all;
   auto sub = bus_->Subscribe("", [&](const RunChange& c) { all.Put(c); });
   const std::string id = Create(*b.store);
-  ASSERT_OK(b.store->AcquireLease(id, "w", absl::Seconds(30), {Event{.type = "run.started"}}));
+  ASSERT_OK(b.store->AcquireLease(
+      id, "w", absl::Seconds(30),
+      {RunStartedEvent(id, {.attempt = 1, .lease_owner = "w", .entry = RunEntry::kFresh})}));
   std::vector<RunChange> got = all.changes();
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].run_id, id);

@@ -255,12 +255,14 @@ struct Rider {
 // Takes the lease inside the current transaction. `*f` is the run's fence
 // afterwards; `*removed_message` the id of the queue row it deleted. With a rider that RidesOnLease
 // on the run's first lease, its events and phase go into the lease's INSERT and UPDATE.
-absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run_id,
-                                 const std::string& owner, absl::Duration ttl,
-                                 const std::vector<Event>& events, absl::Time now, Fence* f,
+absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const LeaseRequest& request,
+                                 std::vector<EncodedEvent> encoded, absl::Time now, Fence* f,
                                  std::optional<int64_t>* removed_message, Rider* rider) {
+  const std::string& run_id = request.run_id;
+  const std::string& owner = request.owner;
   RUNLOOM_ASSIGN_OR_RETURN(*f, LoadFence(db, run_id));
   RUNLOOM_RETURN_IF_ERROR(CheckLeasable(run_id, *f, now));
+  RUNLOOM_RETURN_IF_ERROR(CheckLeaseAttempt(run_id, request.expected_attempt, *f));
   if (NeedsConcurrencyRoom(*f) &&
       !RUNLOOM_INJECTED_BUG(InjectedBug::kLeaseIgnoresConcurrencyLimit)) {
     // The count and the lease are one transaction of the file's single
@@ -272,10 +274,8 @@ absl::StatusOr<Lease> LeaseInTxn(SqliteHandle& h, Db& db, const std::string& run
     if (running >= f->concurrency_limit) return OverConcurrencyLimit(run_id, *f, running);
   }
   const int attempt = f->attempts + 1;
-  RUNLOOM_ASSIGN_OR_RETURN(std::vector<EncodedEvent> encoded,
-                           EncodeLeaseEvents(events, attempt, owner));
   const std::string token = h.NewLeaseToken();
-  const absl::Time expires = LeaseDeadline(now, ttl);
+  const absl::Time expires = LeaseDeadline(now, request.ttl);
   const std::optional<std::string>* phase = nullptr;
   if (rider != nullptr) rider->first_lease = IsFirstLease(*f);
   if (rider != nullptr && rider->first_lease && RidesOnLease(*rider->write)) {
@@ -357,9 +357,8 @@ absl::StatusOr<Lease> SqliteStore::AcquireLease(LeaseRequest request) {
     removed.reset();
     over_limit = absl::OkStatus();
     Rider rider{w.has_value() ? &*w : nullptr, &encoded};
-    absl::StatusOr<Lease> leased =
-        LeaseInTxn(*h_, txn.db, run_id, request.owner, request.ttl, request.events, now, &f,
-                   &removed, w.has_value() ? &rider : nullptr);
+    absl::StatusOr<Lease> leased = LeaseInTxn(*h_, txn.db, request, prepared.events, now, &f,
+                                              &removed, w.has_value() ? &rider : nullptr);
     if (leased.status().code() == absl::StatusCode::kResourceExhausted) {
       // Over its key's limit: the run keeps a pending message (the claimed
       // one replaced), which claims offer again once the key has room. No
