@@ -219,7 +219,18 @@ absl::Status OverConcurrencyLimit(const std::string& run_id, const Fence& f, int
       "; it stays queued (no lease, no attempt) until one of them stops running"));
 }
 
-absl::Status CheckNewRunConcurrency(const NewRun& run) {
+absl::Status CheckNewRun(const NewRun& run) {
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.id, "run id"));
+  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.workflow_name, "workflow name of a new run"));
+  if (!run.parent_run_id.empty() && run.idempotency_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "child run ", run.id, " of ", run.parent_run_id,
+        " has no idempotency key; a child run needs one (its parent's resume must find it)"));
+  }
+  if (run.max_attempts < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
+                                                   run.max_attempts, "; it must be at least 1"));
+  }
   if (run.concurrency_key.size() > kMaxConcurrencyKeyBytes) {
     return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has a concurrency key of ",
                                                    run.concurrency_key.size(),

@@ -125,8 +125,10 @@ inline bool NeedsConcurrencyRoom(const Fence& f) {
 }
 // AcquireLease's refusal of a run over its key's limit (store.h).
 absl::Status OverConcurrencyLimit(const std::string& run_id, const Fence& f, int64_t running);
-// CreateRun's checks of a NewRun's concurrency fields (kInvalidArgument).
-absl::Status CheckNewRunConcurrency(const NewRun& run);
+// CreateRun's checks of a NewRun (kInvalidArgument naming the field): its
+// id and workflow, a child's idempotency key, max_attempts, the
+// concurrency fields.
+absl::Status CheckNewRun(const NewRun& run);
 
 // AcquireLease's argument checks.
 absl::Status CheckLeaseArgs(const std::string& run_id, const std::string& owner, absl::Duration ttl,

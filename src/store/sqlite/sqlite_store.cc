@@ -147,18 +147,7 @@ absl::StatusOr<int64_t> AppendEvents(Db& db, const std::string& run_id, int64_t 
 
 absl::StatusOr<CreateRunResult> SqliteStore::CreateRun(const NewRun& run,
                                                        std::vector<Event> events) {
-  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.id, "run id"));
-  RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(run.workflow_name, "workflow name of a new run"));
-  if (!run.parent_run_id.empty() && run.idempotency_key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "child run ", run.id, " of ", run.parent_run_id,
-        " has no idempotency key; a child run needs one (its parent's resume must find it)"));
-  }
-  if (run.max_attempts < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("run ", run.id, " has max_attempts ",
-                                                   run.max_attempts, "; it must be at least 1"));
-  }
-  RUNLOOM_RETURN_IF_ERROR(CheckNewRunConcurrency(run));
+  RUNLOOM_RETURN_IF_ERROR(CheckNewRun(run));
   if (FindTransition(std::nullopt, RunStatus::kQueued, Party::kAdmission) == nullptr) {
     return absl::InternalError("the transition table does not allow admission to create runs");
   }
