@@ -115,6 +115,15 @@ absl::Status CheckFence(const RunWrite& w, const Fence& f) {
         absl::StrCat("run ", id, " changed since it was read: its last event is ", f.last_event_seq,
                      ", expected ", *w.expected_last_event_seq, "; re-read it and retry"));
   }
+  // A timer wakes a run only once its wake time has come by the store's
+  // clock, read in this commit: a run the sweeper found due, and that was
+  // woken and parked again at a later time since, is not woken early
+  // (simulation seed 296).
+  if (w.party == Party::kTimer && !f.wake_due &&
+      !RUNLOOM_INJECTED_BUG(InjectedBug::kTimerDueEarly)) {
+    return absl::AbortedError(
+        absl::StrCat("run ", id, ": its wake time has not come; a timer may not wake it yet"));
+  }
   if (w.refuse_if_cancel_requested && f.cancel_requested) {
     return absl::CancelledError(absl::StrCat("run ", id, " has a cancel request; stop it"));
   }

@@ -53,14 +53,18 @@ struct Fence {
   // Concurrency (issue 23): the run's key ("" = none) and its limit.
   std::string concurrency_key;
   int concurrency_limit = 0;
+  // Whether the run's wake time has come by the store's clock, read in the
+  // commit's own statement (a timer may wake it only then: CheckFence).
+  bool wake_due = false;
 };
 
 // The columns a fence is read from, in the order FenceFromRow reads them.
 #define RUNLOOM_FENCE_COLUMNS                                                                   \
   "status, lease_token, last_event_seq, lease_expires_at, lease_owner, attempts, cancel_requested, " \
-  "concurrency_key, concurrency_limit"
+  "concurrency_key, concurrency_limit, "                                                         \
+  "CASE WHEN wake_at IS NOT NULL AND wake_at <= runloom_now() THEN 1 ELSE 0 END"
 // How many columns RUNLOOM_FENCE_COLUMNS has (a query's next column's index).
-inline constexpr int kFenceColumnCount = 9;
+inline constexpr int kFenceColumnCount = 10;
 
 // The fence in the first columns of `row` (RUNLOOM_FENCE_COLUMNS), a
 // backend's row type as in store/record_codec.h; kDataLoss for an unknown
@@ -83,6 +87,7 @@ absl::StatusOr<Fence> FenceFromRow(const Row& row, const std::string& run_id) {
   f.cancel_requested = row.ColumnInt(6) != 0;
   f.concurrency_key = row.ColumnText(7);
   f.concurrency_limit = static_cast<int>(row.ColumnInt(8));
+  f.wake_due = row.ColumnInt(9) != 0;
   return f;
 }
 
@@ -104,7 +109,8 @@ absl::Status CheckTtl(absl::Duration ttl);
 absl::Time LeaseDeadline(absl::Time now, absl::Duration ttl);
 
 // The fence checks of a RunWrite, before anything is written: kAborted
-// (status, token or last event seq moved), kCancelled (a cancel request and
+// (status, token or last event seq moved, or a timer's wake before the
+// run's wake time has come), kCancelled (a cancel request and
 // refuse_if_cancel_requested), kFailedPrecondition (not in the transition table).
 absl::Status CheckFence(const RunWrite& w, const Fence& f);
 

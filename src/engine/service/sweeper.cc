@@ -58,34 +58,21 @@ absl::StatusOr<int> Sweeper::WakeDueTimers() {
 bool Sweeper::WakeOne(const std::string& id) {
   // What FindDueTimers read may be stale: since then the run may have been
   // woken, executed and parked again at a later time (the same status,
-  // waiting). So the run is read again, its wake time checked against the
-  // store's now, and the commit expects the event sequence read: a run that
-  // moved in between refuses it (a sweeper paused between its query and its
-  // commit woke a re-parked run early in simulation seed 296).
-  absl::StatusOr<RunRecord> run = store_->GetRun(id);
-  absl::StatusOr<absl::Time> now = store_->Now();
-  if (!run.ok() || !now.ok()) {
-    Log(logger_, LogLevel::kWarning, "run ", id, ": the sweeper could not read it at its timer: ",
-        (run.ok() ? now.status() : run.status()).ToString());
-    return false;
-  }
-  const bool early_is_due = RUNLOOM_INJECTED_BUG(InjectedBug::kTimerDueEarly);
-  if (run->status != RunStatus::kWaiting || !run->wake_at.has_value() ||
-      (*run->wake_at > *now && !early_is_due)) {
-    return false;  // woken, cancelled or parked again since the query
-  }
+  // waiting). The store checks the wake time against its clock in the
+  // commit itself (a Party::kTimer write of a run whose wake time has not
+  // come is refused), so nothing is read again here.
   RunWrite w;
   w.run_id = id;
   w.party = Party::kTimer;
   w.expected = {RunStatus::kWaiting};
-  w.expected_last_event_seq = run->last_event_seq;
   w.new_status = RunStatus::kQueued;
   w.reset_attempts = true;  // the wait was no failed attempt
   w.entry = RunEntry::kResume;
   w.events.push_back(RunResumedEvent(id, {.reason = "its timer is due"}));
   absl::Status s = store_->Commit(w);
   if (s.ok()) return true;
-  // kAborted: cancelled, rerun or woken by another sweeper since the query.
+  // kAborted: cancelled, rerun, woken by another sweeper, or parked again
+  // at a later time since the query.
   Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
       "run ", id, ": the sweeper could not queue it at its timer: ", s.ToString());
   return false;
