@@ -305,6 +305,51 @@ steps:
   }
 }
 
+// A child's outputs enter the parent's step record: over 1 MiB of JSON, the
+// run step fails (class invalid, not retried) and nothing of them is kept.
+TEST(ChildRuns, AChildsOutputsOverOneMebibyteFailTheStepAndAreNotKept) {
+  SimulatedClock clock;
+  Harness h({}, &clock);
+  ASSERT_OK(h.engine->RegisterWorkflow(Load(R"(
+name: bulky
+inputs:
+  blob: {type: string}
+steps:
+  - {id: a, kind: noop, output: {v: "{{ inputs.blob }}"}}
+  - {id: b, kind: noop, output: {v: "{{ inputs.blob }}"}}
+  - {id: c, kind: noop, output: {v: "{{ inputs.blob }}"}}
+)")));
+  const std::string id = Start(h, R"(
+name: holder
+inputs:
+  blob: {type: string}
+steps:
+  - id: take
+    kind: run
+    workflow: bulky
+    inputs: {blob: "{{ inputs.blob }}"}
+    retry: {max_attempts: 3}
+)",
+                               {{"blob", std::string(400 * 1024, 'x')}});
+  absl::StatusOr<RunRecord> parked = h.engine->ExecuteRun(id);
+  ASSERT_OK(parked);
+  ASSERT_EQ(parked->status, RunStatus::kWaiting);
+  std::vector<RunRecord> children = Children(h, id);
+  ASSERT_EQ(children.size(), 1u);
+  absl::StatusOr<RunRecord> child = h.engine->ExecuteRun(children[0].id);
+  ASSERT_OK(child);
+  ASSERT_EQ(child->status, RunStatus::kCompleted);
+  absl::StatusOr<RunRecord> done = h.engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kFailed);
+  StepRecord take = h.Steps(id)["take"];
+  EXPECT_EQ(take.state, StepState::kFailed);
+  EXPECT_THAT(take.error, ::testing::HasSubstr("outputs are over 1048576 bytes"));
+  EXPECT_LT(take.output.dump().size(), 4096u) << "the outputs were not kept";
+  // Not retried: one child only.
+  EXPECT_EQ(Children(h, id).size(), 1u);
+}
+
 TEST(ChildRuns, BadRunStepsAreRefusedAtLoadNamingTheKey) {
   Harness h;
   auto refused = [&](const std::string& steps) {
