@@ -89,7 +89,8 @@ ALLOWED = {
     "llm_http": STEP | {"workflow", "llm", "net"},
     "llm_redis": CORE | {"llm", "redis"},
     "transport": CORE,
-    "store": CORE | {"events", "transport", "workflow"},
+    # schedule: a schedule row's id and policies are checked as everywhere else.
+    "store": CORE | {"events", "transport", "workflow", "schedule"},
     # backend: the Backend value a store's opener returns (runloom/backend.h).
     "store_sqlite": CORE | {"store", "events", "transport", "workflow", "backend"},
     "store_postgres": CORE | {"store", "events", "transport", "workflow", "backend"},
@@ -123,7 +124,7 @@ ALLOWED = {
     # The UI vocabulary is generated from the engine's tables (gate.h decisions).
     "web": CORE | {"events", "workflow", "engine_rules"},
     "api": STEP | {"workflow", "events", "store", "backend", "engine", "engine_api",
-                   "engine_rules", "auth",
+                   "engine_rules", "auth", "schedule",
                    "wire", "web", "steps"},
     "cli": set(),  # the top: filled below with every unit
 }

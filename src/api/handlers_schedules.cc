@@ -8,19 +8,18 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "schedule/policy.h"
 #include "wire/wire.h"
 
 namespace runloom::api {
 namespace {
-
-constexpr int kMaxScheduleId = 128;
 
 HandlerResult ListSchedules(Engine* engine, const Call& c) {
   QueryInt limit = ReadQueryInt(c.request, "limit", 1, kMaxReadLimit);
   if (limit.error) return {*limit.error};
   auto after = c.request.query.find("after");
   const std::string after_id = after == c.request.query.end() ? "" : after->second;
-  if (after_id.size() > kMaxScheduleId) {
+  if (after_id.size() > kMaxScheduleIdBytes) {
     return {ErrorResponse(400, "invalid_argument", "after: not a schedule id", "after")};
   }
   absl::StatusOr<std::vector<ScheduleRecord>> page =

@@ -8,7 +8,6 @@
 #include "schedule/policy.h"
 #include "workflow/inputs.h"
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -53,11 +52,8 @@ absl::StatusOr<ScheduleRecord> CheckedSchedule(const ScheduleRequest& request,
   s.timezone = request.timezone.empty() ? "UTC" : request.timezone;
   s.overlap = request.overlap;
   s.catch_up = request.catch_up;
-  if (s.id.empty() || s.id.size() > 128 ||
-      !std::all_of(s.id.begin(), s.id.end(), [](char c) {
-        return absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' || c == '-';
-      })) {
-    return Field("id", "1 to 128 of A-Z a-z 0-9 _ . : -, e.g. nightly-report");
+  if (absl::Status id = CheckScheduleId(s.id); !id.ok()) {
+    return Field("id", absl::StrCat(id.message(), ", e.g. nightly-report"));
   }
   absl::StatusOr<CronSpec> spec = CronSpec::Parse(s.cron);
   if (!spec.ok()) return Field("cron", spec.status().message());

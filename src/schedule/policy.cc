@@ -1,5 +1,6 @@
 #include "schedule/policy.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -20,6 +21,16 @@ absl::Status OneOf(absl::string_view value, const std::array<absl::string_view, 
 }
 
 }  // namespace
+
+absl::Status CheckScheduleId(absl::string_view id) {
+  const bool ok = !id.empty() && id.size() <= kMaxScheduleIdBytes &&
+                  std::all_of(id.begin(), id.end(), [](char c) {
+                    return absl::ascii_isalnum(c) || c == '_' || c == '.' || c == ':' || c == '-';
+                  });
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("'", id.substr(0, kMaxScheduleIdBytes), "': 1 to ",
+                                                 kMaxScheduleIdBytes, " of A-Z a-z 0-9 _ . : -"));
+}
 
 absl::Status CheckOverlapPolicy(absl::string_view value) {
   static constexpr std::array<absl::string_view, 3> kOverlap = {"skip", "allow", "cancel"};

@@ -1,37 +1,16 @@
 #include "store/schedule_codec.h"
 
-#include "absl/strings/ascii.h"
+#include "schedule/policy.h"
 
 namespace runloom::store_internal {
-namespace {
-
-bool IsScheduleId(const std::string& id) {
-  if (id.empty() || id.size() > kMaxScheduleId) return false;
-  for (char c : id) {
-    if (!absl::ascii_isalnum(c) && c != '_' && c != '.' && c != ':' && c != '-') return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> EncodeSchedule(const ScheduleRecord& s) {
-  if (!IsScheduleId(s.id)) {
-    return absl::InvalidArgumentError(absl::StrCat("schedule id '", s.id.substr(0, kMaxScheduleId),
-                                                   "' must be 1 to ", kMaxScheduleId,
-                                                   " of A-Z a-z 0-9 _ . : -"));
-  }
+  RUNLOOM_RETURN_IF_ERROR(Annotate(CheckScheduleId(s.id), "schedule id"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(s.workflow, "schedule workflow"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(s.cron, "schedule cron"));
   RUNLOOM_RETURN_IF_ERROR(RequireNonEmpty(s.timezone, "schedule timezone"));
-  if (s.overlap != "skip" && s.overlap != "allow" && s.overlap != "cancel") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("schedule overlap '", s.overlap, "': allowed: skip, allow, cancel"));
-  }
-  if (s.catch_up != "none" && s.catch_up != "latest" && s.catch_up != "all") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("schedule catch_up '", s.catch_up, "': allowed: none, latest, all"));
-  }
+  RUNLOOM_RETURN_IF_ERROR(Annotate(CheckOverlapPolicy(s.overlap), "schedule overlap"));
+  RUNLOOM_RETURN_IF_ERROR(Annotate(CheckCatchUpPolicy(s.catch_up), "schedule catch_up"));
   if (!s.inputs.is_object()) {
     return absl::InvalidArgumentError("schedule inputs must be a JSON object");
   }

@@ -24,7 +24,6 @@ namespace runloom::store_internal {
   "id, workflow_name, cron, timezone, inputs, overlap, catch_up, paused, next_fire_at, " \
   "last_run_id, last_fired_at, created_at, updated_at"
 
-inline constexpr size_t kMaxScheduleId = 128;
 inline constexpr size_t kMaxScheduleInputsBytes = 64 * 1024;
 
 template <typename Row>

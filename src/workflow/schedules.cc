@@ -19,7 +19,6 @@ namespace runloom {
 namespace {
 
 // A stored schedule's id is at most this long (ScheduleRecord::id).
-constexpr size_t kMaxScheduleIdBytes = 128;
 constexpr size_t kMaxEntryNameBytes = 64;
 
 constexpr char kExample[] =
