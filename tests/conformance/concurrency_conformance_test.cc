@@ -3,7 +3,10 @@
 // key than its limit, under concurrent claimers on separate handles), a run
 // over its limit spends no attempt and holds no lease, a freed slot lets the
 // next run go, claims take the keys' heads round-robin (B's runs do not wait
-// behind A's backlog), and priority orders the runs of one key.
+// behind A's backlog), one claim finds every key's head beside a big
+// backlog (and runs of differing limits under one key, and a running run's
+// recovery message, are offered as before), and priority orders the runs
+// of one key.
 #include "runloom/mutex.h"
 #include "conformance_fixture.h"
 
@@ -23,6 +26,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
+using ::testing::UnorderedElementsAreArray;
 
 class ConcurrencyConformanceTest : public ConformanceTest {
  protected:
@@ -261,6 +265,76 @@ TEST_P(ConcurrencyConformanceTest, PriorityOrdersTheKeylessRunsOfATableQueue) {
   const std::string n7 = CreateKeyed("", 0, 7);
   const std::string n3 = CreateKeyed("", 0, 3);
   EXPECT_THAT(ClaimIds(3), ElementsAre(n7, n3, n0));
+}
+
+// Fairness in time: a claim finds the head of every key by index probes
+// (each key walked only as far as it could offer a message), so with a big
+// backlog of one key and many small keys, one claim takes the big key's
+// room and every small key's head, in the fair order.
+TEST_P(ConcurrencyConformanceTest, OneClaimFindsEveryKeysHeadBesideABigBacklog) {
+  constexpr int kBacklog = 1000;
+  constexpr int kKeys = 30;
+  std::vector<std::string> a;
+  for (int i = 0; i < kBacklog; ++i) a.push_back(CreateKeyed("tenant-a", 2));
+  std::vector<std::string> heads;
+  for (int k = 0; k < kKeys; ++k) {
+    heads.push_back(CreateKeyed(absl::StrCat("small-", k), 1));
+    CreateKeyed(absl::StrCat("small-", k), 1);  // its second: over the key's limit
+  }
+  // Rank 1 of every key (A's first, then the small keys' heads, by age),
+  // then A's second: A has room for 2, each small key for 1. (A stream
+  // transport published A's two before the small keys were queued: the
+  // same runs, in another order.)
+  std::vector<std::string> want = {a[0]};
+  want.insert(want.end(), heads.begin(), heads.end());
+  want.push_back(a[1]);
+  if (absl::StrContains(GetParam().name, "Redis")) {
+    EXPECT_THAT(ClaimIds(100), UnorderedElementsAreArray(want));
+  } else {
+    EXPECT_THAT(ClaimIds(100), ElementsAreArray(want));
+  }
+  // Nothing more is claimable until a slot frees: every key's room is spent
+  // by runs claimed (and on a stream transport, published) but not leased.
+  // Leasing them holds the slots.
+  for (const std::string& id : want) ASSERT_OK(TryLease(*store_, id));
+  EXPECT_THAT(ClaimIds(100), IsEmpty());
+}
+
+// A key whose runs have different limits (two workflows sharing a key): a
+// run of rank n is offered when n is within its own limit less the key's
+// running runs, even behind runs of a lower limit that are not, and even
+// when the claim asks for fewer than n messages.
+TEST_P(ConcurrencyConformanceTest, ARunOfAHigherLimitIsNotHeldBehindLowerOnesOfItsKey) {
+  const std::string low1 = CreateKeyed("tenant-a", 1);
+  ASSERT_THAT(ClaimIds(1), ElementsAre(low1));
+  ASSERT_OK(TryLease(*store_, low1));
+  // Queued while low1 runs: low2 (rank 1, limit 1) is held back; high (rank
+  // 2, limit 3) is not.
+  const std::string low2 = CreateKeyed("tenant-a", 1);
+  const std::string high = CreateKeyed("tenant-a", 3);
+  EXPECT_THAT(ClaimIds(1), ElementsAre(high));
+  ASSERT_OK(TryLease(*store_, high));
+  // Two running: low2 (limit 1) is still held back.
+  EXPECT_THAT(ClaimIds(10), IsEmpty());
+}
+
+// A running run taken back for recovery (its lease expired, the sweeper
+// enqueued it) holds its key's slot already: its message is in the keyless
+// group, claimed even while the key is full.
+TEST_P(ConcurrencyConformanceTest, ARunningRunsMessageIsNotHeldBackByItsKey) {
+  const std::string a1 = CreateKeyed("tenant-a", 1);
+  ASSERT_THAT(ClaimIds(10), ElementsAre(a1));
+  ASSERT_OK(TryLease(*store_, a1));
+  const std::string a2 = CreateKeyed("tenant-a", 1);  // queued while the key is full
+  EXPECT_THAT(ClaimIds(10), IsEmpty());
+  Advance(absl::Seconds(31));  // a1's lease expires
+  ASSERT_OK(store_->Enqueue(a1, {Ev("run.lease_expired")}));
+  EXPECT_THAT(ClaimIds(10), ElementsAre(a1));
+  absl::StatusOr<Lease> again = TryLease(*store_, a1);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->attempt, 2);
+  Complete(*store_, *again);
+  EXPECT_THAT(ClaimIds(10), ElementsAre(a2));
 }
 
 TEST_P(ConcurrencyConformanceTest, TheLimitHoldsUnderConcurrentClaimers) {

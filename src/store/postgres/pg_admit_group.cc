@@ -18,7 +18,8 @@ namespace {
 // best of 1, 2 and 4 (docs/performance.md).
 constexpr int kMaxLeaders = 4;
 
-// Every run row, its events and its queue message in one statement. The
+// Every run row, its events and its queue message in one statement (the
+// message's fair group is its run's key: the run is queued). The
 // foreign keys of the events and messages are checked at the statement's
 // end, when the run rows are there. $1-$10 and $16-$18: the runs' columns;
 // $11-$15: the events' (run id, seq, type, schema version, data).
@@ -32,12 +33,14 @@ constexpr char kAdmit[] =
     "u.ctx, 0, u.max, u.nev, t.now, t.now, u.ckey, u.clim, u.prio FROM t, unnest($1::text[], "
     "$2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], "
     "$9::integer[], $10::bigint[], $16::text[], $17::integer[], $18::integer[]) "
-    "AS u(id, wf, ver, dig, inputs, idig, phase, ctx, max, nev, ckey, clim, prio) RETURNING id), "
+    "AS u(id, wf, ver, dig, inputs, idig, phase, ctx, max, nev, ckey, clim, prio) "
+    "RETURNING id, concurrency_key, priority), "
     "e AS (INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "SELECT x.r, x.s, x.t, x.v, t.now, x.d FROM t, unnest($11::text[], $12::bigint[], "
     "$13::text[], $14::integer[], $15::text[]) AS x(r, s, t, v, d)), "
-    "q AS (INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by) "
-    "SELECT r.id, t.now, t.now, 0, '' FROM t, r) "
+    "q AS (INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by, "
+    "fair_key, priority) SELECT r.id, t.now, t.now, 0, '', r.concurrency_key, r.priority "
+    "FROM t, r) "
     "SELECT now FROM t";
 
 }  // namespace

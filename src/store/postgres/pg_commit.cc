@@ -31,7 +31,7 @@ constexpr char kSetLastSeq[] = "UPDATE runs SET last_event_seq = $2 WHERE id = $
 // processes. One lock, not one per key: a group transaction leasing runs
 // of several keys could otherwise take two key locks in opposite orders.
 constexpr char kConcurrencyLock[] = "SELECT pg_advisory_xact_lock(1919708515)";
-// The runs of a concurrency key holding status running (index runs_keyed).
+// The runs of a concurrency key holding status running (index runs_keyed_limit).
 constexpr char kRunningOfKey[] =
     "SELECT count(*) FROM runs WHERE status = 'running' AND concurrency_key = $1 "
     "AND concurrency_key <> ''";

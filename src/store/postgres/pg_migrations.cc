@@ -521,11 +521,48 @@ CREATE INDEX IF NOT EXISTS runs_keyed ON runs (status, concurrency_key) WHERE co
 CREATE INDEX IF NOT EXISTS runs_prioritized ON runs (status) WHERE priority <> 0;
 )sql";
 
-constexpr std::array kMigrations = {Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},
-                                    Migration{4, kV4},   Migration{5, kV5},   Migration{6, kV6},
-                                    Migration{7, kV7},   Migration{8, kV8},   Migration{9, kV9},
-                                    Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
-                                    Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15}};
+// Version 16: each key's head found by index probes (issue 23, "fairness
+// in time"), as SQLite's version 13: a queue row's fair group and priority,
+// queue_fair, runs_keyed_limit in place of runs_keyed, and the triggers
+// that keep the group in step with the run. Also queue_published: the
+// outbox rows a relay keeps as 'published' (pg_stream_db.cc), which count
+// against their key's room, found without reading the rest of the queue.
+// Re-runnable.
+constexpr char kV16[] = R"sql(
+ALTER TABLE queue ADD COLUMN IF NOT EXISTS fair_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE queue ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
+UPDATE queue q SET fair_key = CASE WHEN r.status = 'queued' THEN r.concurrency_key ELSE '' END,
+  priority = r.priority FROM runs r WHERE r.id = q.run_id;
+CREATE INDEX IF NOT EXISTS queue_fair ON queue (fair_key, priority DESC, id);
+CREATE INDEX IF NOT EXISTS queue_published ON queue (visible_at) WHERE claimed_by = 'published';
+CREATE INDEX IF NOT EXISTS runs_keyed_limit ON runs (status, concurrency_key, concurrency_limit)
+  WHERE concurrency_key <> '';
+DROP INDEX IF EXISTS runs_keyed;
+
+CREATE OR REPLACE FUNCTION runloom_fair_group() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE runloom.queue SET fair_key = CASE WHEN NEW.status = 'queued'
+    THEN NEW.concurrency_key ELSE '' END WHERE run_id = NEW.id;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION runloom_fair_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE runloom.queue SET fair_key = '', priority = 0 WHERE run_id = OLD.id;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER runs_fair_group AFTER UPDATE OF status ON runs FOR EACH ROW
+  WHEN (NEW.concurrency_key <> '' AND OLD.status IS DISTINCT FROM NEW.status
+        AND (OLD.status = 'queued' OR NEW.status = 'queued'))
+  EXECUTE FUNCTION runloom_fair_group();
+CREATE OR REPLACE TRIGGER runs_fair_gone AFTER DELETE ON runs FOR EACH ROW
+  EXECUTE FUNCTION runloom_fair_gone();
+)sql";
+
+constexpr std::array kMigrations = {
+    Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},   Migration{4, kV4},
+    Migration{5, kV5},   Migration{6, kV6},   Migration{7, kV7},   Migration{8, kV8},
+    Migration{9, kV9},   Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
+    Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15}, Migration{16, kV16}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -89,9 +89,15 @@ constexpr char kFence[] =
     "SELECT " RUNLOOM_FENCE_COLUMNS ", runloom_now() FROM runs WHERE id = $1 FOR UPDATE";
 constexpr char kMessageOfRun[] = "SELECT id, claimed_by FROM queue WHERE run_id = $1";
 constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE id = $1";
+// The row's fair group and priority from its run (schema version 16), as
+// SQLite's (sqlite_queue.cc, kInsertMessage); the trigger runs_fair_group
+// keeps the group in step when the run moves later (also when that move is
+// a statement of this transaction that runs after this one).
 constexpr char kInsertMessage[] =
-    "INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by) "
-    "VALUES ($1, $2, $2, 0, '')";
+    "INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by, fair_key, "
+    "priority) VALUES ($1, $2, $2, 0, '', COALESCE((SELECT CASE WHEN status = 'queued' THEN "
+    "concurrency_key ELSE '' END FROM runs WHERE id = $1), ''), "
+    "COALESCE((SELECT priority FROM runs WHERE id = $1), 0))";
 
 absl::StatusOr<RecoveryCandidate> CandidateFromRow(const PgRow& row) {
   RecoveryCandidate c;

@@ -28,35 +28,53 @@
 #include <vector>
 
 // Concurrency keys and priority (issue 23), as the SQLite queue's
-// (sqlite_queue.cc, kFairVisible). Whether any queued run has a key or a
-// priority (indexes runs_keyed, runs_prioritized): when none has, claims
-// and the outbox relay keep the plain id order.
-#define RUNLOOM_PG_FAIR_NEEDED                                                                   \
-  "(EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND concurrency_key <> '') "             \
+// (sqlite_queue.cc, FairVisible). Whether any queued run has a key or a
+// priority (indexes runs_keyed_limit, runs_prioritized): when none has,
+// claims and the outbox relay keep the plain id order.
+#define RUNLOOM_PG_FAIR_NEEDED                                                      \
+  "(EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND concurrency_key <> '') " \
   "OR EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND priority <> 0))"
 // The ids of the visible queue rows in the fair order, at most LIMIT: the
-// rows grouped by their queued run's key (a run not queued, or gone, is in
-// the keyless group ''), ranked in a group by priority (higher first) then
-// age, taken rank by rank across groups; a keyed group offers only as many
-// rows as its key has room: its limit less its running runs and less its
-// runs published to a stream transport and not leased yet (outbox rows kept
-// as 'published' until their hold ends: pg_stream_db.cc). The table queue
-// has no such rows.
-#define RUNLOOM_PG_FAIR_SELECT(LIMIT)                                                             \
-  "WITH busy AS (SELECT k, sum(n) AS n FROM (SELECT concurrency_key AS k, count(*) AS n "       \
-  "FROM runs WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key "     \
-  "UNION ALL SELECT r.concurrency_key, count(*) FROM queue q JOIN runs r ON r.id = q.run_id "  \
-  "WHERE q.claimed_by = 'published' AND q.visible_at > (SELECT runloom_now()) "                \
-  "AND r.concurrency_key <> '' GROUP BY r.concurrency_key) b GROUP BY k), "                    \
-  "ranked AS (SELECT q.id AS id, "                                                             \
-  "CASE WHEN r.status = 'queued' THEN r.concurrency_key ELSE '' END AS g, "                    \
-  "COALESCE(r.concurrency_limit, 0) AS lim, COALESCE(r.priority, 0) AS p, "                    \
-  "ROW_NUMBER() OVER (PARTITION BY CASE WHEN r.status = 'queued' THEN r.concurrency_key "      \
-  "ELSE '' END ORDER BY COALESCE(r.priority, 0) DESC, q.id) AS rank "                          \
-  "FROM queue q LEFT JOIN runs r ON r.id = q.run_id "                                          \
-  "WHERE q.visible_at <= (SELECT runloom_now())) "                                             \
-  "SELECT ranked.id FROM ranked LEFT JOIN busy ON busy.k = ranked.g "                          \
-  "WHERE ranked.g = '' OR ranked.rank <= ranked.lim - COALESCE(busy.n, 0) "                    \
+// rows grouped by their fair_key (their run's key while it is queued; ''
+// for a run without one, not queued, or gone), ranked in a group by
+// priority (higher first) then age, taken rank by rank across groups; a
+// keyed group offers a row of rank n only if n <= its run's limit less the
+// key's running runs and its runs published to a stream transport and not
+// leased yet (outbox rows kept as 'published' until their hold ends:
+// pg_stream_db.cc; the table queue has none).
+//
+// By index probes, whatever the backlog (schema version 16): `g` lists the
+// groups by a skip-scan of queue_fair, one probe each; `walk` is how far a
+// group's claim order can hold an offered row among the first LIMIT (LIMIT
+// for the keyless group and for a key whose smallest queued limit leaves
+// room for LIMIT; else its largest limit less its busy runs), each bound a
+// probe of runs_keyed_limit; `ranked` reads that far into each group
+// (queue_fair) and no further.
+#define RUNLOOM_PG_FAIR_SELECT(LIMIT)                                                            \
+  "WITH RECURSIVE want AS (SELECT (" #LIMIT                                                      \
+  ")::bigint AS n), "                                                                            \
+  "g AS ((SELECT fair_key AS k FROM queue ORDER BY fair_key LIMIT 1) "                           \
+  "UNION ALL SELECT (SELECT q.fair_key FROM queue q WHERE q.fair_key > g.k "                     \
+  "ORDER BY q.fair_key LIMIT 1) FROM g WHERE g.k IS NOT NULL), "                                 \
+  "busy AS (SELECT k, sum(n)::bigint AS n FROM (SELECT concurrency_key AS k, count(*) AS n "     \
+  "FROM runs WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key "       \
+  "UNION ALL SELECT r.concurrency_key, count(*) FROM queue q JOIN runs r ON r.id = q.run_id "    \
+  "WHERE q.claimed_by = 'published' AND q.visible_at > (SELECT runloom_now()) "                  \
+  "AND r.concurrency_key <> '' GROUP BY r.concurrency_key) b GROUP BY k), "                      \
+  "walk AS (SELECT g.k, COALESCE(busy.n, 0) AS n, CASE WHEN g.k = '' THEN want.n "               \
+  "WHEN m.lo - COALESCE(busy.n, 0) >= want.n THEN want.n "                                       \
+  "ELSE GREATEST(COALESCE(m.hi, 0) - COALESCE(busy.n, 0), 0) END AS upto "                       \
+  "FROM g CROSS JOIN want LEFT JOIN busy ON busy.k = g.k LEFT JOIN LATERAL (SELECT "             \
+  "min(concurrency_limit) AS lo, max(concurrency_limit) AS hi FROM runs "                        \
+  "WHERE status = 'queued' AND concurrency_key = g.k AND concurrency_key <> '') m ON true "      \
+  "WHERE g.k IS NOT NULL), "                                                                     \
+  "ranked AS (SELECT c.id, c.priority AS p, c.rank, c.lim, walk.k AS g, walk.n AS busy "         \
+  "FROM walk CROSS JOIN LATERAL (SELECT q.id, q.priority, "                                      \
+  "ROW_NUMBER() OVER (ORDER BY q.priority DESC, q.id) AS rank, COALESCE((SELECT "                \
+  "r.concurrency_limit FROM runs r WHERE r.id = q.run_id), 0) AS lim FROM queue q "              \
+  "WHERE q.fair_key = walk.k AND q.visible_at <= (SELECT runloom_now()) "                        \
+  "ORDER BY q.priority DESC, q.id LIMIT walk.upto) c) "                                          \
+  "SELECT ranked.id FROM ranked WHERE ranked.g = '' OR ranked.rank <= ranked.lim - ranked.busy " \
   "ORDER BY ranked.rank, ranked.p DESC, ranked.id LIMIT " #LIMIT
 
 namespace runloom::store_internal {

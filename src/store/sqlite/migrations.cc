@@ -309,10 +309,43 @@ CREATE INDEX runs_keyed ON runs (status, concurrency_key) WHERE concurrency_key 
 CREATE INDEX runs_prioritized ON runs (status) WHERE priority <> 0;
 )sql";
 
+// Version 13: each key's head found by index probes (issue 23, "fairness
+// in time"). A queue row carries its fair group (its run's concurrency key
+// while the run is queued, else '') and its run's priority, kept in step
+// by the insert (sqlite_queue.cc, kInsertMessage) and by two triggers: a
+// keyed run moving into or out of queued, and a run deleted (its rows join
+// the keyless group with priority 0). queue_fair walks a group in claim
+// order; runs_keyed_limit (runs_keyed with the limit) gives the largest
+// limit of a key's queued runs, which bounds how far a claim walks it.
+constexpr char kV13[] = R"sql(
+ALTER TABLE queue ADD COLUMN fair_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE queue ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+UPDATE queue SET
+  fair_key = COALESCE((SELECT CASE WHEN r.status = 'queued' THEN r.concurrency_key ELSE '' END
+                       FROM runs r WHERE r.id = queue.run_id), ''),
+  priority = COALESCE((SELECT r.priority FROM runs r WHERE r.id = queue.run_id), 0);
+CREATE INDEX queue_fair ON queue (fair_key, priority DESC, id);
+CREATE INDEX runs_keyed_limit ON runs (status, concurrency_key, concurrency_limit)
+  WHERE concurrency_key <> '';
+DROP INDEX runs_keyed;
+CREATE TRIGGER runs_fair_group AFTER UPDATE OF status ON runs
+  WHEN NEW.concurrency_key <> '' AND OLD.status IS NOT NEW.status
+    AND (OLD.status = 'queued' OR NEW.status = 'queued')
+BEGIN
+  UPDATE queue SET fair_key = CASE WHEN NEW.status = 'queued' THEN NEW.concurrency_key ELSE '' END
+    WHERE run_id = NEW.id;
+END;
+CREATE TRIGGER runs_fair_gone AFTER DELETE ON runs
+BEGIN
+  UPDATE queue SET fair_key = '', priority = 0 WHERE run_id = OLD.id;
+END;
+)sql";
+
 constexpr std::array kMigrations = {
-    Migration{1, kV1}, Migration{2, kV2}, Migration{3, kV3},   Migration{4, kV4},
-    Migration{5, kV5}, Migration{6, kV6}, Migration{7, kV7},   Migration{8, kV8},
-    Migration{9, kV9}, Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
+    Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},   Migration{4, kV4},
+    Migration{5, kV5},   Migration{6, kV6},   Migration{7, kV7},   Migration{8, kV8},
+    Migration{9, kV9},   Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
+    Migration{13, kV13},
 };
 
 absl::Status MigrateLocked(Db& db) {

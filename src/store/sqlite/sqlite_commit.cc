@@ -30,7 +30,7 @@ constexpr char kDeleteMessage[] = "DELETE FROM queue WHERE run_id = ?1";  // by 
 // Two statements, not DELETE ... RETURNING: SQLite materializes RETURNING
 // rows in a temporary table, which cost ~3x the pair below on the lease path
 // (callgrind, `runloom bench`).
-// The runs of a concurrency key holding status running (index runs_keyed).
+// The runs of a concurrency key holding status running (index runs_keyed_limit).
 constexpr char kRunningOfKey[] =
     "SELECT count(*) FROM runs WHERE status = 'running' AND concurrency_key = ?1 "
     "AND concurrency_key <> ''";

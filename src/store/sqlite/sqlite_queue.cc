@@ -23,9 +23,15 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
 
 constexpr char kMessageOfRun[] = "SELECT id, claimed_by FROM queue WHERE run_id = ?1";
 constexpr char kDeleteById[] = "DELETE FROM queue WHERE id = ?1";
+// The row's fair group and priority from its run (schema version 13): the
+// run's key while it is queued, else ''; a run that is not there is keyless
+// with priority 0. The trigger runs_fair_group keeps the group in step when
+// the run moves later.
 constexpr char kInsertMessage[] =
-    "INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by) "
-    "VALUES (?1, ?2, ?2, 0, '')";
+    "INSERT INTO queue (run_id, enqueued_at, visible_at, deliveries, claimed_by, fair_key, "
+    "priority) VALUES (?1, ?2, ?2, 0, '', COALESCE((SELECT CASE WHEN status = 'queued' THEN "
+    "concurrency_key ELSE '' END FROM runs WHERE id = ?1), ''), "
+    "COALESCE((SELECT priority FROM runs WHERE id = ?1), 0))";
 constexpr char kVisible[] =
     "SELECT id, run_id, deliveries FROM queue WHERE visible_at <= ?1 ORDER BY id LIMIT ?2";
 constexpr char kClaim[] =
@@ -56,39 +62,125 @@ constexpr char kMessageExists[] = "SELECT 1 FROM queue WHERE id = ?1 AND run_id 
 constexpr char kAnyVisible[] = "SELECT 1 FROM queue WHERE visible_at <= ?1 LIMIT 1";
 
 // Concurrency keys and priority (issue 23). Whether any queued run has a
-// key or a priority (indexes runs_keyed, runs_prioritized): when none has,
-// a claim takes the visible messages in id order, as before (kVisible).
+// key or a priority (indexes runs_keyed_limit, runs_prioritized): when none
+// has, a claim takes the visible messages in id order, as before (kVisible).
 constexpr char kFairNeeded[] =
     "SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND concurrency_key <> '') "
     "OR EXISTS (SELECT 1 FROM runs WHERE status = 'queued' AND priority <> 0)";
-// The fair order: the visible messages are grouped by their queued run's
-// key (a run that is not queued, e.g. running with an expired lease, or
-// gone, is in the keyless group ''), ranked in each group by priority
-// (higher first) then age, and taken rank by rank across the groups: the
-// head of every key before the second of any. A keyed group offers only as
-// many messages as its key has room (its limit less its running runs), so
-// a run over its limit is not claimed at all; the lease refuses the few a
-// race lets through (AcquireLease). ?1: now; ?2: how many.
-#define RUNLOOM_SQLITE_FAIR_VISIBLE                                                              \
-  "WITH busy AS (SELECT concurrency_key AS k, count(*) AS n FROM runs "                         \
-  "WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key), "             \
-  "ranked AS (SELECT q.id AS id, q.run_id AS run_id, q.deliveries AS deliveries, "             \
-  "CASE WHEN r.status = 'queued' THEN r.concurrency_key ELSE '' END AS g, "                    \
-  "COALESCE(r.concurrency_limit, 0) AS lim, COALESCE(r.priority, 0) AS p, "                    \
-  "ROW_NUMBER() OVER (PARTITION BY CASE WHEN r.status = 'queued' THEN r.concurrency_key "      \
-  "ELSE '' END ORDER BY COALESCE(r.priority, 0) DESC, q.id) AS rank "                          \
-  "FROM queue q LEFT JOIN runs r ON r.id = q.run_id WHERE q.visible_at <= ?1) "               \
-  "SELECT ranked.id, ranked.run_id, ranked.deliveries FROM ranked "                            \
-  "LEFT JOIN busy ON busy.k = ranked.g "                                                       \
-  "WHERE ranked.g = '' OR ranked.rank <= ranked.lim - COALESCE(busy.n, 0) "                    \
-  "ORDER BY ranked.rank, ranked.p DESC, ranked.id LIMIT ?2"
-constexpr char kFairVisible[] = RUNLOOM_SQLITE_FAIR_VISIBLE;
+// The fair order (FairVisible): the visible messages grouped by their
+// row's fair_key (the run's key while it is queued; '' for a run without
+// one, not queued, or gone), ranked in each group by priority (higher
+// first) then age, and taken rank by rank across the groups: the head of
+// every key before the second of any. A keyed group offers a message of
+// rank n only if n <= its run's limit less the key's running runs, so a
+// run over its limit is not claimed at all; the lease refuses the few a
+// race lets through (AcquireLease).
+//
+// Found by index probes, whatever the backlog: kFairGroups lists the groups
+// by a skip-scan of queue_fair (one probe per group), each with its key's
+// running runs (runs_keyed_limit) and the largest limit of its queued runs
+// (one probe of runs_keyed_limit); kFairGroupOrder then walks one group in
+// claim order (queue_fair) only as far as a message could still be offered.
+constexpr char kFairGroups[] =
+    "WITH RECURSIVE g(k) AS (SELECT min(fair_key) FROM queue UNION ALL "
+    "SELECT (SELECT min(fair_key) FROM queue WHERE fair_key > g.k) FROM g WHERE g.k IS NOT NULL) "
+    "SELECT k, (SELECT count(*) FROM runs WHERE status = 'running' AND concurrency_key = g.k "
+    "AND concurrency_key <> ''), COALESCE((SELECT max(concurrency_limit) FROM runs "
+    "WHERE status = 'queued' AND concurrency_key = g.k AND concurrency_key <> ''), 0) "
+    "FROM g WHERE k IS NOT NULL";
+// One group's visible messages in claim order, with each one's run's limit.
+// ?1: the group; ?2: now. (`+visible_at`: the walk is queue_fair's, never
+// queue_visible's.)
+constexpr char kFairGroupOrder[] =
+    "SELECT id, run_id, deliveries, priority, "
+    "COALESCE((SELECT concurrency_limit FROM runs WHERE runs.id = queue.run_id), 0) "
+    "FROM queue WHERE fair_key = ?1 AND +visible_at <= ?2 ORDER BY priority DESC, id";
 
 struct Row {
   int64_t id = 0;
   std::string run_id;
   int deliveries = 0;
 };
+
+// Whether a claim takes the fair order (kFairNeeded).
+absl::StatusOr<bool> FairNeeded(Db& db) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFairNeeded));
+  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+  return row && st.ColumnInt(0) != 0;
+}
+
+// Up to `want` visible messages in id order (kVisible).
+absl::StatusOr<std::vector<Row>> FifoVisible(Db& db, absl::Time now, int want) {
+  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kVisible));
+  st.BindTime(1, now);
+  st.BindInt(2, want);
+  std::vector<Row> rows;
+  while (true) {
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    rows.push_back(Row{st.ColumnInt(0), st.ColumnText(1), static_cast<int>(st.ColumnInt(2))});
+  }
+  return rows;
+}
+
+// Up to `want` visible messages in the fair order (kFairGroups). Each
+// group is walked only while a message of it could still be among the
+// first `want`: a group offers its messages in rank order, so no more than
+// `want` of one group are needed, and a keyed group offers none past rank
+// (its largest limit less its running runs). So a claim reads at most
+// `want` rows of a group, whatever its backlog (with runs of differing
+// limits under one key, up to its largest limit).
+absl::StatusOr<std::vector<Row>> FairVisible(Db& db, absl::Time now, int want) {
+  struct Group {
+    std::string key;
+    int64_t running = 0;
+    int64_t top_limit = 0;
+  };
+  std::vector<Group> groups;
+  {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFairGroups));
+    while (true) {
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      groups.push_back(Group{st.ColumnText(0), st.ColumnInt(1), st.ColumnInt(2)});
+    }
+  }
+  struct Offered {
+    Row row;
+    int64_t rank = 0;
+    int64_t priority = 0;
+  };
+  std::vector<Offered> offered;
+  for (const Group& g : groups) {
+    const bool keyed = !g.key.empty();
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFairGroupOrder));
+    st.BindText(1, g.key);
+    st.BindTime(2, now);
+    int64_t rank = 0;
+    int taken = 0;
+    while (taken < want && (!keyed || rank + g.running < g.top_limit)) {
+      RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      ++rank;
+      if (keyed && rank > st.ColumnInt(4) - g.running) continue;  // over its run's limit
+      offered.push_back(
+          Offered{Row{st.ColumnInt(0), st.ColumnText(1), static_cast<int>(st.ColumnInt(2))}, rank,
+                  st.ColumnInt(3)});
+      ++taken;
+    }
+  }
+  std::sort(offered.begin(), offered.end(), [](const Offered& a, const Offered& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.priority != b.priority) return a.priority > b.priority;
+    return a.row.id < b.row.id;
+  });
+  std::vector<Row> rows;
+  for (Offered& o : offered) {
+    if (static_cast<int>(rows.size()) == want) break;
+    rows.push_back(std::move(o.row));
+  }
+  return rows;
+}
 
 class SqliteTransport final : public Transport {
  public:
@@ -110,9 +202,6 @@ class SqliteTransport final : public Transport {
  private:
   absl::Status ClaimInTxn(Db& db, const std::string& consumer, int max, absl::Time now,
                           absl::Duration visibility, std::vector<QueueMessage>& out);
-  // The statement that lists claimable messages: kFairVisible when some
-  // queued run has a concurrency key or a priority, else kVisible.
-  absl::StatusOr<const char*> VisibleQuery(Db& db);
   absl::Status DeadLetterInTxn(Db& db, const Row& r, absl::Time now);
   // Marks dead letter `id` redriven and gives its run a fresh message, if
   // the run can still be leased. kNotFound: no such live dead letter.
@@ -142,20 +231,14 @@ absl::Status SqliteTransport::ClaimInTxn(Db& db, const std::string& consumer, in
                                          absl::Time now, absl::Duration visibility,
                                          std::vector<QueueMessage>& out) {
   const absl::Time hidden_until = FromMicros(ToMicros(now + visibility));
-  RUNLOOM_ASSIGN_OR_RETURN(const char* visible, VisibleQuery(db));
+  // The fair order while some queued run has a concurrency key or a
+  // priority, else id order.
+  RUNLOOM_ASSIGN_OR_RETURN(const bool fair, FairNeeded(db));
   while (static_cast<int>(out.size()) < max) {
     const int want = max - static_cast<int>(out.size());
-    std::vector<Row> rows;
-    {
-      RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(visible));
-      st.BindTime(1, now);
-      st.BindInt(2, want);
-      while (true) {
-        RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
-        if (!row) break;
-        rows.push_back(Row{st.ColumnInt(0), st.ColumnText(1), static_cast<int>(st.ColumnInt(2))});
-      }
-    }  // reset before the rows it visited are changed
+    // Read in full (the statements reset) before the rows are changed.
+    RUNLOOM_ASSIGN_OR_RETURN(std::vector<Row> rows,
+                             fair ? FairVisible(db, now, want) : FifoVisible(db, now, want));
     if (rows.empty()) break;
     bool dead_lettered = false;
     for (const Row& r : rows) {
@@ -176,12 +259,6 @@ absl::Status SqliteTransport::ClaimInTxn(Db& db, const std::string& consumer, in
     if (static_cast<int>(rows.size()) < want || !dead_lettered) break;
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<const char*> SqliteTransport::VisibleQuery(Db& db) {
-  RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kFairNeeded));
-  RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
-  return row && st.ColumnInt(0) != 0 ? kFairVisible : kVisible;
 }
 
 absl::Status SqliteTransport::DeadLetterInTxn(Db& db, const Row& r, absl::Time now) {
@@ -364,11 +441,13 @@ bool SqliteTransport::AnyVisible() {
     // Only a message a claim would take: one held back by its key's limit
     // must not wake the dispatcher into a claim that finds nothing, again
     // and again, until the key has room.
-    RUNLOOM_ASSIGN_OR_RETURN(const char* visible, VisibleQuery(db));
-    const bool fair = visible == kFairVisible;
-    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(fair ? kFairVisible : kAnyVisible));
+    RUNLOOM_ASSIGN_OR_RETURN(const bool fair, FairNeeded(db));
+    if (fair) {
+      RUNLOOM_ASSIGN_OR_RETURN(std::vector<Row> head, FairVisible(db, now, 1));
+      return !head.empty();
+    }
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kAnyVisible));
     st.BindTime(1, now);
-    if (fair) st.BindInt(2, 1);
     return st.Step();
   });
   // On a read error, wake the caller: its Claim reports the error.

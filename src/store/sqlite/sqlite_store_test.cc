@@ -23,11 +23,21 @@ namespace {
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// What versions 6, 8, 9, 10, 11 and 12 add (the budget ledger; the timers'
-// column and index; the signals' table and columns; the schedules; the
-// child runs' column and index; the concurrency columns and indexes),
-// undone so that a test can set an older user_version.
-constexpr char kDropBudgets[] =
+// What version 13 adds (the queue rows' fair group and priority, their
+// index and triggers; runs_keyed_limit for runs_keyed), undone so that a
+// test can set user_version 12.
+#define RUNLOOM_DROP_FAIR_HEADS                                                        \
+  "DROP TRIGGER runs_fair_group; DROP TRIGGER runs_fair_gone; DROP INDEX queue_fair; " \
+  "ALTER TABLE queue DROP COLUMN fair_key; ALTER TABLE queue DROP COLUMN priority; "   \
+  "DROP INDEX runs_keyed_limit; "                                                      \
+  "CREATE INDEX runs_keyed ON runs (status, concurrency_key) WHERE concurrency_key <> ''; "
+constexpr char kDropFairHeads[] = RUNLOOM_DROP_FAIR_HEADS;
+
+// What versions 6, 8, 9, 10, 11, 12 and 13 add (the budget ledger; the
+// timers' column and index; the signals' table and columns; the schedules;
+// the child runs' column and index; the concurrency columns and indexes;
+// the fair heads), undone so that a test can set an older user_version.
+constexpr char kDropBudgets[] = RUNLOOM_DROP_FAIR_HEADS
     "DROP TABLE budget_reservations; DROP TABLE budget_runs; DROP TABLE budget_tenants; "
     "DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; "
     "DROP TABLE signals; ALTER TABLE runs DROP COLUMN wait_signal; "
@@ -88,7 +98,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -108,7 +118,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 12; "
+                                     " has schema version 99 but this runloom supports up to 13; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -151,7 +161,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -190,7 +200,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -258,7 +268,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -292,7 +302,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -311,7 +321,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -334,7 +344,7 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -351,7 +361,7 @@ TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
   Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   EXPECT_OK(b->store->GetRun("r_v5"));
   absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
   ASSERT_OK(t);
@@ -372,6 +382,7 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
       " PRIMARY KEY (run_id, step_path, action));"
       " INSERT INTO write_operations VALUES ('r_v6', 'apply', 'restart', 'done', 'rl-k',"
       " 'sha256:d', 1, 201, '{}', 'sent', 1, 2);"
+      " " RUNLOOM_DROP_FAIR_HEADS
       " DROP INDEX runs_waiting; ALTER TABLE runs DROP COLUMN wake_at; DROP TABLE signals;"
       " ALTER TABLE runs DROP COLUMN wait_signal; ALTER TABLE runs DROP COLUMN wait_key;"
       " DROP TABLE schedules; DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent_run_id;"
@@ -380,7 +391,7 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
       " concurrency_limit; ALTER TABLE runs DROP COLUMN priority; PRAGMA user_version = 6");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "12");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
   absl::StatusOr<std::vector<WriteOperation>> kept = b->store->ListWrites("r_v6");
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 1u);
@@ -389,6 +400,44 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
   EXPECT_EQ((*kept)[0].begins, 1);
   ASSERT_TRUE((*kept)[0].result.has_value());
   EXPECT_EQ((*kept)[0].result->http_status, 201);
+}
+
+// Version 13 gives each queue row its fair group (its run's key while the
+// run is queued, else '') and its run's priority; a version 12 file's rows
+// get them from their runs, and the triggers keep them in step after.
+TEST_F(SqliteStoreTest, Version12QueueRowsGetTheirFairGroupAndPriority) {
+  {
+    absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+    ASSERT_OK(b);
+    for (const char* id : {"r_keyed", "r_keyless", "r_running"}) {
+      NewRun n;
+      n.id = id;
+      n.workflow_name = "wf";
+      if (std::string(id) != "r_keyless") {
+        n.concurrency_key = "tenant-a";
+        n.concurrency_limit = 2;
+      }
+      n.priority = 3;
+      ASSERT_OK(b->store->CreateRun(n, {}));
+    }
+  }
+  Raw(absl::StrCat(kDropFairHeads,
+                   "UPDATE runs SET status = 'running' WHERE id = 'r_running'; "
+                   "PRAGMA user_version = 12"));
+  absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
+  ASSERT_OK(b);
+  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  constexpr char kRows[] =
+      "SELECT group_concat(run_id || ':' || fair_key || ':' || priority, ' ') "
+      "FROM (SELECT * FROM queue ORDER BY id)";
+  EXPECT_EQ(Raw(kRows), "r_keyed:tenant-a:3 r_keyless::3 r_running::3");
+  // A keyed run that leaves queued leaves its key's group; back, it rejoins.
+  Raw("UPDATE runs SET status = 'queued' WHERE id = 'r_running'; "
+      "UPDATE runs SET status = 'paused' WHERE id = 'r_keyed'");
+  EXPECT_EQ(Raw(kRows), "r_keyed::3 r_keyless::3 r_running:tenant-a:3");
+  // A run that is gone: keyless, priority 0.
+  Raw("DELETE FROM runs WHERE id = 'r_running'");
+  EXPECT_EQ(Raw(kRows), "r_keyed::3 r_keyless::3 r_running::0");
 }
 
 TEST_F(SqliteStoreTest, AckOfAMessageTheLeaseRemovedIsANoOp) {
