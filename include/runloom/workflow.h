@@ -55,6 +55,7 @@ struct Condition {
 };
 
 struct StepDef;
+struct ToolDef;
 
 // One branch of a `parallel` step: its own sequence of steps.
 struct Branch {
@@ -97,8 +98,29 @@ struct StepDef {
   std::vector<Branch> branches;
   std::optional<absl::Duration> deadline;
 
+  // kind == "agent": the tools the model may call (`tools:`); the agent's
+  // other settings (model, system, prompt, max_turns, ...) are in config.
+  std::vector<ToolDef> tools;
+
   int line = 0;  // source line in the YAML file, for messages
 };
+
+// One tool of an `agent` step (issue 24): what the model is told (name,
+// description, the JSON Schema of its arguments) and the step that carries
+// a call out. The step sees the call's validated arguments as `{{ args }}`
+// (`{{ args.query }}`); its id is the tool's name. Tool calls are recorded
+// under the agent's path: "triage/turn[2]/tool[search#0]".
+struct ToolDef {
+  std::string name;  // [a-z][a-z0-9_]*, unique in the agent
+  std::string description;
+  nlohmann::json parameters = nlohmann::json::object();  // a JSON Schema of type object
+  StepDef step;
+};
+
+// Bounds on an agent step (workflow-yaml.md "agent").
+inline constexpr int kMaxAgentTurns = 100;      // max_turns: 1..kMaxAgentTurns (default 10)
+inline constexpr int kDefaultAgentTurns = 10;
+inline constexpr size_t kMaxAgentTools = 32;
 
 struct InputDef {
   std::string name;

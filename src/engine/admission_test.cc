@@ -113,7 +113,7 @@ TEST(Engine, UnknownStepKindIsALoadError) {
   EXPECT_NE(s.message().find("teleport"), std::string::npos) << s;
   // Issue 8, finding 9: the list names every kind a workflow may use.
   EXPECT_NE(
-      s.message().find("use one of approval, exec, fail, http, llm, loop, noop, parallel, run, sleep"),
+      s.message().find("use one of agent, approval, exec, fail, http, llm, loop, noop, parallel, run, sleep"),
       std::string::npos)
       << s;
 }

@@ -4,6 +4,7 @@
 #include "runloom/engine.h"
 
 #include "core/status_macros.h"
+#include "engine/run/agent_step.h"
 #include "engine/run/approval_gate.h"
 #include "engine/run/child_run.h"
 #include "engine/run/signal_wait.h"
@@ -27,7 +28,7 @@ std::string Where(const Workflow& wf, const StepDef& step) {
 // Every kind a workflow may use, sorted: the registry's and the engine's own.
 std::string KindList(const StepRegistry& registry) {
   std::vector<std::string> names = registry.Names();
-  names.insert(names.end(), {"approval", "loop", "parallel", "run", "wait"});
+  names.insert(names.end(), {"agent", "approval", "loop", "parallel", "run", "wait"});
   std::sort(names.begin(), names.end());
   return absl::StrJoin(names, ", ");
 }
@@ -42,6 +43,16 @@ absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& st
     if (step.kind == "parallel") {
       for (const Branch& b : step.branches) {
         RUNLOOM_RETURN_IF_ERROR(ValidateStepList(wf, b.steps, registry, true));
+      }
+      continue;
+    }
+    if (step.kind == "agent") {
+      if (absl::Status s = engine_internal::ValidateAgentStep(step, registry); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(wf, step), "step '", step.id, "': ", s.message()));
+      }
+      for (const ToolDef& tool : step.tools) {
+        RUNLOOM_RETURN_IF_ERROR(ValidateStepList(wf, {tool.step}, registry, in_parallel));
       }
       continue;
     }

@@ -56,7 +56,69 @@ struct FakeOptions {
   int64_t fail_times = 0;
   int64_t rate_limit_times = 0;
   std::optional<nlohmann::json> response;
+  // Scripted agent turns (`turns:`): turn k (0-based: the assistant
+  // messages already in the history) answers turns[k]; past the list, the
+  // generated reply. Checked by CheckTurns.
+  nlohmann::json turns = nlohmann::json::array();
 };
+
+// `turns: [{tool_calls: [{name, arguments}]}, {text: "..."}]`. An argument
+// that is a string is sent as the model's raw text (so a test can script
+// arguments that are not JSON); any other value as its JSON text.
+absl::Status CheckTurns(const nlohmann::json& turns) {
+  auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "llm step: fake.turns ", what,
+        "; write turns: [{tool_calls: [{name: search, arguments: {q: x}}]}, {text: done}]"));
+  };
+  if (!turns.is_array()) return bad("must be a list");
+  for (const nlohmann::json& turn : turns) {
+    if (!turn.is_object()) return bad("has an entry that is not a mapping");
+    for (const auto& [key, value] : turn.items()) {
+      if (key == "text") {
+        if (!value.is_string()) return bad("has a text that is not a string");
+      } else if (key == "tool_calls") {
+        if (!value.is_array()) return bad("has tool_calls that are not a list");
+        for (const nlohmann::json& call : value) {
+          if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) {
+            return bad("has a tool call without a name");
+          }
+          for (const auto& [ck, cv] : call.items()) {
+            if (ck != "name" && ck != "arguments") {
+              return bad(absl::StrCat("has a tool call with unknown key '", ck,
+                                      "' (allowed: name, arguments)"));
+            }
+          }
+        }
+      } else {
+        return bad(absl::StrCat("has unknown key '", key, "' (allowed: text, tool_calls)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The index of the scripted turn for `request`, if the script has one.
+std::optional<size_t> ScriptedTurn(const FakeOptions& options, const LlmRequest& request) {
+  size_t turn = 0;
+  for (const LlmMessage& m : request.history) turn += m.role == "assistant" ? 1 : 0;
+  if (turn < options.turns.size()) return turn;
+  return std::nullopt;
+}
+
+void ApplyScriptedTurn(const nlohmann::json& turn, size_t turn_index, LlmResponse& response) {
+  response.text = turn.value("text", "");
+  if (!turn.contains("tool_calls")) return;
+  for (const nlohmann::json& call : turn["tool_calls"]) {
+    const nlohmann::json args = call.value("arguments", nlohmann::json::object());
+    response.tool_calls.push_back(
+        {.id = absl::StrCat("call_", turn_index + 1, "_", response.tool_calls.size()),
+         .name = call["name"].get<std::string>(),
+         .arguments = args.is_string()
+                          ? args.get<std::string>()
+                          : args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+  }
+}
 
 bool IsTemplate(const nlohmann::json& v) {
   return v.is_string() && v.get_ref<const std::string&>().find("{{") != std::string::npos;
@@ -99,6 +161,11 @@ absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unr
       out.response = value;
       continue;
     }
+    if (key == "turns") {
+      RUNLOOM_RETURN_IF_ERROR(CheckTurns(value));
+      out.turns = value;
+      continue;
+    }
     if (unresolved && IsTemplate(value)) {
       continue;
     }
@@ -118,7 +185,7 @@ absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unr
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "llm step: unknown key 'fake.", key,
-          "'; allowed keys under fake: fail_times, latency, rate_limit_times, response"));
+          "'; allowed keys under fake: fail_times, latency, rate_limit_times, response, turns"));
     }
   }
   return out;
@@ -265,7 +332,9 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
 
   LlmResponse response;
   response.model = request.model;
-  if (options.response.has_value()) {
+  if (std::optional<size_t> turn = ScriptedTurn(options, request); turn.has_value()) {
+    ApplyScriptedTurn(options.turns[*turn], *turn, response);
+  } else if (options.response.has_value()) {
     response.text =
         options.response->is_string()
             ? options.response->get<std::string>()
@@ -281,8 +350,13 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
     }
     response.text = std::move(text);
   }
-  const std::string full_prompt =
+  std::string full_prompt =
       request.system.empty() ? request.prompt : request.system + "\n" + request.prompt;
+  // An agent's later turns send the conversation so far: it counts too.
+  for (const LlmMessage& m : request.history) {
+    absl::StrAppend(&full_prompt, "\n", m.text);
+    for (const LlmToolCall& c : m.tool_calls) absl::StrAppend(&full_prompt, " ", c.arguments);
+  }
   response.usage.prompt_tokens = CountTokens(full_prompt);
   response.usage.completion_tokens = CountTokens(response.text);
   response.rate_limit = admission.telemetry;

@@ -27,8 +27,36 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace runloom {
+
+// A tool the model may call (an agent step's `tools:`).
+struct LlmTool {
+  std::string name;
+  std::string description;
+  nlohmann::json parameters;  // JSON Schema of the arguments
+};
+
+// One tool call the model asked for. The arguments are the model's own text:
+// untrusted, parsed and checked by the agent step, never by the provider.
+struct LlmToolCall {
+  std::string id;         // the provider's call id ("call_..", "toolu_.."); may be ""
+  std::string name;       // as the model wrote it; may name no tool
+  std::string arguments;  // JSON text as the model wrote it
+};
+
+// One message after the prompt in an agent's conversation: a model turn
+// (role "assistant": its text and tool calls) or the answer to one tool call
+// (role "tool": the result's JSON text, or the error the call got).
+struct LlmMessage {
+  std::string role;  // "assistant" or "tool"
+  std::string text;  // assistant: its text; tool: the result or error text
+  std::vector<LlmToolCall> tool_calls;  // assistant only
+  std::string tool_call_id;             // tool only: LlmToolCall::id answered
+  std::string tool_name;                // tool only
+  bool is_error = false;                // tool only: the call was refused or failed
+};
 
 // One completion request, with templates already resolved.
 struct LlmRequest {
@@ -43,6 +71,11 @@ struct LlmRequest {
   // checks the reply against it either way.
   std::optional<nlohmann::json> json_schema;
   std::optional<int64_t> max_tokens;  // cap on completion tokens; nullopt = provider default
+  // Agent steps: the tools the model may call, and the conversation after
+  // the prompt (the earlier turns and the answers to their tool calls).
+  // Empty for an `llm` step.
+  std::vector<LlmTool> tools;
+  std::vector<LlmMessage> history;
   // Provider-specific options (for the fake provider: the step's `fake:` block).
   nlohmann::json options = nlohmann::json::object();
   // Called (on the calling thread) with each failed answer the provider is
@@ -60,6 +93,8 @@ struct LlmUsage {
 struct LlmResponse {
   std::string text;   // the raw reply; in json mode, text the caller parses
   std::string model;  // the model that answered
+  // The tools the model asked to call, in its order (empty: a final answer).
+  std::vector<LlmToolCall> tool_calls;
   LlmUsage usage;
   // What the provider's headers said about its limits (llm/rate_limit.h).
   RateLimitTelemetry rate_limit;

@@ -112,5 +112,90 @@ TEST(WireTest, ErrorBodyMessageReadsBothShapes) {
   EXPECT_EQ(ErrorBodyMessage(std::string(1000, 'x')).size(), 303u);
 }
 
+// An agent's second turn: the tools, the model's first turn with two
+// calls, and the answers to them.
+LlmRequest AgentRequest() {
+  LlmRequest r = Request();
+  r.tools = {{.name = "search",
+              .description = "Search the docs.",
+              .parameters = json{{"type", "object"}}}};
+  r.history = {
+      {.role = "assistant",
+       .text = "",
+       .tool_calls = {{.id = "c1", .name = "search", .arguments = R"({"q":"a"})"},
+                      {.id = "c2", .name = "search", .arguments = "{not json"}}},
+      {.role = "tool", .text = R"({"hits":1})", .tool_call_id = "c1", .tool_name = "search"},
+      {.role = "tool",
+       .text = "error: refused",
+       .tool_call_id = "c2",
+       .tool_name = "search",
+       .is_error = true}};
+  return r;
+}
+
+TEST(OpenAiWireTest, AnAgentTurnSendsToolsAndTheConversation) {
+  json body = OpenAiRequestBody(AgentRequest());
+  EXPECT_EQ(body["tools"][0]["type"], "function");
+  EXPECT_EQ(body["tools"][0]["function"]["name"], "search");
+  EXPECT_EQ(body["tools"][0]["function"]["parameters"], json({{"type", "object"}}));
+  const json& m = body["messages"];
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[2]["role"], "assistant");
+  EXPECT_TRUE(m[2]["content"].is_null());
+  EXPECT_EQ(m[2]["tool_calls"][0]["id"], "c1");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"], R"({"q":"a"})");
+  EXPECT_EQ(m[3], json({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", R"({"hits":1})"}}));
+  EXPECT_EQ(m[4]["tool_call_id"], "c2");
+}
+
+TEST(OpenAiWireTest, ParsesToolCalls) {
+  absl::StatusOr<LlmResponse> r = ParseOpenAiResponse(R"({
+    "choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{\"q\":\"x\"}"}},
+      {"id": "call_2", "type": "function", "function": {"name": "rm", "arguments": "oops"}}]}}]})");
+  ASSERT_OK(r);
+  ASSERT_EQ(r->tool_calls.size(), 2u);
+  EXPECT_EQ(r->tool_calls[0].id, "call_1");
+  EXPECT_EQ(r->tool_calls[0].name, "search");
+  EXPECT_EQ(r->tool_calls[0].arguments, R"({"q":"x"})");
+  EXPECT_EQ(r->tool_calls[1].arguments, "oops");  // the agent refuses it, not the parser
+  EXPECT_THAT(ParseOpenAiResponse(R"({"choices": [{"message": {"content": null,
+                                      "tool_calls": [{"id": "x"}]}}]})"),
+              StatusIs(absl::StatusCode::kUnknown, HasSubstr("no function")));
+}
+
+TEST(AnthropicWireTest, AnAgentTurnSendsToolUseAndToolResultBlocks) {
+  json body = AnthropicRequestBody(AgentRequest());
+  EXPECT_EQ(body["tools"][0], json({{"name", "search"},
+                                    {"description", "Search the docs."},
+                                    {"input_schema", {{"type", "object"}}}}));
+  const json& m = body["messages"];
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1]["role"], "assistant");
+  EXPECT_EQ(m[1]["content"][0],
+            json({{"type", "tool_use"}, {"id", "c1"}, {"name", "search"}, {"input", {{"q", "a"}}}}));
+  // Arguments that were not a JSON object go as {} (that call was refused).
+  EXPECT_EQ(m[1]["content"][1]["input"], json::object());
+  EXPECT_EQ(m[2]["role"], "user");
+  ASSERT_EQ(m[2]["content"].size(), 2u);
+  EXPECT_EQ(m[2]["content"][0]["type"], "tool_result");
+  EXPECT_EQ(m[2]["content"][0]["tool_use_id"], "c1");
+  EXPECT_FALSE(m[2]["content"][0].contains("is_error"));
+  EXPECT_EQ(m[2]["content"][1]["is_error"], true);
+}
+
+TEST(AnthropicWireTest, ParsesToolUseBlocks) {
+  absl::StatusOr<LlmResponse> r = ParseAnthropicResponse(R"({
+    "model": "claude", "content": [
+      {"type": "text", "text": "Let me look."},
+      {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "rivers"}}],
+    "usage": {"input_tokens": 10, "output_tokens": 5}})");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->text, "Let me look.");
+  ASSERT_EQ(r->tool_calls.size(), 1u);
+  EXPECT_EQ(r->tool_calls[0].id, "toolu_1");
+  EXPECT_EQ(json::parse(r->tool_calls[0].arguments), json({{"q", "rivers"}}));
+}
+
 }  // namespace
 }  // namespace runloom::llm_internal

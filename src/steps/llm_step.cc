@@ -7,6 +7,7 @@
 #include "core/status_macros.h"
 #include "events/events.h"
 #include "llm/config.h"
+#include "llm/conversation.h"
 #include "llm/json_schema.h"
 #include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
@@ -176,6 +177,10 @@ class LlmStep final : public StepKind {
     record.cost_micros = cost;
     record.requests = response->requests;
     StepOutput out;
+    nlohmann::json calls = nlohmann::json::array();
+    for (const LlmToolCall& c : response->tool_calls) {
+      calls.push_back({{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
+    }
     out.output = {{"text", response->text},
                   {"model", response->model},
                   {"provider", call.route.provider_name},
@@ -184,7 +189,10 @@ class LlmStep final : public StepKind {
                     {"completion_tokens", response->usage.completion_tokens},
                     {"cost_micros", cost}}},
                   {"latency_ms", record.latency_ms}};
-    if (call.request.json_mode) {
+    if (!calls.empty()) out.output["tool_calls"] = std::move(calls);
+    // An agent's turn that calls tools is not its answer: only a reply
+    // without tool calls is held to the JSON reply and its schema.
+    if (call.request.json_mode && response->tool_calls.empty()) {
       absl::StatusOr<nlohmann::json> reply = ParseJsonReply(response->text);
       if (reply.ok() && call.schema != nullptr) {
         if (absl::Status s = call.schema->Validate(*reply); !s.ok()) reply = s;
@@ -205,8 +213,15 @@ class LlmStep final : public StepKind {
  private:
   absl::StatusOr<LlmCall> Parse(const nlohmann::json& config, bool unresolved) const {
     ConfigReader r("llm", config, unresolved);
-    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(
-        {"model", "prompt", "system", "response_format", "response_schema", "max_tokens", "fake"}));
+    // An agent's turn (engine/run/agent_step.cc) adds its tools and the
+    // conversation so far under the internal keys, after templates; a
+    // workflow file cannot write them (Validate parses with unresolved).
+    RUNLOOM_RETURN_IF_ERROR(
+        unresolved ? r.CheckKeys({"model", "prompt", "system", "response_format",
+                                  "response_schema", "max_tokens", "fake"})
+                   : r.CheckKeys({"model", "prompt", "system", "response_format",
+                                  "response_schema", "max_tokens", "fake", kAgentToolsKey,
+                                  kAgentHistoryKey}));
     LlmCall call;
     LlmRequest& req = call.request;
     RUNLOOM_ASSIGN_OR_RETURN(std::optional<std::string> model, r.String("model"));
@@ -250,6 +265,12 @@ class LlmStep final : public StepKind {
     if (max_tokens.has_value()) req.max_tokens = max_tokens;
     if (r.Has("fake")) {
       req.options = r.Get("fake");
+    }
+    if (!unresolved && config.contains(kAgentToolsKey)) {
+      RUNLOOM_ASSIGN_OR_RETURN(req.tools, AgentToolsFromJson(config[kAgentToolsKey]));
+    }
+    if (!unresolved && config.contains(kAgentHistoryKey)) {
+      RUNLOOM_ASSIGN_OR_RETURN(req.history, AgentHistoryFromJson(config[kAgentHistoryKey]));
     }
     return call;
   }

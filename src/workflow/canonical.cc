@@ -18,6 +18,7 @@ namespace runloom {
 namespace {
 
 using nlohmann::json;
+using workflow_internal::kAgent;
 using workflow_internal::kLoop;
 using workflow_internal::kParallel;
 
@@ -75,6 +76,16 @@ json CanonicalStep(const StepDef& s) {
     out["max_iterations"] = s.max_iterations;
     out["until"] = CanonicalCondition(s.until);
     out["body"] = CanonicalSteps(s.body);
+  }
+  if (s.kind == kAgent) {
+    json tools = json::array();
+    for (const ToolDef& t : s.tools) {
+      tools.push_back({{"name", t.name},
+                       {"description", t.description},
+                       {"parameters", t.parameters},
+                       {"step", CanonicalStep(t.step)}});
+    }
+    out["tools"] = std::move(tools);
   }
   if (s.kind == kParallel) {
     out["deadline_ms"] = OptionalMillis(s.deadline);
@@ -166,6 +177,16 @@ absl::StatusOr<StepDef> ReadStep(const json& v) {
     s.max_iterations = v.at("max_iterations").get<int>();
     RUNLOOM_ASSIGN_OR_RETURN(s.until, ReadCondition(v.at("until")));
     RUNLOOM_ASSIGN_OR_RETURN(s.body, ReadSteps(v.at("body")));
+  }
+  if (s.kind == kAgent) {
+    for (const json& t : v.at("tools")) {
+      ToolDef tool;
+      tool.name = t.at("name").get<std::string>();
+      tool.description = t.at("description").get<std::string>();
+      tool.parameters = t.at("parameters");
+      RUNLOOM_ASSIGN_OR_RETURN(tool.step, ReadStep(t.at("step")));
+      s.tools.push_back(std::move(tool));
+    }
   }
   if (s.kind == kParallel) {
     s.deadline = OptionalFromMillis(v.at("deadline_ms"));

@@ -32,6 +32,7 @@
 namespace runloom {
 namespace {
 
+using workflow_internal::kAgent;
 using workflow_internal::kLoop;
 using workflow_internal::kParallel;
 using workflow_internal::kWait;
@@ -56,6 +57,7 @@ const std::vector<std::string> kRetryKeys = {"max_attempts", "initial_delay", "m
                                              "max_delay", "on"};
 const std::vector<std::string> kDefaultsKeys = {"timeout", "retry"};
 const std::vector<std::string> kBranchKeys = {"name", "steps"};
+const std::vector<std::string> kToolKeys = {"name", "description", "parameters", "step"};
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -440,6 +442,47 @@ class Loader {
     return out;
   }
 
+  // An agent's `tools:`: a list of {name, description, parameters, step}.
+  // The tool's step takes no id of its own: the tool's name is its id.
+  absl::StatusOr<std::vector<ToolDef>> ParseTools(const YAML::Node& n, const StepDef& s) {
+    std::vector<ToolDef> out;
+    if (n.IsNull()) return out;
+    const std::string what = StepPrefix(s) + "tools";
+    if (!n.IsSequence()) {
+      return Err(n, absl::StrCat(what, " must be a list of {name, description, parameters, step}"));
+    }
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node t = *it;
+      if (!t.IsMap()) {
+        return Err(t, absl::StrCat(what, ": each tool must be a mapping with name, description, "
+                                         "parameters and step"));
+      }
+      RUNLOOM_RETURN_IF_ERROR(CheckKeys(t, kToolKeys, "a tool"));
+      ToolDef tool;
+      RUNLOOM_ASSIGN_OR_RETURN(tool.name, ReadText(Get(t, "name"), what + " name"));
+      RUNLOOM_ASSIGN_OR_RETURN(tool.description,
+                               ReadText(Get(t, "description"), what + " description"));
+      const YAML::Node params = Get(t, "parameters");
+      if (params.IsDefined() && !params.IsNull()) tool.parameters = YamlToJson(params);
+      const YAML::Node step = Get(t, "step");
+      if (!step.IsDefined() || !step.IsMap()) {
+        return Err(step.IsDefined() ? step : t,
+                   absl::StrCat(what, ": tool '", tool.name,
+                                "' needs step: the step that carries a call out, e.g. "
+                                "step: {kind: exec, command: [./search], input: \"{{ args }}\"}"));
+      }
+      if (Get(step, "id").IsDefined()) {
+        return Err(Get(step, "id"), absl::StrCat(what, ": tool '", tool.name,
+                                                 "': its step takes no id; the tool's name is "
+                                                 "its id, so remove id:"));
+      }
+      RUNLOOM_ASSIGN_OR_RETURN(tool.step, ParseStep(step));
+      tool.step.id = tool.name;
+      out.push_back(std::move(tool));
+    }
+    return out;
+  }
+
   // Reads one key of step `s` (whose id and kind are already set).
   absl::Status ApplyStepKey(StepDef* s, const YAML::Node& key, const YAML::Node& v) {
     const std::string k = key.Scalar();
@@ -494,6 +537,8 @@ class Loader {
       RUNLOOM_ASSIGN_OR_RETURN(s->deadline, ReadDuration(v, what));
     } else if (s->kind == kParallel && k == "branches") {
       RUNLOOM_ASSIGN_OR_RETURN(s->branches, ParseBranches(v, *s));
+    } else if (s->kind == kAgent && k == "tools") {
+      RUNLOOM_ASSIGN_OR_RETURN(s->tools, ParseTools(v, *s));
     } else if (s->kind == kLoop || s->kind == kParallel) {
       return Err(
           key,
@@ -540,6 +585,14 @@ class Loader {
       const YAML::Node n = cseq[i];
       out.emplace(&steps[i], n);
       MapNodes(steps[i].body, Get(n, "body"), out);
+      const YAML::Node tools = Get(n, "tools");
+      if (tools.IsDefined() && tools.IsSequence() && tools.size() == steps[i].tools.size()) {
+        for (size_t t = 0; t < steps[i].tools.size(); ++t) {
+          const YAML::Node& ct = tools;
+          const YAML::Node step = Get(ct[t], "step");
+          if (step.IsDefined()) out.emplace(&steps[i].tools[t].step, step);
+        }
+      }
       const YAML::Node branches = Get(n, "branches");
       if (!branches.IsDefined() || !branches.IsSequence() ||
           branches.size() != steps[i].branches.size()) {
@@ -555,7 +608,7 @@ class Loader {
   static int64_t CountSteps(const std::vector<StepDef>& steps) {
     int64_t n = 0;
     for (const StepDef& s : steps) {
-      n += 1 + CountSteps(s.body);
+      n += 1 + CountSteps(s.body) + static_cast<int64_t>(s.tools.size());
       for (const Branch& b : s.branches) n += CountSteps(b.steps);
     }
     return n;

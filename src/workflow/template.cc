@@ -71,7 +71,7 @@ using workflow_internal::TemplatePiece;
 constexpr const char* kRefForms =
     "write inputs.<name>[.field], steps.<id>.output[.field], steps.<id>.status, "
     "steps.<id>.error, run.id, run.revision, run.entry, run.feedback[.field], "
-    "run.rerun_from or loop.iteration";
+    "run.rerun_from, loop.iteration or (in a tool's step) args[.field]";
 
 bool IsRefComponent(const std::string& c) {
   if (c.empty()) {
@@ -194,6 +194,11 @@ absl::StatusOr<Ref> ParseRef(const std::string& ref) {
     if (out.path.size() != 1 || out.path[0] != "iteration") {
       return BadRef(ref, "the only loop value is loop.iteration");
     }
+    return out;
+  }
+  if (out.root == "args") {
+    // The arguments of an agent's tool call: `args` (all of them) or a field.
+    out.path.assign(parts.begin() + 1, parts.end());
     return out;
   }
   return BadRef(ref, absl::StrCat("unknown root '", out.root, "'"));

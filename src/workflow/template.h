@@ -34,7 +34,7 @@ namespace runloom {
 //   "run.revision"       -> {root "run", path {"revision"}}
 //   "loop.iteration"     -> {root "loop", path {"iteration"}}
 struct Ref {
-  std::string root;     // inputs | steps | run | loop
+  std::string root;     // inputs | steps | run | loop | args (in an agent's tool step)
   std::string step_id;  // root == "steps" only
   std::string attr;     // root == "steps" only: output | status | error
   std::vector<std::string> path;

@@ -270,6 +270,11 @@ class Validator {
                                    "', which does not exist; use the id of a step in this "
                                    "workflow"));
     }
+    if (r->root == "args" && tool_depth_ == 0) {
+      return Fail(at, absl::StrCat(where, ": '", ref,
+                                   "' is only defined in the step of an agent's tool (the "
+                                   "arguments of the call); drop the reference here"));
+    }
     if (r->root == "loop" && !in_loop) {
       return Fail(at, absl::StrCat(where, ": '", ref,
                                    "' is only defined inside a loop body; move the step into a "
@@ -448,11 +453,69 @@ class Validator {
     if (s.kind == kParallel) {
       return CheckParallel(s, in_loop);
     }
+    if (s.kind == kAgent) {
+      RUNLOOM_RETURN_IF_ERROR(CheckTools(s, in_loop));
+    } else if (!s.tools.empty()) {
+      return Fail({&s, {"tools"}}, absl::StrCat("a ", s.kind,
+                                                " step has tools; only kind: agent takes tools:"));
+    }
     if (!s.config.is_object()) {
       return Fail({&s, {}}, "config must be a JSON object of kind-specific keys");
     }
     RUNLOOM_RETURN_IF_ERROR(CheckNoStructure(s));
     return CheckTemplates(s.config, Location{&s, {}}, in_loop);
+  }
+
+  // An agent's tools: named once each, described, with an object schema,
+  // each carried out by one leaf step (exec, http, llm, run, approval, ...)
+  // that may read the call's arguments as `args`.
+  absl::Status CheckTools(const StepDef& s, bool in_loop) {
+    if (s.tools.size() > kMaxAgentTools) {
+      return Fail({&s, {"tools"}}, absl::StrCat("an agent takes at most ", kMaxAgentTools,
+                                                " tools; this one lists ", s.tools.size()));
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < s.tools.size(); ++i) {
+      const ToolDef& t = s.tools[i];
+      const Location at{&s, {"tools", absl::StrCat(i)}};
+      if (!IsStepId(t.name)) {
+        return Fail(at, absl::StrCat("bad tool name '", t.name,
+                                     "'; use lower-case letters, digits and '_', starting with "
+                                     "a letter"));
+      }
+      if (!names.insert(t.name).second) {
+        return Fail(at, absl::StrCat("tool name '", t.name, "' is used twice; rename one"));
+      }
+      if (t.description.empty()) {
+        return Fail(at, absl::StrCat("tool '", t.name,
+                                     "' has no description; say what it does (the model reads "
+                                     "it to choose)"));
+      }
+      if (!t.parameters.is_object() || t.parameters.value("type", "") != "object") {
+        return Fail(at, absl::StrCat("tool '", t.name,
+                                     "': parameters must be a JSON Schema of type object, e.g. "
+                                     "{type: object, properties: {query: {type: string}}, "
+                                     "required: [query]}"));
+      }
+      const StepDef& step = t.step;
+      if (step.kind == kLoop || step.kind == kParallel || step.kind == kAgent ||
+          step.kind == kWait) {
+        return Fail({&step, {"kind"}},
+                    absl::StrCat("tool '", t.name, "': a tool's step cannot be kind ", step.kind,
+                                 "; use a step that carries one call out (exec, http, llm, run, "
+                                 "approval, ...)"));
+      }
+      if (HasExplicitNeeds(step)) {
+        return Fail({&step, {"needs"}}, absl::StrCat("tool '", t.name,
+                                                     "': a tool's step has no siblings to need; "
+                                                     "remove needs:"));
+      }
+      ++tool_depth_;
+      absl::Status checked = CheckStep(step, in_loop);
+      --tool_depth_;
+      RUNLOOM_RETURN_IF_ERROR(checked);
+    }
+    return absl::OkStatus();
   }
 
   absl::Status CheckSteps(const std::vector<StepDef>& steps, bool in_loop) {
@@ -550,6 +613,7 @@ class Validator {
   const Workflow& wf_;
   const LineLookup& line_of_;
   std::map<std::string, const StepDef*> ids_;
+  int tool_depth_ = 0;  // > 0 while checking the step of an agent's tool
 };
 
 }  // namespace

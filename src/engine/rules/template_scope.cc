@@ -24,6 +24,13 @@ int Scope::LoopIteration() const {
   return 0;
 }
 
+const nlohmann::json* Scope::Args() const {
+  for (const Scope* s = this; s != nullptr; s = s->parent) {
+    if (s->args != nullptr) return s->args;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<nlohmann::json> ResolveRef(const std::string& ref, const Scope& scope,
                                           const RunRecord& run, const nlohmann::json& secrets) {
   RUNLOOM_ASSIGN_OR_RETURN(Ref r, ParseRef(ref));
@@ -54,6 +61,16 @@ absl::StatusOr<nlohmann::json> ResolveRef(const std::string& ref, const Scope& s
   }
   if (r.root == "loop") {
     return nlohmann::json(scope.LoopIteration());
+  }
+  if (r.root == "args") {
+    const nlohmann::json* args = scope.Args();
+    if (args == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", ref, "' is only defined in the step of an agent's tool"));
+    }
+    auto v = JsonAtPath(*args, r.path);
+    if (!v) return nlohmann::json(nullptr);  // an optional argument not given reads as null
+    return *v;
   }
   if (r.root == "steps") {
     const StepResult* res = scope.Find(r.step_id);

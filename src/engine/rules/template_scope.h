@@ -33,14 +33,18 @@ struct Scope {
   const Scope* parent = nullptr;
   std::map<std::string, StepResult> results;
   int loop_iteration = 0;  // 1-based inside a loop body, 0 outside
+  // In an agent's tool step: the call's validated arguments (`args`).
+  const nlohmann::json* args = nullptr;
   // The nearest result for step `id`, or nullptr (not run yet at this point).
   const StepResult* Find(const std::string& id) const;
   // The innermost loop's iteration, 0 outside any loop.
   int LoopIteration() const;
+  // The innermost tool call's arguments, nullptr outside a tool step.
+  const nlohmann::json* Args() const;
 };
 
 // The value of reference `ref` ("inputs.topic", "steps.edit.output.ok",
-// "run.feedback", "loop.iteration") in `scope`, for `run`. `secrets` holds
+// "run.feedback", "loop.iteration", "args.query") in `scope`, for `run`. `secrets` holds
 // the secret inputs given to StartRun in this process (never stored).
 // kInvalidArgument for an unknown reference or an input with no value; a step
 // not run yet reads as null (its status as "pending"), a missing field as null.

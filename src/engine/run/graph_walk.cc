@@ -142,6 +142,7 @@ absl::StatusOr<StepResult> RunExecution::RunStep(const StepDef& step, const std:
   if (step.kind == "sleep") return RunSleep(step, path, scope, stop);
   if (step.kind == "wait") return RunWait(step, path);
   if (step.kind == "run") return RunChild(step, path, scope);
+  if (step.kind == "agent") return RunAgent(step, path, scope, stop);
   return RunLeaf(step, path, scope, stop);
 }
 

@@ -223,10 +223,14 @@ std::optional<std::string> RunExecution::EnterPhase(const std::string& phase) {
 RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef& step,
                                                    const std::string& path, int attempt,
                                                    absl::Time deadline, Scope& scope,
-                                                   StopSource& stop) {
+                                                   StopSource& stop,
+                                                   const nlohmann::json* literal) {
   Attempt a;
   auto config =
       ResolveTemplates(step.config, [&](const std::string& ref) { return Resolve(ref, scope); });
+  if (config.ok() && literal != nullptr) {
+    for (const auto& [key, value] : literal->items()) (*config)[key] = value;
+  }
   if (!config.ok()) {
     a.out = absl::InvalidArgumentError(absl::StrCat("templates: ", config.status().message()));
   } else {
@@ -261,7 +265,8 @@ std::vector<Event> WithLast(std::vector<Event> events, Event last) {
 // backoff, or record the failure. Kept whole (~75 lines): the loop's exits share the
 // attempt's state.
 absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std::string& path,
-                                                 Scope& scope, StopSource& stop) {
+                                                 Scope& scope, StopSource& stop,
+                                                 const nlohmann::json* literal) {
   std::shared_ptr<StepKind> kind = config_.registry->Find(step.kind);
   const absl::Time first_start = config_.clock->Now();
   StepResult result;
@@ -279,7 +284,7 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     RUNLOOM_RETURN_IF_ERROR(WriteStepStarted(step, path, attempt));
     const absl::Time started = config_.clock->Now();
     const absl::Time deadline = step.timeout ? started + *step.timeout : absl::InfiniteFuture();
-    Attempt executed = ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop);
+    Attempt executed = ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop, literal);
     absl::StatusOr<StepOutput>& out = executed.out;
     if (stop.stopped()) {
       if (stop.reason() != StopReason::kDeadline) {

@@ -40,6 +40,7 @@
 #include "engine/run/secrets.h"
 #include "engine/run/stop.h"
 #include "events/events.h"
+#include "llm/provider.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -53,6 +54,8 @@
 #include <vector>
 
 namespace runloom::engine_internal {
+
+class AgentRun;  // agent_step.cc: one agent's tools and their schemas
 
 struct ExecutionConfig {
   Store* store = nullptr;
@@ -146,9 +149,10 @@ class RunExecution {
   // the run is stopping.
   absl::StatusOr<bool> ShouldRun(const StepDef& step, bool triggered, std::string& skip_reason,
                                  const Scope& scope, StopSource& stop);
-  // leaf_step.cc:
+  // leaf_step.cc. `literal` (optional) is added to the step's config after
+  // its templates are resolved, as is: an agent's conversation.
   absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path, Scope& scope,
-                                     StopSource& stop);
+                                     StopSource& stop, const nlohmann::json* literal = nullptr);
   absl::Status WriteStepStarted(const StepDef& step, const std::string& path, int attempt);
   // `phase` if the run's phase must change to it (then remembered as
   // written), else nullopt: an empty phase or the current one.
@@ -160,7 +164,18 @@ class RunExecution {
     std::vector<Event> events;
   };
   Attempt ExecuteAttempt(StepKind& kind, const StepDef& step, const std::string& path, int attempt,
-                         absl::Time deadline, Scope& scope, StopSource& stop);
+                         absl::Time deadline, Scope& scope, StopSource& stop,
+                         const nlohmann::json* literal);
+  // agent_step.cc: the model's turns as llm leaf steps, each turn's tool
+  // calls as the tools' own steps (side by side unless one parks the run).
+  absl::StatusOr<StepResult> RunAgent(const StepDef& step, const std::string& path, Scope& scope,
+                                      StopSource& stop);
+  // The answers to one turn's calls, in order; fewer when a call parked the
+  // run (halt_ set).
+  absl::StatusOr<std::vector<StepResult>> RunToolCalls(const AgentRun& agent,
+                                                       const std::vector<LlmToolCall>& calls,
+                                                       const std::string& turn_path, Scope& scope,
+                                                       StopSource& stop);
   // approval_gate.cc:
   absl::StatusOr<StepResult> RunApproval(const StepDef& step, const std::string& path,
                                          Scope& scope);

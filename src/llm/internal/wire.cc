@@ -57,6 +57,99 @@ std::string ModelOf(const nlohmann::json& j) {
   return "";
 }
 
+std::string Dump(const nlohmann::json& v) { return v.dump(-1, ' ', false, kReplace); }
+
+// The OpenAI messages of an agent's earlier turns and tool answers.
+void AppendOpenAiHistory(const LlmRequest& request, nlohmann::json& messages) {
+  for (const LlmMessage& m : request.history) {
+    if (m.role == "tool") {
+      messages.push_back(
+          {{"role", "tool"}, {"tool_call_id", m.tool_call_id}, {"content", m.text}});
+      continue;
+    }
+    nlohmann::json msg = {{"role", "assistant"}};
+    msg["content"] = m.text.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.text);
+    if (!m.tool_calls.empty()) {
+      nlohmann::json calls = nlohmann::json::array();
+      for (const LlmToolCall& c : m.tool_calls) {
+        calls.push_back({{"id", c.id},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      }
+      msg["tool_calls"] = std::move(calls);
+    }
+    messages.push_back(std::move(msg));
+  }
+}
+
+// A tool call's arguments as Anthropic's `input` object: the model's text
+// parsed, or {} when it was not a JSON object (such a call was refused).
+nlohmann::json AnthropicInput(const std::string& arguments) {
+  absl::StatusOr<nlohmann::json> parsed =
+      ParseJsonBounded(arguments, "tool arguments", StepOutputLimits());
+  if (parsed.ok() && parsed->is_object()) return *std::move(parsed);
+  return nlohmann::json::object();
+}
+
+// The Anthropic messages of an agent's earlier turns: each model turn as
+// text and tool_use blocks, the answers to its calls as one user message of
+// tool_result blocks.
+void AppendAnthropicHistory(const LlmRequest& request, nlohmann::json& messages) {
+  nlohmann::json results = nlohmann::json::array();
+  auto flush = [&] {
+    if (results.empty()) return;
+    messages.push_back({{"role", "user"}, {"content", std::move(results)}});
+    results = nlohmann::json::array();
+  };
+  for (const LlmMessage& m : request.history) {
+    if (m.role == "tool") {
+      nlohmann::json block = {
+          {"type", "tool_result"}, {"tool_use_id", m.tool_call_id}, {"content", m.text}};
+      if (m.is_error) block["is_error"] = true;
+      results.push_back(std::move(block));
+      continue;
+    }
+    flush();
+    nlohmann::json content = nlohmann::json::array();
+    if (!m.text.empty()) content.push_back({{"type", "text"}, {"text", m.text}});
+    for (const LlmToolCall& c : m.tool_calls) {
+      content.push_back({{"type", "tool_use"},
+                         {"id", c.id},
+                         {"name", c.name},
+                         {"input", AnthropicInput(c.arguments)}});
+    }
+    messages.push_back({{"role", "assistant"}, {"content", std::move(content)}});
+  }
+  flush();
+}
+
+// choices[0].message.tool_calls, if any.
+absl::Status ReadOpenAiToolCalls(const nlohmann::json& message, LlmResponse& out) {
+  constexpr absl::string_view kApi = "openai";
+  if (!message.contains("tool_calls") || message["tool_calls"].is_null()) {
+    return absl::OkStatus();
+  }
+  if (!message["tool_calls"].is_array()) return Malformed(kApi, "tool_calls is not a list");
+  for (const nlohmann::json& call : message["tool_calls"]) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+      return Malformed(kApi, "a tool call has no function");
+    }
+    const nlohmann::json& fn = call["function"];
+    if (!fn.contains("name") || !fn["name"].is_string()) {
+      return Malformed(kApi, "a tool call's function has no name");
+    }
+    LlmToolCall c;
+    c.name = fn["name"].get<std::string>();
+    if (call.contains("id") && call["id"].is_string()) c.id = call["id"].get<std::string>();
+    if (fn.contains("arguments")) {
+      c.arguments = fn["arguments"].is_string() ? fn["arguments"].get<std::string>()
+                                                : Dump(fn["arguments"]);
+    }
+    out.tool_calls.push_back(std::move(c));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string JsonModeInstruction(const LlmRequest& request) {
@@ -75,8 +168,20 @@ nlohmann::json OpenAiRequestBody(const LlmRequest& request) {
     messages.push_back({{"role", "system"}, {"content", request.system}});
   }
   messages.push_back({{"role", "user"}, {"content", request.prompt}});
+  AppendOpenAiHistory(request, messages);
   nlohmann::json body = {{"model", request.model}, {"messages", std::move(messages)}};
   if (request.max_tokens.has_value()) body["max_tokens"] = *request.max_tokens;
+  if (!request.tools.empty()) {
+    nlohmann::json tools = nlohmann::json::array();
+    for (const LlmTool& t : request.tools) {
+      tools.push_back({{"type", "function"},
+                       {"function",
+                        {{"name", t.name},
+                         {"description", t.description},
+                         {"parameters", t.parameters}}}});
+    }
+    body["tools"] = std::move(tools);
+  }
   if (request.json_mode) {
     if (request.json_schema.has_value()) {
       body["response_format"] = {
@@ -107,6 +212,7 @@ absl::StatusOr<LlmResponse> ParseOpenAiResponse(absl::string_view body) {
   } else if (!message["content"].is_null()) {
     return Malformed(kApi, "choices[0].message.content is not a string");
   }
+  if (absl::Status s = ReadOpenAiToolCalls(message, out); !s.ok()) return s;
   out.model = ModelOf(*j);
   absl::StatusOr<LlmUsage> usage = ReadUsage(kApi, *j, "prompt_tokens", "completion_tokens");
   if (!usage.ok()) return usage.status();
@@ -120,11 +226,20 @@ nlohmann::json AnthropicRequestBody(const LlmRequest& request) {
     system = system.empty() ? JsonModeInstruction(request)
                             : absl::StrCat(system, "\n\n", JsonModeInstruction(request));
   }
-  nlohmann::json body = {
-      {"model", request.model},
-      {"max_tokens", request.max_tokens.value_or(kAnthropicDefaultMaxTokens)},
-      {"messages", nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}})}};
+  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", request.prompt}}});
+  AppendAnthropicHistory(request, messages);
+  nlohmann::json body = {{"model", request.model},
+                         {"max_tokens", request.max_tokens.value_or(kAnthropicDefaultMaxTokens)},
+                         {"messages", std::move(messages)}};
   if (!system.empty()) body["system"] = system;
+  if (!request.tools.empty()) {
+    nlohmann::json tools = nlohmann::json::array();
+    for (const LlmTool& t : request.tools) {
+      tools.push_back(
+          {{"name", t.name}, {"description", t.description}, {"input_schema", t.parameters}});
+    }
+    body["tools"] = std::move(tools);
+  }
   return body;
 }
 
@@ -136,11 +251,21 @@ absl::StatusOr<LlmResponse> ParseAnthropicResponse(absl::string_view body) {
   if (!content.is_array()) return Malformed(kApi, "no content array");
   LlmResponse out;
   for (const nlohmann::json& block : content) {
-    // Only text blocks make the reply; other block types (tool use) are not
-    // asked for.
-    if (block.is_object() && block.value("type", "") == "text" && block.contains("text") &&
-        block["text"].is_string()) {
+    // Text blocks make the reply, tool_use blocks the tool calls; other
+    // block types (thinking) are not used.
+    if (!block.is_object()) continue;
+    const std::string type = block.value("type", "");
+    if (type == "text" && block.contains("text") && block["text"].is_string()) {
       out.text += block["text"].get<std::string>();
+    } else if (type == "tool_use") {
+      if (!block.contains("name") || !block["name"].is_string()) {
+        return Malformed(kApi, "a tool_use block has no name");
+      }
+      LlmToolCall c;
+      c.name = block["name"].get<std::string>();
+      if (block.contains("id") && block["id"].is_string()) c.id = block["id"].get<std::string>();
+      c.arguments = block.contains("input") ? Dump(block["input"]) : "{}";
+      out.tool_calls.push_back(std::move(c));
     }
   }
   out.model = ModelOf(*j);

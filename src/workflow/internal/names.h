@@ -16,6 +16,8 @@ namespace runloom::workflow_internal {
 // containers of other steps.
 inline constexpr char kLoop[] = "loop";
 inline constexpr char kParallel[] = "parallel";
+// A tool-calling agent (issue 24): its `tools:` hold steps of their own.
+inline constexpr char kAgent[] = "agent";
 // A wait for a signal (issue 23): its `timeout:` is how long it waits, not a
 // bound on work, so `defaults.timeout` does not apply to it.
 inline constexpr char kWait[] = "wait";
