@@ -176,6 +176,27 @@ Workload MakeWorkload(Rng& rng, Rng& keys, int index, int max_attempts) {
         break;
       }
       case 4: {  // a priced model call under the run's and tenant's budgets; 429s first
+        if (i % 2 == 0) {
+          // An agent (issue 24): two priced turns, the first calling two tools
+          // (one sleeps, so they run one after the other), then an answer.
+          // No draw of its own, so the other seeds' workloads stay as they were.
+          absl::StrAppend(
+              &steps, head, "    kind: agent\n    model: priced\n    prompt: \"agent ", i,
+              " of {{ inputs.tenant }}: a b c\"\n    max_turns: 3\n",
+              "    fake:\n      latency: 50ms\n      turns:\n",
+              "        - tool_calls: [{name: nap, arguments: {d: 80ms}}, "
+              "{name: note, arguments: {text: seen}}]\n",
+              "        - text: done\n",
+              "    retry: {max_attempts: 3, initial_delay: 100ms, on: [rate_limited, unavailable]}\n",
+              "    tools:\n",
+              "      - {name: nap, description: Waits., parameters: {type: object, properties: "
+              "{d: {type: string}}, required: [d]}, step: {kind: sleep, duration: \"{{ args.d "
+              "}}\"}}\n",
+              "      - {name: note, description: Notes., parameters: {type: object}, step: "
+              "{kind: noop, output: {note: \"{{ args.text }}\"}}}\n");
+          w.worst += absl::Seconds(3);
+          break;
+        }
         absl::StrAppend(&steps, head, "    kind: llm\n    model: priced\n    prompt: \"step ", i,
                         " of {{ inputs.tenant }}: a b c d e f\"\n    fake: {latency: ",
                         Ms(rng.Millis(20, 800)), ", rate_limit_times: ", rng.Below(3),
