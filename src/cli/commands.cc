@@ -20,6 +20,7 @@
 #include "prometheus/registry.h"
 #include "wire/wire.h"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -232,12 +233,18 @@ int WritesCommand(const CommonFlags& c, const std::string& run_id, bool json) {
     std::cout << "run " << run_id << " has made no external write\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-28s %-20s %-6s %-4s %-7s %s\n", "PATH", "ACTION", "STATE", "HTTP",
-                               "SOURCE", "DECISION");
+  // The path column is as wide as the longest path (an agent's tool calls
+  // are "agent/turn[N]/tool[name#i]"), at least 28.
+  int width = 28;
+  for (const WriteOperation& op : *writes) {
+    width = std::max(width, static_cast<int>(op.key.step_path.size()));
+  }
+  std::cout << absl::StrFormat("%-*s %-20s %-6s %-4s %-7s %s\n", width, "PATH", "ACTION", "STATE",
+                               "HTTP", "SOURCE", "DECISION");
   for (const WriteOperation& op : *writes) {
     const bool done = op.result.has_value();
     std::cout << absl::StrFormat(
-        "%-28s %-20s %-6s %-4s %-7s %s\n", op.key.step_path, op.key.action,
+        "%-*s %-20s %-6s %-4s %-7s %s\n", width, op.key.step_path, op.key.action,
         std::string(ToString(op.state)), done ? absl::StrCat(op.result->http_status) : "-",
         done ? op.result->source : "-", op.key.decision.empty() ? "-" : op.key.decision);
   }

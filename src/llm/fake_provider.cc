@@ -358,7 +358,11 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
     for (const LlmToolCall& c : m.tool_calls) absl::StrAppend(&full_prompt, " ", c.arguments);
   }
   response.usage.prompt_tokens = CountTokens(full_prompt);
-  response.usage.completion_tokens = CountTokens(response.text);
+  std::string completion = response.text;
+  for (const LlmToolCall& c : response.tool_calls) {
+    absl::StrAppend(&completion, " ", c.name, " ", c.arguments);
+  }
+  response.usage.completion_tokens = CountTokens(completion);
   response.rate_limit = admission.telemetry;
   return response;
 }

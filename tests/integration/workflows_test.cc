@@ -173,23 +173,32 @@ class Triage : public ::testing::Test {
   std::unique_ptr<examples::ActionsServer> actions_;
 };
 
-TEST_F(Triage, ApprovedFixCompletesAndSlowSpecialistFailsAtDeadline) {
+// Issue 24.5: triage is an agent. Its specialists are tools the agent
+// calls side by side; the slow one's timeout fails it, the agent answers
+// from the other two; the remediation is an agent's write tool.
+TEST_F(Triage, ApprovedFixCompletesAndSlowSpecialistFailsAtItsTimeout) {
   nlohmann::json st = RunTo("fixable", "--approve");
   EXPECT_EQ(st["status"], "completed");
   EXPECT_EQ(st["outcome"], "approved");
   std::map<std::string, nlohmann::json> steps;
   for (const auto& s : st["steps"]) steps[s["path"]] = s;
-  EXPECT_EQ(steps["specialists[traces]/traces_scan"]["state"], "failed");
-  EXPECT_EQ(steps["specialists[traces]/traces_scan"]["error_class"], "timeout");
-  EXPECT_EQ(steps["specialists[logs]/logs_scan"]["state"], "succeeded");
-  EXPECT_EQ(steps["specialists"]["state"], "succeeded");
-  EXPECT_EQ(steps["apply"]["state"], "succeeded");
+  EXPECT_EQ(steps["investigate/turn[1]/tool[traces#2]"]["state"], "failed");
+  EXPECT_EQ(steps["investigate/turn[1]/tool[traces#2]"]["error_class"], "timeout");
+  EXPECT_EQ(steps["investigate/turn[1]/tool[logs#0]"]["state"], "succeeded");
+  EXPECT_EQ(steps["investigate/turn[1]/tool[metrics#1]"]["state"], "succeeded");
+  EXPECT_EQ(steps["investigate"]["state"], "succeeded");
+  EXPECT_EQ(steps["investigate"]["output"]["turns"], 2);
+  EXPECT_EQ(steps["investigate"]["output"]["tool_calls"], 3);
+  const std::string apply = "remediate/turn[1]/tool[apply#0]";
+  EXPECT_EQ(steps[apply]["state"], "succeeded");
+  EXPECT_EQ(steps["remediate"]["state"], "succeeded");
   // The remediation was applied once, under the key the ledger derived.
   std::vector<nlohmann::json> applied = actions_->Applied();
   ASSERT_EQ(applied.size(), 1u);
-  EXPECT_EQ(applied[0], steps["apply"]["output"]["body"]);
-  EXPECT_EQ(steps["apply"]["output"]["write"]["source"], "sent");
-  EXPECT_EQ(steps["apply"]["output"]["write"]["idempotency_key"], applied[0]["idempotency_key"]);
+  EXPECT_EQ(applied[0], steps[apply]["output"]["body"]);
+  EXPECT_EQ(applied[0]["request"]["action"], "roll back checkout-service to the previous release");
+  EXPECT_EQ(steps[apply]["output"]["write"]["source"], "sent");
+  EXPECT_EQ(steps[apply]["output"]["write"]["idempotency_key"], applied[0]["idempotency_key"]);
 }
 
 // Issue 22.1 (reference 003: writes "keyed by run, proposal and action"):
@@ -238,7 +247,7 @@ TEST_F(Triage, ANewDecisionWritesAgainAndTheSameDecisionNever) {
   nlohmann::json j = nlohmann::json::parse(writes.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << writes.out;
   ASSERT_EQ(j["writes"].size(), 2u) << writes.out;
-  EXPECT_EQ(j["writes"][0]["path"], "apply");
+  EXPECT_EQ(j["writes"][0]["path"], "remediate/turn[1]/tool[apply#0]");
   EXPECT_EQ(j["writes"][0]["action"], "remediate");
   EXPECT_THAT(j["writes"][0]["decision"].get<std::string>(), HasSubstr("approve_fix@1:sha256:"));
   EXPECT_THAT(j["writes"][1]["decision"].get<std::string>(), HasSubstr("approve_fix@2:sha256:"));
@@ -255,7 +264,9 @@ TEST_F(Triage, ANewDecisionWritesAgainAndTheSameDecisionNever) {
 TEST_F(Triage, RejectedProposalEndsRejected) {
   nlohmann::json st = RunTo("fixable", "--reject");
   EXPECT_EQ(st["status"], "rejected");
-  for (const auto& s : st["steps"]) EXPECT_NE(s["path"], "apply");
+  for (const auto& s : st["steps"]) {
+    EXPECT_EQ(s["path"].get<std::string>().find("remediate/"), std::string::npos) << s.dump();
+  }
   EXPECT_TRUE(actions_->Applied().empty());
 }
 
