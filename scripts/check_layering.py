@@ -11,7 +11,7 @@ libraries) belong to the one unit that may use them (THIRD_PARTY).
 Tests (*_test.cc, *_test_util.h, test_client.h, src/testing/, the simulator
 src/sim/, tests/) sit above everything and are not checked.
 
-The CLI and the HTTP API also never call Engine::store() or transport()
+The CLI, the HTTP API and the MCP server also never call Engine::store() or transport()
 (AROUND_THE_ENGINE): they go through the engine's operations.
 
 Run: python3 scripts/check_layering.py [SOURCE_DIR]   (ctest: layering)
@@ -66,6 +66,7 @@ UNITS = [
     ("src/wire/", "wire"),
     ("src/web/", "web"),
     ("src/api/", "api"),
+    ("src/mcp/", "mcp"),
     ("src/cli/", "cli"),
 ]
 
@@ -126,6 +127,10 @@ ALLOWED = {
     "api": STEP | {"workflow", "events", "store", "backend", "engine", "engine_api",
                    "engine_rules", "auth", "schedule",
                    "wire", "web", "steps"},
+    # `runloom mcp`: the engine's operations as MCP tools, with the API's roles
+    # (auth) and refusals (wire); it knows nothing of HTTP.
+    "mcp": STEP | {"workflow", "events", "store", "backend", "engine", "engine_api",
+                   "engine_rules", "auth", "wire"},
     "cli": set(),  # the top: filled below with every unit
 }
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
@@ -146,7 +151,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 # around it to the backend's parts (issue 20: "the CLI goes through the
 # engine"). Engine::store() and Engine::transport() are for tests and tools.
 AROUND_THE_ENGINE = re.compile(r"(->|\.)(store|transport)\(\)")
-THROUGH_THE_ENGINE = {"cli", "api"}
+THROUGH_THE_ENGINE = {"cli", "api", "mcp"}
 
 
 # A backend's own folder and composition file need no row of their own:

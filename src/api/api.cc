@@ -2,6 +2,7 @@
 
 #include "api/errors.h"
 #include "api/query.h"
+#include "auth/operations.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -83,8 +84,7 @@ Dispatched Api::Handle(const HttpRequest& request) const {
     principal = *std::move(who);
     if (!RoleAtLeast(principal.role, *route->role)) {
       return {{ErrorResponse(403, "forbidden",
-                             absl::StrCat("this needs the ", RoleName(*route->role),
-                                          " role; your token has ", RoleName(principal.role)))},
+                             RoleRefusalMessage(*route->role, principal.role))},
               route->pattern};
     }
   }

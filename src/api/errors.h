@@ -9,6 +9,7 @@
 #pragma once
 
 #include "api/http_types.h"
+#include "wire/refusal.h"
 
 #include "absl/status/status.h"
 
@@ -28,6 +29,10 @@ HttpResponse ErrorResponse(int status, const std::string& code, const std::strin
 // kDeadlineExceeded 504, anything else 500 internal (its message is not
 // shown: it may hold internals).
 HttpResponse StatusResponse(const absl::Status& status);
+
+// A refusal (wire/refusal.h) as an error response, its HTTP status from
+// the table above by the engine's code it carries.
+HttpResponse RefusalResponse(const wire::Refusal& refusal);
 
 // A JSON body with status `status` (200 by default).
 HttpResponse JsonResponse(const std::string& json_text, int status = 200);

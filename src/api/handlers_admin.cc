@@ -5,6 +5,7 @@
 #include "api/body.h"
 #include "api/errors.h"
 #include "api/query.h"
+#include "auth/operations.h"
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/registry.h"
@@ -116,16 +117,17 @@ std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics) {
   auto bind = [engine](HandlerResult (*fn)(Engine*, const Call&)) {
     return [engine, fn](const Call& c) { return fn(engine, c); };
   };
+  const Role read = RequiredRole(Operation::kRead);
   return {
       {"GET", "/healthz", std::nullopt, bind(Healthz)},
       {"GET", "/readyz", std::nullopt, bind(Readyz)},
-      {"GET", "/metrics", Role::kViewer, [metrics](const Call&) { return Metrics(metrics); }},
-      {"POST", "/api/v1/admin/reset", Role::kAdmin, bind(Reset)},
-      {"GET", "/api/v1/workflows", Role::kViewer, bind(ListWorkflows)},
-      {"POST", "/api/v1/workflows", Role::kAdmin, bind(RegisterWorkflow)},
-      {"GET", "/api/v1/workflows/{name}", Role::kViewer, bind(GetWorkflow)},
-      {"GET", "/api/v1/dead-letters", Role::kViewer, bind(ListDeadLetters)},
-      {"POST", "/api/v1/dead-letters/{id}/redrive", Role::kAdmin, bind(Redrive)},
+      {"GET", "/metrics", read, [metrics](const Call&) { return Metrics(metrics); }},
+      {"POST", "/api/v1/admin/reset", RequiredRole(Operation::kResetAll), bind(Reset)},
+      {"GET", "/api/v1/workflows", read, bind(ListWorkflows)},
+      {"POST", "/api/v1/workflows", RequiredRole(Operation::kRegisterWorkflow), bind(RegisterWorkflow)},
+      {"GET", "/api/v1/workflows/{name}", read, bind(GetWorkflow)},
+      {"GET", "/api/v1/dead-letters", read, bind(ListDeadLetters)},
+      {"POST", "/api/v1/dead-letters/{id}/redrive", RequiredRole(Operation::kRedriveDeadLetter), bind(Redrive)},
   };
 }
 

@@ -4,6 +4,7 @@
 #include "api/body.h"
 #include "api/errors.h"
 #include "api/query.h"
+#include "auth/operations.h"
 #include "runloom/run.h"
 
 #include "absl/strings/match.h"
@@ -175,9 +176,8 @@ HandlerResult WatchAllRuns(Engine*, const Call& c) {
   return {{}, std::move(stream)};
 }
 
-// The reviewer is the caller's principal, never a body field. A refusal
-// says why without the current digest (a client that could copy it from
-// here would decide without reading the proposal).
+// The reviewer is the caller's principal, never a body field. Refusals are
+// wire::DecideRefusal's, the same `runloom mcp` sends.
 HandlerResult Decide(Engine* engine, const Call& c) {
   ParsedBody b = ParseBody(c.request.body, {{"digest", FieldType::kString, true},
                                             {"decision", FieldType::kString, true},
@@ -189,36 +189,14 @@ HandlerResult Decide(Engine* engine, const Call& c) {
   d.proposal_digest = b.value["digest"].get<std::string>();
   const std::string decision = b.value["decision"].get<std::string>();
   d.decision = ParseDecision(decision);
-  if (!d.decision.has_value()) {
-    return {ErrorResponse(400, "invalid_argument",
-                          absl::StrCat("decision '", decision.substr(0, 64),
-                                       "' is not a decision: use approve, edit, reject or "
-                                       "request_revision; nothing was recorded"),
-                          "decision")};
-  }
+  if (!d.decision.has_value()) return {RefusalResponse(wire::UnknownDecisionRefusal(decision))};
   if (b.value.contains("edited")) d.edited_proposal = b.value["edited"];
   d.feedback = b.value.value("feedback", std::string());
   d.from_phase = b.value.value("from_phase", std::string());
   absl::StatusOr<RunRecord> run = engine->Decide(c.params[0], d, c.principal.name);
-  if (absl::IsFailedPrecondition(run.status())) {
-    return {
-        ErrorResponse(409, "not_paused",
-                      absl::StrCat("run ", c.params[0],
-                                   " is not paused at an approval gate; nothing was recorded"))};
-  }
-  if (absl::IsAborted(run.status())) {
-    return {ErrorResponse(409, "stale_digest",
-                          "the digest is not the current proposal's (or another decision was "
-                          "recorded first); read the gate again; nothing was recorded",
-                          "digest")};
-  }
-  if (absl::IsInvalidArgument(run.status())) {
-    // A decision the gate does not allow, or (request_revision) a phase it
-    // cannot rerun from.
-    const bool phase = d.decision == Decision::kRequestRevision &&
-                       absl::StrContains(run.status().message(), "phase");
-    return {ErrorResponse(400, "invalid_argument", std::string(run.status().message()),
-                          phase ? "from_phase" : "decision")};
+  if (std::optional<wire::Refusal> refused =
+          wire::DecideRefusal(run.status(), c.params[0], d.decision)) {
+    return {RefusalResponse(*refused)};
   }
   return {RunResponse(run)};
 }
@@ -292,20 +270,21 @@ std::vector<Route> RunRoutes(Engine* engine) {
     return [engine, fn](const Call& c) { return fn(engine, c); };
   };
   constexpr const char* kRun = "/api/v1/runs/{id}";
+  const Role read = RequiredRole(Operation::kRead);
   return {
-      {"POST", "/api/v1/runs", Role::kOperator, bind(StartRun)},
-      {"GET", "/api/v1/runs", Role::kViewer, bind(ListRuns)},
-      {"GET", kRun, Role::kViewer, bind(GetRun)},
-      {"GET", absl::StrCat(kRun, "/steps"), Role::kViewer, bind(ListSteps)},
-      {"GET", absl::StrCat(kRun, "/writes"), Role::kViewer, bind(ListWrites)},
-      {"GET", absl::StrCat(kRun, "/gate"), Role::kViewer, bind(GetGate)},
-      {"GET", absl::StrCat(kRun, "/events"), Role::kViewer, bind(ListEvents)},
-      {"POST", absl::StrCat(kRun, "/decisions"), Role::kApprover, bind(Decide)},
-      {"POST", absl::StrCat(kRun, "/cancel"), Role::kOperator, bind(Cancel)},
-      {"POST", absl::StrCat(kRun, "/rerun"), Role::kOperator, bind(Rerun)},
-      {"GET", absl::StrCat(kRun, "/signals"), Role::kViewer, bind(ListSignals)},
-      {"POST", absl::StrCat(kRun, "/signals/{name}"), Role::kOperator, bind(SendSignal)},
-      {"GET", "/api/v1/events", Role::kViewer, bind(WatchAllRuns)},
+      {"POST", "/api/v1/runs", RequiredRole(Operation::kStartRun), bind(StartRun)},
+      {"GET", "/api/v1/runs", read, bind(ListRuns)},
+      {"GET", kRun, read, bind(GetRun)},
+      {"GET", absl::StrCat(kRun, "/steps"), read, bind(ListSteps)},
+      {"GET", absl::StrCat(kRun, "/writes"), read, bind(ListWrites)},
+      {"GET", absl::StrCat(kRun, "/gate"), read, bind(GetGate)},
+      {"GET", absl::StrCat(kRun, "/events"), read, bind(ListEvents)},
+      {"POST", absl::StrCat(kRun, "/decisions"), RequiredRole(Operation::kDecide), bind(Decide)},
+      {"POST", absl::StrCat(kRun, "/cancel"), RequiredRole(Operation::kCancelRun), bind(Cancel)},
+      {"POST", absl::StrCat(kRun, "/rerun"), RequiredRole(Operation::kRerunRun), bind(Rerun)},
+      {"GET", absl::StrCat(kRun, "/signals"), read, bind(ListSignals)},
+      {"POST", absl::StrCat(kRun, "/signals/{name}"), RequiredRole(Operation::kSignalRun), bind(SendSignal)},
+      {"GET", "/api/v1/events", read, bind(WatchAllRuns)},
   };
 }
 

@@ -5,6 +5,7 @@
 #include "api/body.h"
 #include "api/errors.h"
 #include "api/query.h"
+#include "auth/operations.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -96,13 +97,15 @@ std::vector<Route> ScheduleRoutes(Engine* engine) {
   auto bind = [engine](HandlerResult (*fn)(Engine*, const Call&)) {
     return [engine, fn](const Call& c) { return fn(engine, c); };
   };
+  const Role read = RequiredRole(Operation::kRead);
+  const Role manage = RequiredRole(Operation::kManageSchedules);
   return {
-      {"GET", "/api/v1/schedules", Role::kViewer, bind(ListSchedules)},
-      {"POST", "/api/v1/schedules", Role::kOperator, bind(CreateSchedule)},
-      {"GET", "/api/v1/schedules/{id}", Role::kViewer, bind(GetSchedule)},
-      {"DELETE", "/api/v1/schedules/{id}", Role::kOperator, bind(DeleteSchedule)},
-      {"POST", "/api/v1/schedules/{id}/pause", Role::kOperator, bind(PauseSchedule)},
-      {"POST", "/api/v1/schedules/{id}/resume", Role::kOperator, bind(ResumeSchedule)},
+      {"GET", "/api/v1/schedules", read, bind(ListSchedules)},
+      {"POST", "/api/v1/schedules", manage, bind(CreateSchedule)},
+      {"GET", "/api/v1/schedules/{id}", read, bind(GetSchedule)},
+      {"DELETE", "/api/v1/schedules/{id}", manage, bind(DeleteSchedule)},
+      {"POST", "/api/v1/schedules/{id}/pause", manage, bind(PauseSchedule)},
+      {"POST", "/api/v1/schedules/{id}/resume", manage, bind(ResumeSchedule)},
   };
 }
 

@@ -3,6 +3,7 @@
 // hold no data; every API call they make carries the session's token.
 #include "api/api.h"
 #include "api/errors.h"
+#include "auth/operations.h"
 
 #include "nlohmann/json.hpp"
 #include "web/web_assets.h"
@@ -27,7 +28,7 @@ std::vector<Route> UiRoutes() {
   return {
       {"GET", "/", std::nullopt, Asset},
       {"GET", "/ui/{file}", std::nullopt, Asset},
-      {"GET", "/api/v1/me", Role::kViewer, Me},
+      {"GET", "/api/v1/me", RequiredRole(Operation::kRead), Me},
   };
 }
 

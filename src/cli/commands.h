@@ -222,6 +222,18 @@ struct DeadLettersFlags {
 // Lists dead letters, or redrives one (--redrive) or all (--redrive-all).
 int DeadLettersCommand(const DeadLettersFlags& flags);
 
+// `runloom mcp` (mcp.cc): an MCP server on stdin/stdout (src/mcp/server.h)
+// acting as the token in $RUNLOOM_TOKEN, with that token's role. It executes
+// no run (a worker or serve does). No token, a malformed, unknown or revoked
+// one, or a database that is not there: exit 2 before serving. Exit 0 when
+// stdin ends.
+inline constexpr const char* kMcpTokenVariable = "RUNLOOM_TOKEN";
+struct McpFlags {
+  CommonFlags common;
+  std::string config;  // --config FILE ("" = $RUNLOOM_CONFIG): the step kinds workers have
+};
+int McpCommand(const McpFlags& flags);
+
 // `runloom token create|list|revoke` (tokens.cc): API tokens with roles.
 struct TokenFlags {
   CommonFlags common;

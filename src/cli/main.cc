@@ -1,5 +1,5 @@
 // runloom: flag parsing and dispatch only; the commands live in commands.cc,
-// run.cc, serve.cc, dead_letters.cc, tokens.cc and bench.cc.
+// run.cc, serve.cc, dead_letters.cc, tokens.cc, mcp.cc and bench.cc.
 //
 // Each subcommand is declared by one Add* function below, in --help order:
 // its flags (owned by the returned command, since CLI11 writes into them
@@ -391,6 +391,21 @@ Command AddSchedule(CLI::App& app, BackendFlags& backend) {
           }};
 }
 
+Command AddMcp(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<McpFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "mcp",
+      "Serve MCP (Model Context Protocol) tools on stdin/stdout for coding agents: list, read "
+      "and follow runs, start, decide, cancel, rerun, signal, dead letters. Authenticates "
+      "with the token in $RUNLOOM_TOKEN and allows what its role allows over the HTTP API. "
+      "Executes no run: a `runloom worker` or `runloom serve` on the same --db does");
+  cmd->add_option("--config", f->config,
+                  "configuration file (else $RUNLOOM_CONFIG): the step kinds a workflow file "
+                  "given to start_run is checked against");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return McpCommand(*f); }};
+}
+
 Command AddBench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -448,7 +463,7 @@ int main(int argc, char** argv) {
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
       cli::AddToken(app, backend),  cli::AddSchedule(app, backend), cli::AddBudgets(app, backend),
-      cli::AddWrites(app, backend), cli::AddBench(app),
+      cli::AddWrites(app, backend), cli::AddMcp(app, backend), cli::AddBench(app),
   };
   try {
     app.parse(argc, argv);

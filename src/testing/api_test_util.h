@@ -37,22 +37,6 @@ class FixedAuthenticator final : public Authenticator {
   }
 };
 
-inline constexpr char kGatedYaml[] = R"(
-name: gated
-steps:
-  - id: draft
-    kind: count
-    phase: drafting
-  - id: review
-    kind: approval
-    phase: review
-    proposal: {text: "draft {{ steps.draft.output.n }}"}
-    revision_phase: drafting
-  - id: after
-    kind: count
-    phase: finish
-)";
-
 // Three steps; the middle one blocks until the test releases the kind.
 inline constexpr char kSlowYaml[] = R"(
 name: slow

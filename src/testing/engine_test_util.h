@@ -23,6 +23,24 @@
 
 namespace runloom {
 
+// A workflow paused at an approval gate between two "count" steps, with a
+// revision phase: the API's and the MCP server's tests decide on it.
+inline constexpr char kGatedYaml[] = R"(
+name: gated
+steps:
+  - id: draft
+    kind: count
+    phase: drafting
+  - id: review
+    kind: approval
+    phase: review
+    proposal: {text: "draft {{ steps.draft.output.n }}"}
+    revision_phase: drafting
+  - id: after
+    kind: count
+    phase: finish
+)";
+
 inline std::string TempDb() {
   static std::atomic<int> n{0};
   auto dir = std::filesystem::temp_directory_path() /

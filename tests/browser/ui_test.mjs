@@ -33,9 +33,9 @@
 
 import {execFileSync, spawn, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
+import {apiClient, check, freePort, waitFor as waitForMs} from '../node_helpers.mjs';
 
 const [binary, sourceDir, outDir] = process.argv.slice(2);
 if (!binary || !sourceDir || !outDir) {
@@ -47,22 +47,7 @@ fs.rmSync(outDir, {recursive: true, force: true});
 fs.mkdirSync(shots, {recursive: true});
 const db = path.join(outDir, 'ui.db');
 const WAIT = 20000;
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-  console.log(`ok - ${what}`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const {port} = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
+const waitFor = (what, fn) => waitForMs(what, fn, WAIT);
 
 function token(name, role) {
   const out = execFileSync(binary, ['token', 'create', '--name', name, '--role', role, '--db', db, '--json'],
@@ -72,6 +57,7 @@ function token(name, role) {
 
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
+const api = apiClient(base);
 const approver = token('alice', 'approver');
 const approver2 = token('bob', 'approver');
 const viewer = token('vera', 'viewer');
@@ -123,27 +109,6 @@ async function serverReady() {
       return false;
     }
   });
-}
-
-async function api(method, p, tok, body) {
-  const res = await fetch(`${base}/api/v1${p}`, {
-    method,
-    headers: Object.assign({Authorization: `Bearer ${tok}`},
-      body === undefined ? {} : {'Content-Type': 'application/json'}),
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return {status: res.status, body: text ? JSON.parse(text) : null};
-}
-
-async function waitFor(what, fn) {
-  const deadline = Date.now() + WAIT;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 async function pausedRun() {

@@ -1,0 +1,50 @@
+// What the Node test scripts share (tests/browser/ui_test.mjs,
+// tests/mcp/mcp_test.mjs): checks that print TAP-like lines, a free loopback
+// port, polling with a deadline, and a JSON client of the HTTP API. Node's
+// own modules only, so it needs no npm install.
+import net from 'node:net';
+
+// Throws "check failed: WHAT" unless `cond`; prints "ok - WHAT" otherwise.
+export function check(cond, what) {
+  if (!cond) throw new Error(`check failed: ${what}`);
+  console.log(`ok - ${what}`);
+}
+
+// A TCP port free on 127.0.0.1 now.
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const {port} = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+// Calls `fn` every 100 ms until it returns a truthy value (returned), or
+// throws "timed out waiting for WHAT" after `ms`.
+export async function waitFor(what, fn, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// api(method, path, token, body) against `${base}/api/v1`: {status, body}
+// with the body parsed as JSON (null when empty).
+export function apiClient(base) {
+  return async (method, p, tok, body) => {
+    const res = await fetch(`${base}/api/v1${p}`, {
+      method,
+      headers: Object.assign({Authorization: `Bearer ${tok}`},
+        body === undefined ? {} : {'Content-Type': 'application/json'}),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return {status: res.status, body: text ? JSON.parse(text) : null};
+  };
+}
