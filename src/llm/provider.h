@@ -78,6 +78,17 @@ struct LlmRequest {
   std::vector<LlmMessage> history;
   // Provider-specific options (for the fake provider: the step's `fake:` block).
   nlohmann::json options = nlohmann::json::object();
+  // `stream: true` on the step: the provider asks for a streaming response
+  // (OpenAI-compatible SSE chunks, Anthropic's event stream) and calls
+  // on_delta, on the calling thread, with each piece of the reply's text as
+  // it arrives; the response's text is the pieces concatenated. A stream cut
+  // before its end is kUnavailable (retryable). When the provider sends the
+  // request again after pieces went out (its own retry), it calls
+  // on_stream_reset first: what was sent so far is void. Unset = nobody
+  // listens (the provider may still stream).
+  bool stream = false;
+  std::function<void(std::string_view text)> on_delta;
+  std::function<void()> on_stream_reset;
   // Called (on the calling thread) with each failed answer the provider is
   // about to retry: its error as the call would return it and what the
   // answer said about the provider's limits. The last answer is the call's
