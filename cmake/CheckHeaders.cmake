@@ -12,6 +12,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   engine.h
   env.h
   event_bus.h
+  live_text.h
   gate.h
   limits.h
   mutex.h

@@ -25,6 +25,7 @@ import sys
 # (path prefix, unit): first match wins, so the narrower prefixes come first.
 UNITS = [
     ("include/runloom/event_bus.h", "events"),
+    ("include/runloom/live_text.h", "events"),
     ("include/runloom/workflow.h", "workflow"),
     ("include/runloom/store.h", "store"),
     ("include/runloom/transport.h", "transport"),

@@ -1,7 +1,8 @@
 // One run: its status, its graph with each step's state changing live, the
-// approval panel when it waits at a gate, its step records (outputs, errors,
-// attempts, revisions), its external writes with the decision each carried
-// out, and a timeline of events that resumes after a cut.
+// approval panel when it waits at a gate, the text of its streaming model
+// calls as it arrives, its step records (outputs, errors, attempts,
+// revisions), its external writes with the decision each carried out, and a
+// timeline of events that resumes after a cut.
 
 import {follow, get, post} from './api.js';
 import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
@@ -109,6 +110,45 @@ function childrenTable(children) {
         h('td', {}, statusBadge(c.status)))))));
 }
 
+// The streamed model calls (issue 24): one box per call, its text growing
+// with each `llm.delta` frame (placed by byte offset, so a piece is shown
+// once), voided by `llm.reset`, marked done by `llm.end`.
+function liveCalls() {
+  const box = h('section', {class: 'live-calls', 'aria-label': 'Streaming model calls'});
+  const calls = new Map();
+  const bytes = (s) => new TextEncoder().encode(s).length;
+  function call(d) {
+    const key = `${d.path}#${d.attempt}`;
+    let c = calls.get(key);
+    if (!c) {
+      const text = h('pre', {class: 'live-text', 'data-path': d.path, 'aria-live': 'off'});
+      const state = h('span', {class: 'live-state'}, 'streaming…');
+      c = {text, state, length: 0, el: h('div', {class: 'live-call'},
+        h('h3', {}, h('code', {}, d.path), ` attempt ${d.attempt} `, state), text)};
+      calls.set(key, c);
+      box.appendChild(c.el);
+    }
+    return c;
+  }
+  return {
+    element: box,
+    frame(event, d) {
+      if (!d || typeof d.path !== 'string') return;
+      const c = call(d);
+      if (event === 'llm.reset') {
+        c.text.textContent = '';
+        c.length = 0;
+        c.state.textContent = 'streaming again…';
+      } else if (event === 'llm.end') {
+        c.state.textContent = 'done';
+      } else if (typeof d.text === 'string' && d.offset >= c.length) {
+        c.text.textContent += d.text;
+        c.length = d.offset + bytes(d.text);
+      }
+    },
+  };
+}
+
 export async function runPage(ctx, id) {
   const path = `/runs/${encodeURIComponent(id)}`;
   let run = await get(path);
@@ -124,6 +164,7 @@ export async function runPage(ctx, id) {
   const childrenBox = h('section', {'aria-label': 'Child runs'});
   const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
   const live = h('span', {class: 'live', 'aria-live': 'polite'});
+  const streaming = liveCalls();
   let gateDigest = null;
 
   function drawHead() {
@@ -192,13 +233,18 @@ export async function runPage(ctx, id) {
 
   replace(ctx.main, head,
     h('section', {'aria-label': 'Graph', class: 'graphbox'}, graph.element),
-    gateBox, stepsBox, childrenBox, writesBox,
+    gateBox, streaming.element, stepsBox, childrenBox, writesBox,
     h('section', {}, h('h2', {}, 'Timeline ', live), timeline));
   drawHead();
   await refresh();
 
   const seen = new Set();
   const stop = follow(`${path}/events`, (msg) => {
+    // Stored events carry an id (their seq); streamed frames do not.
+    if (msg.id === undefined && msg.event && msg.event.startsWith('llm.')) {
+      streaming.frame(msg.event, msg.data);
+      return;
+    }
     const ev = msg.data || {};
     if (seen.has(ev.seq)) return;  // never shown twice, even across a reconnect
     seen.add(ev.seq);

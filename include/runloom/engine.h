@@ -25,6 +25,7 @@
 #include "runloom/env.h"
 #include "runloom/event_bus.h"
 #include "runloom/gate.h"
+#include "runloom/live_text.h"
 #include "runloom/run.h"
 #include "runloom/stage_events.h"
 #include "runloom/step.h"
@@ -360,6 +361,16 @@ class Engine {
   // returned Subscription is destroyed (before this engine). The callback
   // runs on the publishing thread and must not block (see event_bus.h).
   std::unique_ptr<Subscription> WatchRuns(std::function<void(const RunChange&)> on_change);
+
+  // The model calls of `run_id` streaming in this engine now, with their
+  // text so far; and a subscription to their frames as they come (until the
+  // Subscription is destroyed, before this engine). Subscribe first, then
+  // read LiveCalls: a frame whose offset is below what LiveCalls gave is
+  // already in it. The callback runs on the executing thread and must not
+  // block.
+  std::vector<LiveCall> LiveCalls(const std::string& run_id);
+  std::unique_ptr<Subscription> WatchLive(const std::string& run_id,
+                                          std::function<void(const LiveFrame&)> on_frame);
 
   // OK once no run is queued, running or waiting with a wake time (a timer,
   // or a signal's timeout) and this engine holds none (for `runloom worker

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace runloom {
@@ -120,6 +121,17 @@ class StepContext {
   virtual absl::Status SettleBudget(int64_t /*cost_micros*/) {
     return absl::UnimplementedError("this step context keeps no budget");
   }
+
+  // ---- Streaming (issue 24: a step's reply reaching watchers as it
+  // arrives; the defaults drop it) ----
+  //
+  // A piece of the text the step is receiving now (a streamed model reply),
+  // forwarded to the run's live subscribers, not stored; the step's output
+  // keeps the whole text. Called on the step's thread.
+  virtual void StreamDelta(std::string_view /*text*/) {}
+  // The text streamed so far in this attempt is void (the provider sends
+  // the request again).
+  virtual void StreamReset() {}
 
   // Where the step logs (never null).
   virtual Logger* logger() { return DefaultLogger(); }

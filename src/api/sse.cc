@@ -10,6 +10,7 @@
 #include "boost/asio/write.hpp"
 #include "nlohmann/json.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,21 @@ std::string ResetBlock(const std::string& id, const std::string& reason) {
   return text;
 }
 
+// Frames a slow client may have queued before the oldest go (a client that
+// falls this far behind sees the whole text in the step's record).
+constexpr size_t kMaxQueuedFrames = 10'000;
+
+std::string LiveKey(const std::string& path, int attempt) {
+  return absl::StrCat(path, "#", attempt);
+}
+
+std::string LiveBlock(const char* event, const std::string& path, int attempt, int64_t offset,
+                      const std::string& text) {
+  nlohmann::json j = {{"path", path}, {"attempt", attempt}, {"offset", offset}, {"text", text}};
+  return absl::StrCat("event: ", event, "\ndata: ",
+                      j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "\n\n");
+}
+
 }  // namespace
 
 SseStream::SseStream(beast::tcp_stream stream, StreamHub* hub, StreamRequest request)
@@ -66,7 +82,14 @@ void SseStream::Start() {
     self->WatchForHangUp();
     self->ArmKeepAlive();
     std::string text = kHeaders;
-    text += self->request_.all_runs ? self->StartChanges() : self->TakeRunEvents();
+    if (self->request_.all_runs) {
+      text += self->StartChanges();
+    } else {
+      text += self->TakeRunEvents();
+      // Stored events first, then each streamed call's text so far, then
+      // its pieces as they come (the frames queued meanwhile past it).
+      if (!self->finishing_) text += self->LiveSnapshot() + self->TakeLive();
+    }
     self->Write(std::move(text));
   });
 }
@@ -89,6 +112,54 @@ void SseStream::Close() {
   asio::post(stream_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
 }
 
+void SseStream::Live(const LiveFrame& frame) {
+  asio::post(stream_.get_executor(), [self = shared_from_this(), frame] {
+    if (self->live_.size() >= kMaxQueuedFrames) self->live_.pop_front();
+    self->live_.push_back(frame);
+    self->Pump();
+  });
+}
+
+std::string SseStream::LiveSnapshot() {
+  std::string text;
+  for (const LiveCall& call : hub_->engine()->LiveCalls(request_.run_id)) {
+    live_sent_[LiveKey(call.path, call.attempt)] = static_cast<int64_t>(call.text.size());
+    if (!call.text.empty()) text += LiveBlock("llm.delta", call.path, call.attempt, 0, call.text);
+  }
+  return text;
+}
+
+// The queued frames as SSE, each piece once: a piece the snapshot held is
+// dropped, one it held in part is cut.
+std::string SseStream::TakeLive() {
+  std::string text;
+  for (const LiveFrame& f : live_) {
+    const std::string key = LiveKey(f.path, f.attempt);
+    switch (f.kind) {
+      case LiveFrame::Kind::kDelta: {
+        int64_t& sent = live_sent_[key];
+        const int64_t end = f.offset + static_cast<int64_t>(f.text.size());
+        if (end <= sent) break;
+        const int64_t skip = std::max<int64_t>(0, sent - f.offset);
+        text += LiveBlock("llm.delta", f.path, f.attempt, f.offset + skip,
+                          f.text.substr(static_cast<size_t>(skip)));
+        sent = end;
+        break;
+      }
+      case LiveFrame::Kind::kReset:
+        live_sent_[key] = 0;
+        text += LiveBlock("llm.reset", f.path, f.attempt, 0, "");
+        break;
+      case LiveFrame::Kind::kEnd:
+        live_sent_.erase(key);
+        text += LiveBlock("llm.end", f.path, f.attempt, f.offset, "");
+        break;
+    }
+  }
+  live_.clear();
+  return text;
+}
+
 void SseStream::Pump() {
   pump_posted_.store(false);
   // A wake-up before Start() ran: Start() sends the headers, then takes what
@@ -103,6 +174,7 @@ void SseStream::Pump() {
     return;
   }
   std::string text = request_.all_runs ? TakeChanges() : TakeRunEvents();
+  if (!request_.all_runs && !finishing_) text += TakeLive();
   if (!text.empty()) {
     Write(std::move(text));
   } else if (finishing_) {
@@ -256,6 +328,7 @@ void SseStream::WatchForHangUp() {
 void SseStream::CloseNow() {
   if (closed_) return;
   closed_ = true;
+  live_sub_.reset();  // no frame is posted to a closed stream
   keepalive_.cancel();
   beast::error_code ignored;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
@@ -291,6 +364,11 @@ bool StreamHub::Add(const std::shared_ptr<SseStream>& stream) {
       }
       feed->Attach(stream);
       stream->feed_ = feed;
+      std::weak_ptr<SseStream> weak = stream;
+      stream->live_sub_ =
+          engine_->WatchLive(stream->request().run_id, [weak](const LiveFrame& frame) {
+            if (std::shared_ptr<SseStream> s = weak.lock()) s->Live(frame);
+          });
     }
     metrics_->StreamOpened();
   }

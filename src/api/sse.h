@@ -24,6 +24,15 @@
 // kMaxReadLimit runs changed since gets `event: reset` instead (re-read the
 // runs), then the live changes.
 //
+// A run's stream also carries its streamed model calls (issue 24): on
+// connecting, after the stored events, each call's text so far as one
+// `event: llm.delta` (no id: deltas are not stored, so a resume does not
+// count them), then each piece as it arrives; `event: llm.reset` voids a
+// call's text (its provider sends the request again), `event: llm.end`
+// ends it (its step's record follows in the events). Data:
+// {path, attempt, offset, text}: `offset` is where `text` goes in the call's
+// text, so a client places each piece once.
+//
 // Both send a `: keep-alive` comment when idle for keepalive_interval.
 //
 // The hub holds one engine subscription (Engine::WatchRuns) for all streams:
@@ -84,6 +93,9 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   void Wake();
   // Ends the stream and closes the connection (any thread).
   void Close();
+  // A run's stream: a frame of one of its streamed calls (any thread;
+  // never blocks).
+  void Live(const LiveFrame& frame);
 
  private:
   friend class StreamHub;  // sets feed_ in Add(), before Start()
@@ -92,6 +104,8 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   std::string TakeRunEvents();
   std::string ReadRunEvents();
   std::string TakeChanges();
+  std::string LiveSnapshot();
+  std::string TakeLive();
   std::string StartChanges();
   void Write(std::string text);
   void OnWrite(boost::beast::error_code ec);
@@ -109,6 +123,12 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   boost::asio::steady_timer keepalive_;
   std::string out_;
   std::deque<RunChange> changes_;
+  // Streamed calls' frames not sent yet, and how far each call's text was
+  // sent ("path#attempt" -> bytes).
+  std::deque<LiveFrame> live_;
+  std::map<std::string, int64_t> live_sent_;
+  // The run's live frames (Engine::WatchLive); reset when the stream closes.
+  std::unique_ptr<Subscription> live_sub_;
   int64_t last_seq_ = 0;
   bool started_ = false;  // the headers are sent or being sent
   bool writing_ = false;

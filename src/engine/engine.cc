@@ -20,6 +20,7 @@
 
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "engine/observe/live_text.h"
 #include "engine/admission.h"
 #include "engine/decisions.h"
 #include "engine/engine_driver.h"
@@ -114,7 +115,8 @@ class Engine::Impl {
                                  },
                                  [this](const engine_internal::ChildEnd& child) {
                                    TellParent(child);
-                                 }},
+                                 },
+                                 &live_},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
@@ -242,6 +244,7 @@ class Engine::Impl {
   }
 
   engine_internal::Watches& watches() { return watches_; }
+  engine_internal::LiveText& live() { return live_; }
   engine_internal::ScheduleFirer& schedules() { return schedules_; }
   engine_internal::PinnedCatalog& catalog() { return catalog_; }
   engine_internal::CancelWatch& cancel_watch() { return cancel_watch_; }
@@ -260,6 +263,7 @@ class Engine::Impl {
   const std::unique_ptr<EngineMetrics> metrics_;
   const std::unique_ptr<StageEventPublisher> stage_events_;  // null when off
   RunSecrets secrets_;
+  engine_internal::LiveText live_;  // before the launcher, whose executions stream into it
   engine_internal::ActiveRuns active_;
   PinnedCatalog catalog_;
   engine_internal::DeclaredSchedules declared_;
@@ -332,6 +336,13 @@ absl::StatusOr<std::vector<Event>> Engine::WatchEvents(const std::string& run_id
 }
 std::unique_ptr<Subscription> Engine::WatchRuns(std::function<void(const RunChange&)> on_change) {
   return impl_->watches().WatchRuns(std::move(on_change));
+}
+std::vector<LiveCall> Engine::LiveCalls(const std::string& run_id) {
+  return impl_->live().Calls(run_id);
+}
+std::unique_ptr<Subscription> Engine::WatchLive(const std::string& run_id,
+                                                std::function<void(const LiveFrame&)> on_frame) {
+  return impl_->live().Watch(run_id, std::move(on_frame));
 }
 absl::Status Engine::AwaitIdle(absl::Time deadline) { return impl_->watches().AwaitIdle(deadline); }
 absl::StatusOr<int> Engine::SweepOnce() { return impl_->sweeper().SweepOnce(); }

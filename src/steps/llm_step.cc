@@ -154,6 +154,11 @@ class LlmStep final : public StepKind {
                        .model = call.alias,
                        .provider = call.route.provider_name,
                        .provider_model = call.route.model == call.alias ? "" : call.route.model};
+    if (call.request.stream) {
+      // Each piece to the run's live subscribers as it arrives (issue 24).
+      call.request.on_delta = [&ctx](std::string_view text) { ctx.StreamDelta(text); };
+      call.request.on_stream_reset = [&ctx] { ctx.StreamReset(); };
+    }
     const absl::Time start = ctx.clock()->Now();
     absl::StatusOr<LlmResponse> response = call.route.provider->Complete(ctx, call.request);
     record.latency_ms = absl::ToInt64Milliseconds(ctx.clock()->Now() - start);
@@ -218,10 +223,10 @@ class LlmStep final : public StepKind {
     // workflow file cannot write them (Validate parses with unresolved).
     RUNLOOM_RETURN_IF_ERROR(
         unresolved ? r.CheckKeys({"model", "prompt", "system", "response_format",
-                                  "response_schema", "max_tokens", "fake"})
+                                  "response_schema", "max_tokens", "fake", "stream"})
                    : r.CheckKeys({"model", "prompt", "system", "response_format",
-                                  "response_schema", "max_tokens", "fake", kAgentToolsKey,
-                                  kAgentHistoryKey}));
+                                  "response_schema", "max_tokens", "fake", "stream",
+                                  kAgentToolsKey, kAgentHistoryKey}));
     LlmCall call;
     LlmRequest& req = call.request;
     RUNLOOM_ASSIGN_OR_RETURN(std::optional<std::string> model, r.String("model"));
@@ -266,6 +271,8 @@ class LlmStep final : public StepKind {
     if (r.Has("fake")) {
       req.options = r.Get("fake");
     }
+    RUNLOOM_ASSIGN_OR_RETURN(std::optional<bool> stream, r.Bool("stream"));
+    req.stream = stream.value_or(false);
     if (!unresolved && config.contains(kAgentToolsKey)) {
       RUNLOOM_ASSIGN_OR_RETURN(req.tools, AgentToolsFromJson(config[kAgentToolsKey]));
     }

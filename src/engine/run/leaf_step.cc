@@ -10,6 +10,7 @@
 #include "engine/run/run_budget.h"
 #include "engine/run/run_execution.h"
 #include "engine/run/secrets.h"
+#include "engine/observe/live_text.h"
 #include "steps/builtin_steps.h"
 #include "workflow/template.h"
 
@@ -45,6 +46,8 @@ class LeafContext final : public StepContext {
     std::function<void()> on_fenced;
     // The decision the step's writes carry out (WriteKey::decision).
     std::string write_decision;
+    // Where streamed text goes; nullptr = nowhere.
+    LiveText* live = nullptr;
   };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
               const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
@@ -57,7 +60,10 @@ class LeafContext final : public StepContext {
         deadline_(deadline),
         stop_(stop),
         reach_(std::move(reach)) {}
-  ~LeafContext() override { OnStop(nullptr); }
+  ~LeafContext() override {
+    OnStop(nullptr);
+    if (reach_.live != nullptr) reach_.live->End(run_id_, path_, attempt_);
+  }
 
   const std::string& run_id() const override { return run_id_; }
   const std::string& step_path() const override { return path_; }
@@ -106,6 +112,12 @@ class LeafContext final : public StepContext {
     return value;
   }
   Logger* logger() override { return reach_.logger; }
+  void StreamDelta(std::string_view text) override {
+    if (reach_.live != nullptr) reach_.live->Append(run_id_, path_, attempt_, text);
+  }
+  void StreamReset() override {
+    if (reach_.live != nullptr) reach_.live->Reset(run_id_, path_, attempt_);
+  }
   absl::StatusOr<ReserveResult> ReserveBudget(int64_t amount_micros) override {
     BudgetRequest request{.key = {.run_id = run_id_,
                                   .step_path = path_,
@@ -244,7 +256,8 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
          .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); },
          .on_reserving = [this] { reserved_any_ = true; },
          .on_fenced = [this] { root_.RequestStop(StopReason::kLeaseLost); },
-         .write_decision = WriteDecisionFor(path)});
+         .write_decision = WriteDecisionFor(path),
+         .live = config_.live});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }

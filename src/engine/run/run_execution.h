@@ -56,6 +56,7 @@
 namespace runloom::engine_internal {
 
 class AgentRun;  // agent_step.cc: one agent's tools and their schemas
+class LiveText;  // observe/live_text.h: streamed replies to live subscribers
 
 struct ExecutionConfig {
   Store* store = nullptr;
@@ -85,6 +86,9 @@ struct ExecutionConfig {
   // Admits the child run of a `kind: run` step (Admission::StartRun with a
   // ChildLink); empty = this engine starts no children (the step fails).
   StartChildFn start_child;
+  // Where a step's streamed reply goes (StepContext::StreamDelta); nullptr =
+  // nowhere. Not owned.
+  LiveText* live = nullptr;
 };
 
 // How the execution ended.

@@ -75,6 +75,7 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRunAsRead(
   config.stage_events = config_.stage_events;
   config.park_sleeps_over = config_.park_sleeps_over;
   config.start_child = config_.start_child;
+  config.live = config_.live;
   config.working_dir = ContextOf(run).working_dir;
   config.entry = entry;
   config.secrets = secrets_->Get(run_id);

@@ -17,6 +17,7 @@
 #include "engine/observe/engine_metrics.h"
 #include "engine/run/child_run.h"
 #include "engine/run/run_execution.h"
+#include "engine/observe/live_text.h"
 #include "engine/run/secrets.h"
 #include "engine/service/active_runs.h"
 #include "engine/service/pinned_catalog.h"
@@ -60,6 +61,8 @@ struct LauncherConfig {
   // Called with a child run this launcher's execution finished (the engine
   // tells its parent); may be empty.
   std::function<void(const ChildEnd&)> child_finished;
+  // Where streamed model replies go (ExecutionConfig::live); nullptr = nowhere.
+  LiveText* live = nullptr;
 };
 
 class RunLauncher {
