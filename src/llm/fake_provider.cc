@@ -53,6 +53,7 @@ double Unit(uint64_t h) { return static_cast<double>(h >> 11) / static_cast<doub
 
 struct FakeOptions {
   absl::Duration latency = absl::ZeroDuration();
+  absl::Duration chunk_interval = absl::ZeroDuration();  // streamed: between pieces
   int64_t fail_times = 0;
   int64_t rate_limit_times = 0;
   std::optional<nlohmann::json> response;
@@ -152,8 +153,8 @@ absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unr
   }
   if (!options.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "llm step: fake must be a map of options (latency, fail_times, rate_limit_times, "
-        "response), got ",
+        "llm step: fake must be a map of options (latency, chunk_interval, fail_times, "
+        "rate_limit_times, response, turns), got ",
         options.dump()));
   }
   for (const auto& [key, value] : options.items()) {
@@ -169,7 +170,7 @@ absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unr
     if (unresolved && IsTemplate(value)) {
       continue;
     }
-    if (key == "latency") {
+    if (key == "latency" || key == "chunk_interval") {
       if (!value.is_string()) {
         return OptionError(key, "must be a duration such as \"250ms\" or \"2s\"");
       }
@@ -177,7 +178,7 @@ absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unr
       if (!d.ok()) {
         return OptionError(key, std::string(d.status().message()));
       }
-      out.latency = *d;
+      (key == "latency" ? out.latency : out.chunk_interval) = *d;
     } else if (key == "fail_times") {
       RUNLOOM_ASSIGN_OR_RETURN(out.fail_times, ReadCount(key, value));
     } else if (key == "rate_limit_times") {
@@ -185,7 +186,8 @@ absl::StatusOr<FakeOptions> ParseOptions(const nlohmann::json& options, bool unr
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "llm step: unknown key 'fake.", key,
-          "'; allowed keys under fake: fail_times, latency, rate_limit_times, response, turns"));
+          "'; allowed keys under fake: chunk_interval, fail_times, latency, rate_limit_times, "
+          "response, turns"));
     }
   }
   return out;
@@ -208,6 +210,56 @@ std::vector<std::string> SplitWords(const std::string& text) {
     words.push_back(std::move(current));
   }
   return words;
+}
+
+// `text` cut into word pieces, each word with the whitespace after it (the
+// first piece also takes any leading whitespace): they concatenate to
+// `text`.
+std::vector<std::string> WordPieces(const std::string& text) {
+  std::vector<std::string> pieces;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t start = i;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) ++i;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) == 0) ++i;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) ++i;
+    pieces.push_back(text.substr(start, i - start));
+  }
+  return pieces;
+}
+
+// Waits until `until` through ctx: kCancelled on a stop, kDeadlineExceeded
+// when the step's deadline comes first.
+absl::Status WaitUntil(StepContext& ctx, absl::Time until, absl::Duration latency) {
+  const absl::Time deadline = ctx.deadline();
+  if (!ctx.SleepUntil(std::min(until, deadline))) {
+    return absl::CancelledError("llm call to fake provider cancelled: the step was stopped");
+  }
+  if (deadline < until) {
+    return absl::DeadlineExceededError(absl::StrCat("llm call to fake provider timed out: latency ",
+                                                    runloom::FormatDuration(latency),
+                                                    " exceeds the step deadline"));
+  }
+  return absl::OkStatus();
+}
+
+// Streams `text` to request.on_delta word by word: piece k of n at
+// start + latency * (k + 1) / n + chunk_interval * k.
+absl::Status StreamPieces(StepContext& ctx, const LlmRequest& request, const std::string& text,
+                          absl::Duration latency, absl::Duration chunk_interval) {
+  const std::vector<std::string> pieces = WordPieces(text);
+  const absl::Time start = ctx.clock()->Now();
+  const int64_t n = static_cast<int64_t>(pieces.size());
+  const absl::Duration total = latency + chunk_interval * std::max<int64_t>(0, n - 1);
+  if (n == 0 && latency > absl::ZeroDuration()) {  // no text (tool calls only)
+    return WaitUntil(ctx, start + latency, latency);
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const absl::Duration at = latency * (k + 1) / n + chunk_interval * k;
+    if (at > absl::ZeroDuration()) RUNLOOM_RETURN_IF_ERROR(WaitUntil(ctx, start + at, total));
+    if (request.on_delta) request.on_delta(pieces[static_cast<size_t>(k)]);
+  }
+  return absl::OkStatus();
 }
 
 // Digest byte `i` (0..31) of the lower-case hex digest.
@@ -306,29 +358,22 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
   // A 429 is answered at once: the provider did no work.
   if (absl::IsResourceExhausted(admission.status)) return admission.status;
   const absl::Duration latency = options.latency + admission.latency;
-  if (latency > absl::ZeroDuration()) {
-    const absl::Time until = ctx.clock()->Now() + latency;
-    const absl::Time deadline = ctx.deadline();
-    if (!ctx.SleepUntil(std::min(until, deadline))) {
-      return absl::CancelledError("llm call to fake provider cancelled: the step was stopped");
-    }
-    if (deadline < until) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("llm call to fake provider timed out: latency ",
-                       runloom::FormatDuration(latency), " exceeds the step deadline"));
-    }
-  }
-  if (!admission.status.ok()) return admission.status;
+  absl::Status failure = admission.status;
   const int64_t attempt = ctx.attempt();
-  if (attempt <= options.fail_times) {
-    return absl::UnavailableError(
-        absl::StrCat("fake provider unavailable (simulated outage, attempt ", attempt, " of ",
-                     options.fail_times, " failing)"));
-  }
-  if (attempt <= options.fail_times + options.rate_limit_times) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+  if (failure.ok() && attempt <= options.fail_times) {
+    failure =
+        absl::UnavailableError(absl::StrCat("fake provider unavailable (simulated outage, attempt ",
+                                            attempt, " of ", options.fail_times, " failing)"));
+  } else if (failure.ok() && attempt <= options.fail_times + options.rate_limit_times) {
+    failure = absl::ResourceExhaustedError(absl::StrCat(
         "429 Too Many Requests from fake provider (simulated rate limit, attempt ", attempt, ")"));
   }
+  // A failing or unstreamed call waits its whole latency first; a streamed
+  // reply spreads it over its pieces (below).
+  if ((!failure.ok() || !request.stream) && latency > absl::ZeroDuration()) {
+    RUNLOOM_RETURN_IF_ERROR(WaitUntil(ctx, ctx.clock()->Now() + latency, latency));
+  }
+  if (!failure.ok()) return failure;
 
   LlmResponse response;
   response.model = request.model;
@@ -364,6 +409,10 @@ absl::StatusOr<LlmResponse> FakeLlmProvider::Complete(StepContext& ctx, const Ll
   }
   response.usage.completion_tokens = CountTokens(completion);
   response.rate_limit = admission.telemetry;
+  if (request.stream) {
+    RUNLOOM_RETURN_IF_ERROR(
+        StreamPieces(ctx, request, response.text, latency, options.chunk_interval));
+  }
   return response;
 }
 

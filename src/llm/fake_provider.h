@@ -16,6 +16,17 @@
 //                     with kResourceExhausted ("429").
 //   response:         a canned reply. A string is returned as the text; any
 //                     other JSON value is returned as its JSON text.
+//   turns:            scripted agent turns ([{text}, {tool_calls}]).
+//   chunk_interval:   with LlmRequest::stream, a duration added between the
+//                     streamed pieces (default 0).
+//
+// Streaming (LlmRequest::stream): the reply's text (generated, canned or a
+// scripted turn's) goes to on_delta word by word (each word with the
+// whitespace after it; the pieces concatenate to the text), its latency
+// spread evenly over the pieces: piece k of n arrives at latency * (k+1)/n
+// + chunk_interval * k, each wait through ctx.SleepUntil (a stop ends it).
+// `latency: 2s` with 10 words: a word every 200 ms. A call that fails
+// (fail_times, rate_limit_times, error_rate) streams nothing.
 //
 // Provider-wide behaviour (FakeProviderOptions, set when the provider is
 // made; every field off by default) models a real provider's limits:

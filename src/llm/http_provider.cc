@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/status_macros.h"
 #include "llm/internal/retry.h"
+#include "llm/internal/stream.h"
 #include "llm/internal/wire.h"
 #include "llm/rate_limit.h"
 
@@ -12,7 +13,9 @@
 #include "net/http_client.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -124,13 +127,19 @@ std::string Header(const net::HttpResponse& answer, std::string_view name) {
   return std::string(answer.Header(name).value_or(""));
 }
 
+// A 2xx answer that is one JSON reply, not an event stream (a server that
+// does not stream).
+bool WholeReply(const absl::StatusOr<net::HttpResponse>& answer) {
+  return answer.ok() && answer->Header("content-type").value_or("").starts_with("application/json");
+}
+
 // " (after 2 requests)" appended, code kept.
 absl::Status After(const absl::Status& s, int requests, absl::string_view more = "") {
   return absl::Status(s.code(), absl::StrCat(s.message(), more, " (after ", requests,
                                              requests == 1 ? " request)" : " requests)"));
 }
 
-// The attempt loop (~70 lines kept whole: each exit shares the attempt's state).
+// The attempt loop (~100 lines kept whole: each exit shares the attempt's state).
 absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const LlmRequest& request) {
   const ProviderConfig& p = options_.config;
   std::string key;
@@ -144,8 +153,16 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
     key = *std::move(resolved);
   }
   net::HttpRequest http = BuildRequest(request, key);
+  // A streamed reply is read as it arrives (llm/internal/stream.h); one
+  // reader per attempt.
+  std::optional<llm_internal::StreamReader> stream;
+  if (request.stream) {
+    http.on_data = [&stream](std::string_view bytes) { stream->Feed(bytes); };
+  }
+  // A stream found malformed mid-way is aborted like a stop.
+  auto malformed = [&stream] { return stream.has_value() && !stream->error().ok(); };
   // Polled by the client while a request runs: a cancel ends it too.
-  http.cancelled = [&ctx] { return ctx.Stopping(); };
+  http.cancelled = [&ctx, &malformed] { return ctx.Stopping() || malformed(); };
   const absl::Time deadline = ctx.deadline();
   for (int attempt = 1;; ++attempt) {
     if (ctx.Stopping()) {
@@ -158,8 +175,18 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
                           attempt - 1);
     }
     http.total_timeout = std::min(p.timeout, left);
+    if (request.stream) {
+      // What the last attempt streamed is void now.
+      if (stream.has_value() && stream->deltas() > 0 && request.on_stream_reset) {
+        request.on_stream_reset();
+      }
+      stream.emplace(p.kind, request.on_delta);
+    }
     absl::StatusOr<net::HttpResponse> answer = net::SendHttp(http);
-    if (!answer.ok() && answer.status().code() == absl::StatusCode::kCancelled) {
+    // Aborted by us: the stream went wrong (Finish says how).
+    const bool stream_failed =
+        !answer.ok() && absl::IsCancelled(answer.status()) && malformed() && !ctx.Stopping();
+    if (!answer.ok() && absl::IsCancelled(answer.status()) && !stream_failed) {
       // Stopping() also turns true at the step's deadline.
       if (ctx.clock()->Now() >= deadline) {
         return WithRequests(
@@ -171,20 +198,37 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
     }
     absl::Status failure;
     std::optional<absl::Duration> asked;
-    if (answer.ok() && IsSuccess(answer->status)) {
-      absl::StatusOr<LlmResponse> out = Parse(*answer);
-      if (!out.ok()) {
+    bool retryable = false;
+    RateLimitTelemetry telemetry;  // for the concurrency controller (llm/rate_limit.h)
+    if (stream_failed || (answer.ok() && IsSuccess(answer->status))) {
+      absl::StatusOr<LlmResponse> out =
+          stream.has_value() && !WholeReply(answer) ? stream->Finish() : Parse(*answer);
+      // A server that ignored "stream": one piece.
+      if (stream.has_value() && WholeReply(answer) && out.ok() && !out->text.empty() &&
+          request.on_delta) {
+        request.on_delta(out->text);
+      }
+      const bool retry_stream = stream.has_value() && (absl::IsUnavailable(out.status()) ||
+                                                       absl::IsResourceExhausted(out.status()));
+      if (retry_stream) {
+        // Cut, or an error event such as overloaded_error: retried as a 5xx.
+        if (answer.ok()) telemetry = ParseRateLimitHeaders(answer->headers);
+        failure =
+            absl::Status(out.status().code(),
+                         absl::StrCat("provider '", p.name, "' (", ToString(p.kind),
+                                      "): ", Scrub(std::string(out.status().message()), key)));
+        retryable = true;
+      } else if (!out.ok()) {
         return WithRequests(
             absl::Status(out.status().code(), Scrub(std::string(out.status().message()), key)),
             attempt);
+      } else {
+        if (out->model.empty()) out->model = request.model;
+        out->requests = attempt;
+        out->rate_limit = ParseRateLimitHeaders(answer->headers);
+        return out;
       }
-      if (out->model.empty()) out->model = request.model;
-      out->requests = attempt;
-      out->rate_limit = ParseRateLimitHeaders(answer->headers);
-      return out;
     }
-    bool retryable = false;
-    RateLimitTelemetry telemetry;  // for the concurrency controller (llm/rate_limit.h)
     // The call fails with `failure`: after how many requests, and what the
     // last answer said about the provider's limits.
     auto give_up = [&](absl::string_view more = "") {
@@ -192,7 +236,9 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       AttachRateLimit(s, telemetry);
       return WithRequests(std::move(s), attempt);
     };
-    if (answer.ok()) {
+    if (retryable) {
+      // A streamed success that was cut: `failure` is set.
+    } else if (answer.ok()) {
       telemetry = ParseRateLimitHeaders(answer->headers);
       failure =
           AnswerError(p, answer->status, Scrub(llm_internal::ErrorBodyMessage(answer->body), key));
@@ -204,9 +250,13 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       const absl::StatusCode code = answer.status().code() == absl::StatusCode::kResourceExhausted
                                         ? absl::StatusCode::kUnknown
                                         : answer.status().code();
-      failure = absl::Status(
-          code, absl::StrCat("provider '", p.name, "' (", ToString(p.kind),
-                             "): ", Scrub(std::string(answer.status().message()), key)));
+      const std::string cut =
+          stream.has_value() && stream->bytes() > 0
+              ? absl::StrCat("the stream was cut after ", stream->bytes(), " bytes: ")
+              : "";
+      failure =
+          absl::Status(code, absl::StrCat("provider '", p.name, "' (", ToString(p.kind), "): ", cut,
+                                          Scrub(std::string(answer.status().message()), key)));
       retryable =
           code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
     }

@@ -19,6 +19,15 @@
 // wrong: invalid); 401, 403 kPermissionDenied; a malformed reply kUnknown.
 // Each carries the number of requests sent (RequestsOf).
 //
+// With LlmRequest::stream the request asks for a streamed reply and reads
+// it as it arrives (llm/internal/stream.h), passing text to on_delta. A
+// stream cut before its end marker is kUnavailable and retried like a
+// dropped connection, with on_stream_reset called before the new request
+// when pieces went out; a malformed stream is aborted (kUnknown); an error
+// event names its code (overloaded_error: kUnavailable, retried). A non-2xx
+// answer is read as without streaming, and a 2xx JSON reply (a server that
+// does not stream) goes to on_delta in one piece.
+//
 // The API key is resolved at each call from its secret reference, sent only
 // in the Authorization (openai) or x-api-key (anthropic) header, and
 // replaced by "[secret]" in any text a provider's answer echoes it in.

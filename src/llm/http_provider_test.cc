@@ -1,7 +1,8 @@
 // The openai and anthropic providers, driven through the llm step kind
 // against a scripted HTTP server on loopback: success, JSON mode with a
 // schema, 429 with Retry-After, 5xx, timeout, a dropped connection; usage,
-// cost and the llm.call event; the API key only in its header.
+// cost and the llm.call event; the API key only in its header. Streamed
+// replies (SSE) through the provider itself; the fake provider's stream.
 //
 // Waits run on a simulated clock that a retry's SleepUntil moves at once,
 // so the backoffs cost no real time and their lengths are exact.
@@ -11,6 +12,7 @@
 #include "events/events.h"
 #include "llm/config.h"
 #include "llm/configured_registry.h"
+#include "llm/fake_provider.h"
 #include "llm/llm_concurrency.h"
 #include "llm/rate_limit.h"
 #include "steps/builtin_steps.h"
@@ -18,6 +20,7 @@
 #include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -446,6 +449,298 @@ TEST_P(HttpProviderTest, TheStepDeadlineBoundsTheWait) {
   absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}});
   EXPECT_THAT(out, StatusIs(absl::StatusCode::kResourceExhausted));  // not waited past it
   EXPECT_TRUE(ctx_.waits.empty());
+}
+
+// The SSE events of a streamed reply of `text` in `pieces`, one chunk each
+// (the end marker last), with usage in/out.
+std::vector<std::string> StreamChunks(const Api& api, const std::vector<std::string>& pieces,
+                                      int in, int out) {
+  std::vector<std::string> chunks;
+  auto data = [](const json& j) { return absl::StrCat("data: ", j.dump(), "\n\n"); };
+  if (api.kind == "openai") {
+    for (const std::string& p : pieces) {
+      chunks.push_back(data({{"model", "served-model"},
+                             {"choices", {{{"index", 0}, {"delta", {{"content", p}}}}}},
+                             {"usage", nullptr}}));
+    }
+    chunks.push_back(data({{"model", "served-model"},
+                           {"choices", json::array()},
+                           {"usage", {{"prompt_tokens", in}, {"completion_tokens", out}}}}));
+    chunks.push_back("data: [DONE]\n\n");
+    return chunks;
+  }
+  auto event = [](const std::string& name, const json& j) {
+    return absl::StrCat("event: ", name, "\ndata: ", j.dump(), "\n\n");
+  };
+  chunks.push_back(event(
+      "message_start",
+      {{"type", "message_start"},
+       {"message",
+        {{"model", "served-model"}, {"usage", {{"input_tokens", in}, {"output_tokens", 1}}}}}}));
+  chunks.push_back(
+      event("content_block_start", {{"type", "content_block_start"},
+                                    {"index", 0},
+                                    {"content_block", {{"type", "text"}, {"text", ""}}}}));
+  chunks.push_back(": a comment\r\nevent: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n");
+  for (const std::string& p : pieces) {
+    chunks.push_back(
+        event("content_block_delta", {{"type", "content_block_delta"},
+                                      {"index", 0},
+                                      {"delta", {{"type", "text_delta"}, {"text", p}}}}));
+  }
+  chunks.push_back(event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}));
+  chunks.push_back(event("message_delta", {{"type", "message_delta"},
+                                           {"delta", {{"stop_reason", "end_turn"}}},
+                                           {"usage", {{"output_tokens", out}}}}));
+  chunks.push_back(event("message_stop", {{"type", "message_stop"}}));
+  return chunks;
+}
+
+// A streaming request for alias "smart", collecting its deltas and resets
+// (a reset is recorded as "<reset>").
+struct Streamed {
+  LlmRequest request;
+  std::vector<std::string> seen;
+};
+std::unique_ptr<Streamed> StreamRequest(const ModelRoute& route) {
+  auto s = std::make_unique<Streamed>();
+  s->request.model = route.model;
+  s->request.prompt = "Summarize rivers";
+  s->request.stream = true;
+  s->request.on_delta = [p = s.get()](std::string_view t) { p->seen.emplace_back(t); };
+  s->request.on_stream_reset = [p = s.get()] { p->seen.emplace_back("<reset>"); };
+  return s;
+}
+
+TEST_P(HttpProviderTest, AStreamedReplyArrivesInPiecesAndEqualsTheWholeOne) {
+  const Api& api = GetParam();
+  const std::vector<std::string> pieces = {"Rivers", " flow", " to the", " sea."};
+  Script(
+      {{.chunks = StreamChunks(api, pieces, 1000, 2000), .chunk_interval = absl::Milliseconds(5)},
+       {.body = OkBody(api, "Rivers flow to the sea.", 1000, 2000)}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  absl::StatusOr<LlmResponse> streamed = route->provider->Complete(ctx_, s->request);
+  ASSERT_OK(streamed);
+  EXPECT_EQ(s->seen, pieces);
+  s->request.stream = false;
+  absl::StatusOr<LlmResponse> whole = route->provider->Complete(ctx_, s->request);
+  ASSERT_OK(whole);
+  EXPECT_EQ(streamed->text, whole->text);
+  EXPECT_EQ(streamed->model, whole->model);
+  EXPECT_EQ(streamed->usage.prompt_tokens, whole->usage.prompt_tokens);
+  EXPECT_EQ(streamed->usage.completion_tokens, whole->usage.completion_tokens);
+  EXPECT_EQ(streamed->requests, 1);
+  const std::vector<ScriptedHttpServer::Request> seen = server_->requests();
+  ASSERT_EQ(seen.size(), 2u);
+  const json body = json::parse(seen[0].body);
+  EXPECT_EQ(body["stream"], true);
+  if (api.kind == "openai") {
+    EXPECT_EQ(body["stream_options"]["include_usage"], true);
+  }
+  EXPECT_FALSE(json::parse(seen[1].body).contains("stream"));
+}
+
+TEST_P(HttpProviderTest, StreamedToolCallFragmentsAssemble) {
+  const Api& api = GetParam();
+  auto data = [](const json& j) { return absl::StrCat("data: ", j.dump(), "\n\n"); };
+  std::vector<std::string> chunks;
+  if (api.kind == "openai") {
+    auto frag = [&](const json& call) {
+      return data({{"choices", {{{"index", 0}, {"delta", {{"tool_calls", {call}}}}}}}});
+    };
+    chunks = {frag({{"index", 0},
+                    {"id", "call_a"},
+                    {"function", {{"name", "search"}, {"arguments", ""}}}}),
+              frag({{"index", 0}, {"function", {{"arguments", "{\"q\":"}}}}),
+              frag({{"index", 1}, {"id", "call_b"}, {"function", {{"name", "fetch"}}}}),
+              frag({{"index", 0}, {"function", {{"arguments", "\"x\"}"}}}}),
+              frag({{"index", 1}, {"function", {{"arguments", "{}"}}}}),
+              "data: [DONE]\n\n"};
+  } else {
+    auto tool_start = [&](int index, const std::string& id, const std::string& name) {
+      return data(
+          {{"type", "content_block_start"},
+           {"index", index},
+           {"content_block",
+            {{"type", "tool_use"}, {"id", id}, {"name", name}, {"input", json::object()}}}});
+    };
+    auto args = [&](int index, const std::string& part) {
+      return data({{"type", "content_block_delta"},
+                   {"index", index},
+                   {"delta", {{"type", "input_json_delta"}, {"partial_json", part}}}});
+    };
+    chunks = {tool_start(0, "call_a", "search"), args(0, "{\"q\": "), args(0, "\"x\"}"),
+              tool_start(1, "call_b", "fetch"), data({{"type", "message_stop"}})};
+  }
+  Script({{.chunks = chunks}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, s->request);
+  ASSERT_OK(out);
+  EXPECT_TRUE(s->seen.empty());
+  ASSERT_EQ(out->tool_calls.size(), 2u);
+  EXPECT_EQ(out->tool_calls[0].id, "call_a");
+  EXPECT_EQ(out->tool_calls[0].name, "search");
+  EXPECT_EQ(out->tool_calls[0].arguments, R"({"q":"x"})");
+  EXPECT_EQ(out->tool_calls[1].id, "call_b");
+  EXPECT_EQ(out->tool_calls[1].name, "fetch");
+  EXPECT_EQ(out->tool_calls[1].arguments, "{}");
+}
+
+// A stream cut mid-way (the connection closed before the body's end, or a
+// body that ends without the end marker) is kUnavailable; the provider's
+// retry resets what went out before the new deltas.
+TEST_P(HttpProviderTest, ACutStreamIsRetriedAfterAReset) {
+  const Api& api = GetParam();
+  const std::vector<std::string> pieces = {"one", " two", " three"};
+  std::vector<std::string> chunks = StreamChunks(api, pieces, 5, 6);
+  std::vector<std::string> unended(chunks.begin(), chunks.end() - 1);  // no end marker
+  Script({{.chunks = chunks, .cut_after = static_cast<int>(chunks.size()) - 3},
+          {.chunks = unended},
+          {.chunks = chunks}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  std::vector<absl::Status> retried;
+  s->request.on_retry = [&retried](const absl::Status& st, const RateLimitTelemetry&) {
+    retried.push_back(st);
+  };
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, s->request);
+  ASSERT_OK(out);
+  EXPECT_EQ(out->text, "one two three");
+  EXPECT_EQ(out->requests, 3);
+  ASSERT_EQ(retried.size(), 2u);
+  EXPECT_THAT(retried[0], StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cut after")));
+  EXPECT_THAT(retried[1], StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cut after")));
+  std::vector<std::string> want;
+  const size_t first = api.kind == "openai" ? 2 : 3;  // pieces before the cut
+  want.insert(want.end(), pieces.begin(), pieces.begin() + first);
+  want.push_back("<reset>");
+  want.insert(want.end(), pieces.begin(), pieces.end());
+  want.push_back("<reset>");
+  want.insert(want.end(), pieces.begin(), pieces.end());
+  EXPECT_EQ(s->seen, want);
+}
+
+TEST_P(HttpProviderTest, AStreamCutToTheEndIsUnavailable) {
+  const Api& api = GetParam();
+  std::vector<std::string> chunks = StreamChunks(api, {"a", "b"}, 1, 1);
+  chunks.pop_back();
+  Script({{.chunks = chunks}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, s->request);
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("stream was cut after")));
+  EXPECT_EQ(RequestsOf(out.status()), 3);
+}
+
+// Hostile streams are refused cleanly (kUnknown, not retried): a line over
+// the bound, a data line that is not JSON.
+TEST_P(HttpProviderTest, HostileStreamsAreRefused) {
+  const Api& api = GetParam();
+  absl::StatusOr<ModelRoute> route = Registry("5s")->Route("smart");
+  ASSERT_OK(route);
+  const std::string huge(256 << 10, 'x');
+  Script({{.chunks = {"data: ", huge, huge, huge, huge, huge, "\n\n"}}});
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, s->request);
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnknown, HasSubstr("longer than")));
+  EXPECT_EQ(RequestsOf(out.status()), 1);
+
+  std::vector<std::string> chunks = StreamChunks(api, {"fine"}, 1, 1);
+  chunks.insert(chunks.begin() + 1, "data: {not json\n\n");
+  Script({{.chunks = chunks}});
+  out = route->provider->Complete(ctx_, s->request);
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnknown, HasSubstr("malformed")));
+  EXPECT_THAT(out.status().message(), Not(HasSubstr(kKey)));
+}
+
+// A server that ignores "stream" and answers one JSON reply: its text is
+// one piece.
+TEST_P(HttpProviderTest, AWholeReplyToAStreamIsOnePiece) {
+  Script({{.body = OkBody(GetParam(), "Rivers flow.", 3, 4)}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, s->request);
+  ASSERT_OK(out);
+  EXPECT_EQ(out->text, "Rivers flow.");
+  EXPECT_EQ(s->seen, std::vector<std::string>{"Rivers flow."});
+}
+
+// A non-2xx answer to a streaming request is read as before: its body is
+// an error JSON.
+TEST_P(HttpProviderTest, AnErrorAnswerToAStreamIsReadAsBefore) {
+  Script({{.status = 401, .body = R"({"error": {"message": "bad key"}})"}});
+  absl::StatusOr<ModelRoute> route = Registry("2s")->Route("smart");
+  ASSERT_OK(route);
+  std::unique_ptr<Streamed> s = StreamRequest(*route);
+  absl::StatusOr<LlmResponse> out = route->provider->Complete(ctx_, s->request);
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("bad key")));
+  EXPECT_TRUE(s->seen.empty());
+}
+
+// The fake provider streams its words, its latency spread over them; the
+// pieces concatenate to the text it gives unstreamed.
+TEST(FakeProviderStream, StreamsItsWordsOverItsLatency) {
+  std::shared_ptr<LlmProvider> fake = NewFakeLlmProvider();
+  for (const json& options :
+       {json{{"latency", "2s"}}, json{{"latency", "1s"}, {"response", "canned  reply here "}},
+        json{{"turns", {{{"text", "a scripted turn"}}}}, {"chunk_interval", "100ms"}}}) {
+    SCOPED_TRACE(options.dump());
+    LlmRequest request{.model = "fake", .prompt = "Summarize the rivers of Europe"};
+    request.options = options;
+    AutoClockContext whole_ctx;
+    absl::StatusOr<LlmResponse> whole = fake->Complete(whole_ctx, request);
+    ASSERT_OK(whole);
+
+    AutoClockContext ctx;
+    const absl::Time start = ctx.Now();
+    std::vector<std::string> pieces;
+    std::vector<absl::Duration> at;
+    request.stream = true;
+    request.on_delta = [&](std::string_view t) {
+      pieces.emplace_back(t);
+      at.push_back(ctx.Now() - start);
+    };
+    absl::StatusOr<LlmResponse> streamed = fake->Complete(ctx, request);
+    ASSERT_OK(streamed);
+    EXPECT_EQ(streamed->text, whole->text);
+    EXPECT_EQ(streamed->usage.completion_tokens, whole->usage.completion_tokens);
+    EXPECT_GT(pieces.size(), 2u);
+    EXPECT_EQ(absl::StrJoin(pieces, ""), whole->text);
+    const size_t n = pieces.size();
+    if (options.contains("latency")) {
+      const absl::Duration latency =
+          options["latency"] == "2s" ? absl::Seconds(2) : absl::Seconds(1);
+      EXPECT_EQ(at.front(), latency / static_cast<int64_t>(n));
+      EXPECT_EQ(at.back(), latency);
+    } else {
+      EXPECT_EQ(at.front(), absl::ZeroDuration());
+      EXPECT_EQ(at.back(), absl::Milliseconds(100) * static_cast<int64_t>(n - 1));
+    }
+  }
+}
+
+TEST(FakeProviderStream, AStopEndsTheStream) {
+  std::shared_ptr<LlmProvider> fake = NewFakeLlmProvider();
+  LlmRequest request{.model = "fake", .prompt = "Summarize the rivers of Europe"};
+  request.options = {{"latency", "2s"}};
+  request.stream = true;
+  AutoClockContext ctx;
+  int pieces = 0;
+  request.on_delta = [&](std::string_view) {
+    if (++pieces == 2) ctx.Stop();
+  };
+  EXPECT_THAT(fake->Complete(ctx, request), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(pieces, 2);
+  EXPECT_OK(fake->ValidateOptions(json{{"chunk_interval", "10ms"}}));
+  EXPECT_THAT(fake->ValidateOptions(json{{"chunk_interval", 3}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("chunk_interval")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, HttpProviderTest,

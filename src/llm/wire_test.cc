@@ -1,11 +1,15 @@
 #include "llm/internal/wire.h"
 
+#include "llm/internal/stream.h"
 #include "testing/status_matchers.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace runloom::llm_internal {
 namespace {
@@ -195,6 +199,70 @@ TEST(AnthropicWireTest, ParsesToolUseBlocks) {
   ASSERT_EQ(r->tool_calls.size(), 1u);
   EXPECT_EQ(r->tool_calls[0].id, "toolu_1");
   EXPECT_EQ(json::parse(r->tool_calls[0].arguments), json({{"q", "rivers"}}));
+}
+
+// The stream reader fed byte by byte: events split anywhere still parse.
+absl::StatusOr<LlmResponse> ReadStream(ProviderKind kind, const std::string& body,
+                                       std::string* deltas) {
+  StreamReader reader(kind, [deltas](std::string_view t) { deltas->append(t); });
+  for (char c : body) reader.Feed(std::string_view(&c, 1));
+  return reader.Finish();
+}
+
+TEST(StreamWireTest, OpenAiChunksSplitAnywhere) {
+  std::string deltas;
+  absl::StatusOr<LlmResponse> r = ReadStream(
+      ProviderKind::kOpenAi,
+      "data: {\"model\":\"m1\",\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\r\n\r\n"
+      ": keep-alive\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\n"
+      "data: [DONE]",  // the body's end ends the event
+      &deltas);
+  ASSERT_OK(r);
+  EXPECT_EQ(deltas, "Hello");
+  EXPECT_EQ(r->text, "Hello");
+  EXPECT_EQ(r->model, "m1");
+  EXPECT_EQ(r->usage.prompt_tokens, 3);
+  EXPECT_EQ(r->usage.completion_tokens, 2);
+}
+
+// Error events name their code; malformed streams are kUnknown; a stream
+// without its end is kUnavailable. No delta goes out from any of them.
+TEST(StreamWireTest, BadStreamsFailWithTheRightCode) {
+  struct Case {
+    ProviderKind kind;
+    std::string body;
+    absl::StatusCode code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {ProviderKind::kAnthropic,
+       "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+       "\"message\":\"Overloaded\"}}\n\n",
+       absl::StatusCode::kUnavailable, "Overloaded"},
+      {ProviderKind::kAnthropic,
+       "data: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\"}}\n\n",
+       absl::StatusCode::kInvalidArgument, "invalid_request_error"},
+      {ProviderKind::kOpenAi, "data: [1, 2]\n\n", absl::StatusCode::kUnknown, "not a JSON object"},
+      {ProviderKind::kOpenAi,
+       "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\n\n",
+       absl::StatusCode::kUnknown, "index"},
+      {ProviderKind::kOpenAi,
+       "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,"
+       "\"function\":{\"arguments\":\"{}\"}}]}}]}\n\ndata: [DONE]\n\n",
+       absl::StatusCode::kUnknown, "no name"},
+      {ProviderKind::kAnthropic, absl::StrCat("data: ", std::string(kMaxStreamLine, 'x')),
+       absl::StatusCode::kUnknown, "longer than"},
+      {ProviderKind::kAnthropic, "", absl::StatusCode::kUnavailable, "cut after 0 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.substr(0, 80));
+    std::string deltas;
+    EXPECT_THAT(ReadStream(c.kind, c.body, &deltas), StatusIs(c.code, HasSubstr(c.says)));
+    EXPECT_EQ(deltas, "");
+  }
 }
 
 }  // namespace

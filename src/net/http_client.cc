@@ -31,6 +31,7 @@ struct Transfer {
   bool too_large = false;
   const std::function<bool()>* cancelled;
   bool was_cancelled = false;
+  const std::function<void(std::string_view)>* on_data;
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
@@ -41,6 +42,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
     return 0;  // curl stops with CURLE_WRITE_ERROR
   }
   t->response->body.append(data, bytes);
+  if (*t->on_data) (*t->on_data)(std::string_view(data, bytes));
   return bytes;
 }
 
@@ -106,7 +108,8 @@ absl::StatusOr<HttpResponse> SendHttp(const HttpRequest& request) {
   HttpResponse response;
   Transfer transfer{.response = &response,
                     .max_bytes = request.max_response_bytes,
-                    .cancelled = &request.cancelled};
+                    .cancelled = &request.cancelled,
+                    .on_data = &request.on_data};
   std::unique_ptr<curl_slist, SlistDeleter> headers;
   for (const auto& [name, value] : request.headers) {
     curl_slist* next = curl_slist_append(headers.get(), absl::StrCat(name, ": ", value).c_str());

@@ -49,6 +49,12 @@ struct HttpRequest {
   size_t max_response_bytes = size_t{16} << 20;
   // Polled while the request runs (a few times a second); true aborts it.
   std::function<bool()> cancelled;
+  // Called on the calling thread with each piece of the body as it arrives
+  // (of whatever status; the headers are in by then), e.g. to read a
+  // streamed reply as it comes. The body is still kept in
+  // HttpResponse::body and bounded by max_response_bytes: a piece that would
+  // pass the bound is not passed here. Unset = nobody listens.
+  std::function<void(std::string_view)> on_data;
 };
 
 struct HttpResponse {

@@ -4,11 +4,14 @@
 #include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include <atomic>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace runloom::net {
 namespace {
@@ -73,6 +76,46 @@ TEST(HttpClient, ADroppedConnectionIsUnavailable) {
   absl::StatusOr<HttpResponse> resp = SendHttp({.method = "PUT", .url = server->url() + "/w"});
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable) << resp.status();
   EXPECT_EQ(server->requests().size(), 1u);  // it arrived; only the answer was lost
+}
+
+TEST(HttpClient, OnDataSeesTheBodyAsItArrives) {
+  auto server = Serve([](const ScriptedHttpServer::Request&) {
+    return Reply{.chunks = {"data: 1\n\n", "data: 2\n\n", "data: 3\n\n"},
+                 .chunk_interval = absl::Milliseconds(20)};
+  });
+  std::vector<std::string> pieces;
+  absl::StatusOr<HttpResponse> resp =
+      SendHttp({.url = server->url() + "/s",
+                .on_data = [&pieces](std::string_view p) { pieces.emplace_back(p); }});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->body, "data: 1\n\ndata: 2\n\ndata: 3\n\n");
+  EXPECT_EQ(absl::StrJoin(pieces, ""), resp->body);
+  EXPECT_EQ(pieces.size(), 3u);  // 20 ms apart: one piece each
+  EXPECT_EQ(resp->Header("content-type"), "text/event-stream");
+}
+
+TEST(HttpClient, AStreamCutMidWayIsUnavailable) {
+  auto server = Serve([](const ScriptedHttpServer::Request&) {
+    return Reply{.chunks = {"a", "b", "c"}, .cut_after = 2};
+  });
+  std::string seen;
+  absl::StatusOr<HttpResponse> resp = SendHttp(
+      {.url = server->url() + "/s", .on_data = [&seen](std::string_view p) { seen.append(p); }});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable) << resp.status();
+  EXPECT_EQ(seen, "ab");
+}
+
+TEST(HttpClient, OnDataIsNotCalledPastTheBound) {
+  auto server = Serve([](const ScriptedHttpServer::Request&) {
+    return Reply{.chunks = {"12345", "67890"}, .chunk_interval = absl::Milliseconds(20)};
+  });
+  std::string seen;
+  absl::StatusOr<HttpResponse> resp =
+      SendHttp({.url = server->url() + "/s",
+                .max_response_bytes = 7,
+                .on_data = [&seen](std::string_view p) { seen.append(p); }});
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kResourceExhausted) << resp.status();
+  EXPECT_EQ(seen, "12345");
 }
 
 TEST(HttpClient, NothingListeningIsUnavailable) {

@@ -6,10 +6,14 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/steady_timer.hpp"
+#include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 
 namespace runloom::testing {
@@ -68,6 +72,10 @@ struct ScriptedHttpServer::Impl {
         stream.socket().close(ignored);
         return;
       }
+      if (!reply.chunks.empty()) {
+        StartStream();
+        return;
+      }
       response = {};
       response.version(11);
       response.result(static_cast<unsigned>(reply.status));
@@ -82,6 +90,61 @@ struct ScriptedHttpServer::Impl {
                         [self = shared_from_this()](beast::error_code ec, size_t) {
                           if (!ec && self->response.keep_alive()) self->Read();
                         });
+    }
+
+    // A streamed reply: the head, then each chunk on its own write with
+    // chunk_interval before it, then the last chunk and a close (or only the
+    // close, when cut).
+    void StartStream() {
+      std::string head = absl::StrCat(
+          "HTTP/1.1 ", reply.status, " ",
+          std::string(http::obsolete_reason(static_cast<http::status>(reply.status))), "\r\n");
+      bool has_type = false;
+      for (const auto& [name, value] : reply.headers) {
+        has_type = has_type || absl::AsciiStrToLower(name) == "content-type";
+        absl::StrAppend(&head, name, ": ", value, "\r\n");
+      }
+      if (!has_type) absl::StrAppend(&head, "Content-Type: text/event-stream\r\n");
+      absl::StrAppend(&head, "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+      WriteThen(std::move(head), [](Session& s) { s.NextChunk(0); });
+    }
+
+    void NextChunk(size_t i) {
+      if (reply.cut_after >= 0 && i >= static_cast<size_t>(reply.cut_after)) {
+        Close();
+        return;
+      }
+      if (i == reply.chunks.size()) {
+        WriteThen("0\r\n\r\n", [](Session& s) { s.Close(); });
+        return;
+      }
+      const absl::Duration wait = i == 0 ? absl::ZeroDuration() : reply.chunk_interval;
+      timer.expires_after(std::chrono::microseconds(absl::ToInt64Microseconds(wait)));
+      timer.async_wait([self = shared_from_this(), i](beast::error_code ec) {
+        if (ec) return;
+        const std::string& piece = self->reply.chunks[i];
+        if (piece.empty()) {  // an empty chunk would end the body: skip it
+          self->NextChunk(i + 1);
+          return;
+        }
+        self->WriteThen(absl::StrCat(absl::Hex(piece.size()), "\r\n", piece, "\r\n"),
+                        [i](Session& s) { s.NextChunk(i + 1); });
+      });
+    }
+
+    void WriteThen(std::string bytes, std::function<void(Session&)> next) {
+      auto data = std::make_shared<std::string>(std::move(bytes));
+      asio::async_write(
+          stream.socket(), asio::buffer(*data),
+          [self = shared_from_this(), data, next = std::move(next)](beast::error_code ec, size_t) {
+            if (!ec) next(*self);
+          });
+    }
+
+    void Close() {
+      beast::error_code ignored;
+      stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream.socket().close(ignored);
     }
 
     Impl* impl;

@@ -3,14 +3,20 @@
 //
 // The handler sees each request and returns a Reply: a response, a response
 // after a delay (to run a client into its timeout), or a dropped connection
-// (closed after the request was read, with nothing sent: a lost response).
-// Connections are kept alive as HTTP/1.1 allows. Every request is recorded.
+// (closed after the request was read, with nothing sent: a lost response),
+// or a streamed response: its body in `chunks`, sent with HTTP/1.1 chunked
+// transfer-encoding `chunk_interval` apart, optionally cut (the connection
+// closed without the last chunk) after `cut_after` of them.
+// Connections are kept alive as HTTP/1.1 allows (a streamed reply closes
+// its connection). Every request is recorded.
 //
 // Thread-safety: the handler runs on the server's one thread; the other
 // methods may be called from any thread. The destructor stops the server,
 // drops its connections and joins the thread.
 //
 // Example:
+//   Reply{.chunks = {"data: {..}\n\n", "data: [DONE]\n\n"},
+//         .chunk_interval = absl::Milliseconds(10)};
 //   auto server = ScriptedHttpServer::Start([](const ScriptedHttpServer::Request& r) {
 //     return ScriptedHttpServer::Reply{.status = 429, .headers = {{"retry-after", "1"}}};
 //   });
@@ -46,6 +52,10 @@ class ScriptedHttpServer {
     std::string body;
     absl::Duration delay = absl::ZeroDuration();  // wait before answering
     bool drop = false;                            // close the connection without answering
+    // Not empty: a streamed reply (`body` is ignored), one chunk each.
+    std::vector<std::string> chunks;
+    absl::Duration chunk_interval = absl::ZeroDuration();  // wait before each chunk after the first
+    int cut_after = -1;  // >= 0: close after that many chunks, without the end of the body
   };
   using Handler = std::function<Reply(const Request&)>;
 

@@ -17,11 +17,6 @@ std::string Cut(absl::string_view text) {
   return absl::StrCat(text.substr(0, kMaxErrorText), "...");
 }
 
-absl::Status Malformed(absl::string_view api, absl::string_view what) {
-  return absl::UnknownError(absl::StrCat(api, " response is malformed: ", what,
-                                         "; check that base_url points at an API of this kind"));
-}
-
 absl::StatusOr<nlohmann::json> ParseBody(absl::string_view api, absl::string_view body) {
   absl::StatusOr<nlohmann::json> parsed =
       ParseJsonBounded(body, absl::StrCat(api, " response"), StepOutputLimits());
@@ -39,25 +34,6 @@ absl::StatusOr<int64_t> UsageField(absl::string_view api, const nlohmann::json& 
   }
   return usage[key].get<int64_t>();
 }
-
-// The `usage` object's two counts (absent: 0 tokens).
-absl::StatusOr<LlmUsage> ReadUsage(absl::string_view api, const nlohmann::json& j,
-                                   const char* input_key, const char* output_key) {
-  LlmUsage usage;
-  if (!j.contains("usage") || !j["usage"].is_object()) return usage;
-  absl::StatusOr<int64_t> in = UsageField(api, j["usage"], input_key);
-  if (!in.ok()) return in.status();
-  absl::StatusOr<int64_t> out = UsageField(api, j["usage"], output_key);
-  if (!out.ok()) return out.status();
-  return LlmUsage{*in, *out};
-}
-
-std::string ModelOf(const nlohmann::json& j) {
-  if (j.contains("model") && j["model"].is_string()) return j["model"].get<std::string>();
-  return "";
-}
-
-std::string Dump(const nlohmann::json& v) { return v.dump(-1, ' ', false, kReplace); }
 
 // The OpenAI messages of an agent's earlier turns and tool answers.
 void AppendOpenAiHistory(const LlmRequest& request, nlohmann::json& messages) {
@@ -152,6 +128,29 @@ absl::Status ReadOpenAiToolCalls(const nlohmann::json& message, LlmResponse& out
 
 }  // namespace
 
+absl::Status Malformed(absl::string_view api, absl::string_view what) {
+  return absl::UnknownError(absl::StrCat(api, " response is malformed: ", what,
+                                         "; check that base_url points at an API of this kind"));
+}
+
+absl::StatusOr<LlmUsage> ReadUsage(absl::string_view api, const nlohmann::json& j,
+                                   const char* input_key, const char* output_key) {
+  LlmUsage usage;
+  if (!j.contains("usage") || !j["usage"].is_object()) return usage;
+  absl::StatusOr<int64_t> in = UsageField(api, j["usage"], input_key);
+  if (!in.ok()) return in.status();
+  absl::StatusOr<int64_t> out = UsageField(api, j["usage"], output_key);
+  if (!out.ok()) return out.status();
+  return LlmUsage{*in, *out};
+}
+
+std::string ModelOf(const nlohmann::json& j) {
+  if (j.contains("model") && j["model"].is_string()) return j["model"].get<std::string>();
+  return "";
+}
+
+std::string Dump(const nlohmann::json& v) { return v.dump(-1, ' ', false, kReplace); }
+
 std::string JsonModeInstruction(const LlmRequest& request) {
   std::string text =
       "Reply with exactly one JSON object and nothing else: no prose, no code fence.";
@@ -181,6 +180,10 @@ nlohmann::json OpenAiRequestBody(const LlmRequest& request) {
                          {"parameters", t.parameters}}}});
     }
     body["tools"] = std::move(tools);
+  }
+  if (request.stream) {
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
   }
   if (request.json_mode) {
     if (request.json_schema.has_value()) {
@@ -232,6 +235,7 @@ nlohmann::json AnthropicRequestBody(const LlmRequest& request) {
                          {"max_tokens", request.max_tokens.value_or(kAnthropicDefaultMaxTokens)},
                          {"messages", std::move(messages)}};
   if (!system.empty()) body["system"] = system;
+  if (request.stream) body["stream"] = true;
   if (!request.tools.empty()) {
     nlohmann::json tools = nlohmann::json::array();
     for (const LlmTool& t : request.tools) {

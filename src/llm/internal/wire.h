@@ -2,6 +2,9 @@
 // chat completions (POST {base_url}/chat/completions; also vLLM, llama.cpp,
 // Ollama) and Anthropic's Messages API (POST {base_url}/messages).
 //
+// With LlmRequest::stream the request bodies ask for a streamed reply
+// (internal/stream.h reads it).
+//
 // Bodies are untrusted: parsed under StepOutputLimits(), every field checked
 // for its type. A reply that is not what the API documents is kUnknown
 // (class `error`), naming the provider and what was missing.
@@ -33,6 +36,20 @@ absl::StatusOr<LlmResponse> ParseOpenAiResponse(absl::string_view body);
 
 nlohmann::json AnthropicRequestBody(const LlmRequest& request);
 absl::StatusOr<LlmResponse> ParseAnthropicResponse(absl::string_view body);
+
+// kUnknown "<api> response is malformed: <what>; check that base_url ...".
+absl::Status Malformed(absl::string_view api, absl::string_view what);
+
+// The two counts of j's `usage` object (absent: 0 tokens); kUnknown when
+// one is not a non-negative integer.
+absl::StatusOr<LlmUsage> ReadUsage(absl::string_view api, const nlohmann::json& j,
+                                   const char* input_key, const char* output_key);
+
+// j's `model` string, or "".
+std::string ModelOf(const nlohmann::json& j);
+
+// v as compact JSON text (invalid UTF-8 replaced).
+std::string Dump(const nlohmann::json& v);
 
 // The error text of an error response body of either API
 // ({"error": {"message": ...}}), cut to a few hundred bytes; the raw body's
