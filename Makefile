@@ -26,7 +26,7 @@
 #                (timers and signals) as JSON
 #   make bench-fairness build Release and measure fair dequeue across concurrency keys
 #   make bench-http  build Release, install wrk and node if missing, and run
-#                the HTTP benchmarks once each (bench/http/run.sh post, sse)
+#                the HTTP benchmarks once each (bench/http/run.sh post, sse, stream)
 #   make build   build the engine, the CLI and the example programs in build/
 #                (Release, no tests)
 #   make clean   remove build/, build-asan/, build-tsan/ and build-fuzz/
@@ -134,6 +134,7 @@ bench-http: cli
 	bash scripts/bootstrap.sh --bench
 	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh post
 	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh sse
+	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh stream
 
 test: bootstrap-test
 	rm -f $(BUILD_DIR)/test-steps.log

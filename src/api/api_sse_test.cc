@@ -241,5 +241,70 @@ TEST_F(ApiTest, IdleStreamsGetKeepAliveCommentsAndShutdownEndsThem) {
   EXPECT_THAT(reader.raw(), Not(HasSubstr(": end\n\n")));  // a cut, not the run's end
 }
 
+// Issue 24, streaming: a run's stream carries its streaming call's pieces as
+// llm.delta frames after the stored events; a subscriber that joins mid-call
+// first gets the text so far (offset 0), then the pieces after it. Replayed
+// by offset, each stream's frames give exactly the step's stored text.
+std::string Replay(const std::vector<SseEvent>& events, int* deltas) {
+  std::string text;
+  for (const SseEvent& e : events) {
+    if (e.event == "llm.reset") text.clear();
+    if (e.event != "llm.delta") continue;
+    EXPECT_TRUE(e.id.empty()) << "a delta has no id: " << e.id;
+    const nlohmann::json d = nlohmann::json::parse(e.data);
+    EXPECT_EQ(d["offset"].get<int64_t>(), static_cast<int64_t>(text.size())) << e.data;
+    text += d["text"].get<std::string>();
+    ++*deltas;
+  }
+  return text;
+}
+
+TEST_F(ApiTest, SseCarriesAStreamingCallsPiecesAndALateJoinerGetsTheTextSoFar) {
+  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
+name: streamy
+steps:
+  - id: talk
+    kind: llm
+    stream: true
+    prompt: "one two three four five six seven eight nine ten"
+    fake: {latency: 1500ms}
+)",
+                                                 "streamy.yaml");
+  ASSERT_OK(wf);
+  ASSERT_OK(engine()->RegisterWorkflow(*wf));
+  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "streamy"})", "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string id = started.json()["id"];
+  SseReader early(port(), EventsUrl(id), "viewer-token");
+  std::vector<SseEvent> seen_early;
+  for (int i = 0; i < 100; ++i) {
+    std::vector<SseEvent> more = early.ReadEvents(1, milliseconds(100));
+    seen_early.insert(seen_early.end(), more.begin(), more.end());
+    if (!more.empty() && more.back().event == "llm.delta") break;
+  }
+  ASSERT_FALSE(seen_early.empty());
+  ASSERT_EQ(seen_early.back().event, "llm.delta") << "no piece within 10 s";
+  SseReader late(port(), EventsUrl(id), "viewer-token");
+  std::vector<SseEvent> rest_early = early.ReadToEnd(milliseconds(10'000));
+  std::vector<SseEvent> seen_late = late.ReadToEnd(milliseconds(10'000));
+  EXPECT_TRUE(early.ended());
+  EXPECT_TRUE(late.ended());
+  seen_early.insert(seen_early.end(), rest_early.begin(), rest_early.end());
+  auto steps = engine()->ListSteps(id, std::nullopt);
+  ASSERT_OK(steps);
+  ASSERT_EQ(steps->size(), 1u);
+  const std::string stored = (*steps)[0].output["text"];
+  int early_deltas = 0;
+  int late_deltas = 0;
+  EXPECT_EQ(Replay(seen_early, &early_deltas), stored);
+  EXPECT_EQ(Replay(seen_late, &late_deltas), stored);
+  EXPECT_GT(early_deltas, 3) << "the text came in pieces";
+  // The stored events are all there too, ids 1..last, deltas in between.
+  int stored_events = 0;
+  for (const SseEvent& e : seen_late) stored_events += e.id.empty() ? 0 : 1;
+  EXPECT_EQ(stored_events, engine()->GetRun(id)->last_event_seq);
+  EXPECT_THAT(late.raw(), HasSubstr("event: llm.end"));
+}
+
 }  // namespace
 }  // namespace runloom::api::testing

@@ -27,7 +27,10 @@
 //   8. a schedule created over the API (a 1-second cron) is listed on the
 //      schedules page with its cron, zone and policies, its latest tick's
 //      run linked; Pause on the page pauses it (the API says so, and no tick
-//      starts a run meanwhile), Resume resumes it; a viewer sees no buttons.
+//      starts a run meanwhile), Resume resumes it; a viewer sees no buttons;
+//   9. a streaming model call (`stream: true`, issue 24): its run page shows
+//      the text growing as the pieces arrive, and the text shown at the end
+//      is the step's stored output.
 // Screenshots of each page go to OUT_DIR/screenshots. Exits non-zero on the
 // first failed check, after stopping the server (SIGTERM: it must exit 0).
 
@@ -372,6 +375,33 @@ try {
     'Resume on the page resumed it');
   check((await api('DELETE', '/schedules/ui-every-second', approver)).status === 200,
     'the schedule is deleted over the API (the rest of the test starts no more runs)');
+
+  // 9. Streaming (issue 24): the fake model sends its reply word by word
+  // over 4 s; the page shows the text growing, and in the end the stored one.
+  const streamYaml = 'name: ui_stream\nsteps:\n  - id: talk\n    kind: llm\n    stream: true\n' +
+    '    prompt: "Tell the story of the durable run, in many small words, slowly"\n' +
+    '    fake: {latency: 4s}\n';
+  check((await api('POST', '/workflows', admin, {yaml: streamYaml})).status < 300,
+    'a streaming workflow is registered');
+  const streaming = await api('POST', '/runs', approver, {workflow: 'ui_stream', inputs: {}});
+  check(streaming.status === 201, 'a streaming run is started (201)');
+  await page.goto(`${base}/#/runs/${streaming.body.id}`);
+  const liveText = page.locator('.live-calls pre.live-text[data-path="talk"]');
+  const lengths = [];
+  await waitFor('the streamed text to grow three times', async () => {
+    const t = (await liveText.count()) ? await liveText.textContent() : '';
+    if (t.length > 0 && (lengths.length === 0 || t.length > lengths[lengths.length - 1])) lengths.push(t.length);
+    return lengths.length >= 3 ? lengths : null;
+  });
+  check(true, `the page shows the text growing as it arrives (lengths ${lengths.join(' < ')})`);
+  await page.screenshot({path: path.join(shots, 'run-streaming.png'), fullPage: true});
+  await page.locator('.live-calls .live-state', {hasText: 'done'}).waitFor();
+  await page.locator('.runhead .badge', {hasText: 'completed'}).waitFor();
+  const finalText = await liveText.textContent();
+  const streamSteps = (await api('GET', `/runs/${streaming.body.id}/steps`, viewer)).body;
+  const talk = (Array.isArray(streamSteps) ? streamSteps : streamSteps.steps).find((s) => s.path === 'talk');
+  check(talk && talk.output.text === finalText,
+    `the text the page streamed is the stored output (${finalText.length} characters)`);
 
   // The other pages render.
   await page.goto(`${base}/#/workflows/blog`);
