@@ -3,6 +3,8 @@
 // executes in the background: a test plays the worker (ExecuteRun).
 #include "mcp/server.h"
 
+#include "runloom/sqlite.h"
+
 #include "testing/engine_test_util.h"
 
 #include "absl/strings/str_cat.h"
@@ -281,6 +283,35 @@ TEST_F(McpServerTest, StartFollowCancelRerunSignalAndDeadLetters) {
   EXPECT_TRUE(unknown["code"] == "not_found" || unknown["code"] == "invalid_argument")
       << unknown.dump();
   EXPECT_EQ(Ok(Call(Role::kViewer, "list_workflows", json::object()))["workflows"].size(), 1u);
+}
+
+// A real dead letter: a consumer on the same file (cap 1 delivery) claims
+// the run's message and dies twice; list_dead_letters shows it, a viewer or
+// operator cannot redrive it, an admin can, and the run is queued again.
+TEST_F(McpServerTest, ADeadLetterIsListedAndRedrivenByAnAdmin) {
+  absl::StatusOr<CreateRunResult> started = engine()->StartRun({.workflow_name = "gated"});
+  ASSERT_OK(started);
+  SqliteOptions so;
+  so.transport.max_deliveries = 1;
+  absl::StatusOr<Backend> consumer = OpenSqlite(h_.path, so);
+  ASSERT_OK(consumer);
+  json letters;
+  for (int i = 0; i < 5 && letters.empty(); ++i) {
+    ASSERT_OK(consumer->transport->Claim("dies", 10, absl::Milliseconds(1)).status());
+    RealClock()->SleepFor(absl::Milliseconds(5));  // past the visibility: delivered again
+    letters = Ok(Call(Role::kViewer, "list_dead_letters", json::object()))["dead_letters"];
+  }
+  ASSERT_EQ(letters.size(), 1u) << letters.dump();
+  EXPECT_EQ(letters[0]["run_id"], started->run.id);
+  const std::string letter = letters[0]["id"].is_string() ? letters[0]["id"].get<std::string>()
+                                                          : letters[0]["id"].dump();
+  EXPECT_EQ(Error(Call(Role::kOperator, "redrive_dead_letter", {{"id", letter}}))["code"],
+            "forbidden");
+  Ok(Call(Role::kAdmin, "redrive_dead_letter", {{"id", letter}}));
+  EXPECT_TRUE(Ok(Call(Role::kViewer, "list_dead_letters", json::object()))["dead_letters"].empty());
+  absl::StatusOr<RunRecord> done = engine()->ExecuteRun(started->run.id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kPaused);  // it ran to its gate
 }
 
 TEST_F(McpServerTest, ARevokedTokenIsRefusedAndNeverEchoed) {
