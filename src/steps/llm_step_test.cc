@@ -222,7 +222,7 @@ TEST_F(LlmStepTest, ValidateNamesTheBadKey) {
   absl::Status s = llm_->Validate(MakeDef("llm", {{"promt", "x"}}));
   EXPECT_EQ(s.message(),
             "llm step: unknown key 'promt'; allowed keys: fake, max_tokens, model, prompt, "
-            "response_format, response_schema, system");
+            "response_format, response_schema, stream, system");
   s = llm_->Validate(MakeDef("llm", json::object()));
   EXPECT_THAT(std::string(s.message()), HasSubstr("missing required key 'prompt'"));
   s = llm_->Validate(MakeDef("llm", {{"prompt", "x"}, {"response_format", "yaml"}}));

@@ -2,6 +2,7 @@
 // scripted turns: turns and tool calls recorded under the agent's path, the
 // conversation rebuilt on a resume, hostile tool calls refused unrun,
 // max_turns, approval tools, and what a workflow file may not write.
+#include "runloom/clock.h"
 #include "runloom/engine.h"
 
 #include "engine/run/agent_step.h"
@@ -261,6 +262,68 @@ steps:
     turn1 += e.type == "step.started" && e.data.value("path", "") == "fixer/turn[1]" ? 1 : 0;
   }
   EXPECT_EQ(turn1, 1);
+}
+
+// A `run` tool: the call starts a child run and parks the parent; the
+// child's end wakes it, and the agent reads the child's outputs as the
+// tool's result. The child is started once, under the call's path.
+TEST(Agent, ARunToolStartsAChildRunAndTheAgentReadsItsOutputs) {
+  SimulatedClock clock;
+  Harness h({}, &clock);
+  auto child_wf = LoadWorkflowYaml(R"(
+name: lookup
+inputs:
+  q: {type: string}
+steps:
+  - id: answer
+    kind: noop
+    output: {found: "facts about {{ inputs.q }}"}
+)",
+                                   "lookup.yaml");
+  ASSERT_OK(child_wf);
+  ASSERT_OK(h.engine->RegisterWorkflow(*child_wf));
+  auto wf = LoadWorkflowYaml(R"(
+name: agent_child
+steps:
+  - id: agent
+    kind: agent
+    prompt: "Find out"
+    fake:
+      turns:
+        - tool_calls: [{name: research, arguments: {q: leases}}]
+        - text: "done"
+    tools:
+      - name: research
+        description: Research a question in a child run.
+        parameters: {type: object, properties: {q: {type: string}}, required: [q]}
+        step: {kind: run, workflow: lookup, inputs: {q: "{{ args.q }}"}}
+)",
+                             "agent_child.yaml");
+  ASSERT_OK(wf);
+  auto started = h.engine->StartRun({.workflow = *wf});
+  ASSERT_OK(started);
+  const std::string id = started->run.id;
+  auto parked = h.engine->ExecuteRun(id);
+  ASSERT_OK(parked);
+  ASSERT_EQ(parked->status, RunStatus::kWaiting);
+  RunFilter f;
+  f.parent_run_id = id;
+  f.limit = 0;
+  auto children = h.engine->store()->ListRuns(f);
+  ASSERT_OK(children);
+  ASSERT_EQ(children->size(), 1u);
+  EXPECT_EQ((*children)[0].context["parent"]["step_path"], "agent/turn[1]/tool[research#0]");
+  ASSERT_OK(h.engine->ExecuteRun((*children)[0].id));
+  auto done = h.engine->ExecuteRun(id);
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, RunStatus::kCompleted) << done->error;
+  auto s = h.Steps(id);
+  EXPECT_EQ(s["agent/turn[1]/tool[research#0]"].output["outputs"]["answer"]["found"],
+            "facts about leases");
+  EXPECT_EQ(s["agent"].output["text"], "done");
+  auto again = h.engine->store()->ListRuns(f);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->size(), 1u);
 }
 
 TEST(Agent, TheFinalAnswerIsHeldToTheResponseSchema) {
