@@ -102,6 +102,11 @@ struct EngineOptions {
   // it again. Shorter sleeps, and sleeps inside a parallel branch, hold their
   // executor as before. InfiniteDuration() = never park.
   absl::Duration park_sleeps_over = absl::Minutes(5);
+  // The timeout of a step that sets none, per kind, in place of its kind's
+  // StepKind::DefaultTimeout() (exec 1 h, llm 10 min, http 30 s; the config
+  // file's `step_timeouts:`). InfiniteDuration() = unbounded. A workflow's
+  // `timeout:` and `defaults.timeout` come first.
+  std::map<std::string, absl::Duration> step_timeouts;
   // On Stop(), how long in-flight steps may run before they are stopped and
   // their runs released to the queue.
   absl::Duration drain_timeout = absl::Seconds(10);

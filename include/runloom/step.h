@@ -151,6 +151,15 @@ class StepKind {
   virtual absl::Status Validate(const StepDef& def) const = 0;
   // Runs the step once. `config` has every template resolved.
   virtual absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) = 0;
+  // The timeout of one attempt of a step of this kind that sets none (no
+  // `timeout:` and no `defaults.timeout`); InfiniteDuration = the kind ends
+  // by itself (noop, fail, sleep). Every step is bounded: a step past it is
+  // stopped (an exec's process group killed) and its retry policy sees
+  // `timeout`. EngineOptions::step_timeouts overrides it per kind.
+  virtual absl::Duration DefaultTimeout() const { return kDefaultStepTimeout; }
+
+  // A registered kind's default (exec's too): one hour.
+  static constexpr absl::Duration kDefaultStepTimeout = absl::Hours(1);
 };
 
 class StepRegistry {

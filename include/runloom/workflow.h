@@ -78,6 +78,9 @@ struct StepDef {
   bool explicit_needs = false;     // `needs:` was written (even as []), so no implicit edge
   TriggerRule trigger = TriggerRule::kAllSuccess;
   RetryPolicy retry;
+  // One attempt's bound. nullopt = the kind's default (StepKind::
+  // DefaultTimeout, or EngineOptions::step_timeouts); InfiniteDuration() =
+  // `timeout: none`, unbounded. Leaf steps (and a wait's signal) only.
   std::optional<absl::Duration> timeout;
   bool allow_failure = false;  // a failure does not make the run fail by default
   // `when:` condition; false -> the step is skipped (and skips propagate to

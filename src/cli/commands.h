@@ -47,11 +47,13 @@ absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string
 
 // What a process that executes runs takes from the configuration file,
 // read once: the step kinds (as StepKindsSetting) and each configured
-// tenant's budget limit (EngineOptions::tenant_budgets). Errors as
+// tenant's budget limit (EngineOptions::tenant_budgets) and the step kinds'
+// default timeouts (EngineOptions::step_timeouts). Errors as
 // StepKindsSetting's.
 struct ConfigSettings {
   std::shared_ptr<StepRegistry> kinds;
   std::map<std::string, int64_t> tenant_budgets;
+  std::map<std::string, absl::Duration> step_timeouts;
 };
 absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag);
 

@@ -86,6 +86,7 @@ absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag) {
   std::shared_ptr<LlmConcurrency> caps = CapsFor(*config, **providers);
   out.kinds->Register("llm", NewLlmStep(*std::move(providers), std::move(caps)));
   out.tenant_budgets = BudgetsOf(*config);
+  out.step_timeouts = config->step_timeouts;
   return out;
 }
 

@@ -13,6 +13,7 @@ absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const E
   RUNLOOM_ASSIGN_OR_RETURN(ConfigSettings config, ConfigSetting(f.config));
   base.registry = std::move(config.kinds);
   base.tenant_budgets = std::move(config.tenant_budgets);
+  base.step_timeouts = std::move(config.step_timeouts);
   RUNLOOM_ASSIGN_OR_RETURN(base.stage_events, StageEventsSetting(f.stage_events));
   RUNLOOM_ASSIGN_OR_RETURN(base.park_sleeps_over,
                            PositiveDurationFlag("--park-sleeps-over", f.park_sleeps_over));

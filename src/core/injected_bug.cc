@@ -15,6 +15,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
     InjectedBug::kParkIgnoresMailbox,         InjectedBug::kChildKeyPerExecution,
     InjectedBug::kLeaseIgnoresConcurrencyLimit, InjectedBug::kScheduleKeyedByFireTime,
+    InjectedBug::kDefaultTimeoutIgnored,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -57,6 +58,8 @@ std::string_view ToString(InjectedBug b) {
       return "lease_ignores_concurrency_limit";
     case InjectedBug::kScheduleKeyedByFireTime:
       return "schedule_keyed_by_fire_time";
+    case InjectedBug::kDefaultTimeoutIgnored:
+      return "default_timeout_ignored";
   }
   return "unknown";
 }

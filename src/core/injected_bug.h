@@ -75,6 +75,10 @@ enum class InjectedBug : uint32_t {
   // tick late (stopped between starting the run and moving the tick on, or
   // catching up) starts a run under another key, so one tick starts two.
   kScheduleKeyedByFireTime,
+  // A step that sets no timeout runs unbounded, as before issue 25 (no
+  // default per kind): a hung step holds its run, renewing its lease,
+  // forever.
+  kDefaultTimeoutIgnored,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

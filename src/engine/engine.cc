@@ -104,6 +104,7 @@ class Engine::Impl {
         launcher_(LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
                                  logger(), metrics_.get(), options_.owner, options_.lease_ttl,
                                  stage_events_.get(), options_.park_sleeps_over,
+                                 options_.step_timeouts,
                                  [this](const engine_internal::ChildStart& child) {
                                    StartRunRequest req;
                                    req.workflow_name = child.workflow;

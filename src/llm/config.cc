@@ -33,7 +33,7 @@ constexpr size_t kMaxNameLength = 64;
 // other, and ConfigFileKeys() lists them for the documentation check.
 using KeyList = std::vector<absl::string_view>;
 const KeyList& TopKeys() {
-  static const KeyList k = {"providers", "models", "tenants"};
+  static const KeyList k = {"providers", "models", "tenants", "step_timeouts"};
   return k;
 }
 const KeyList& ProviderKeys() {
@@ -299,6 +299,24 @@ absl::StatusOr<LlmConfig> ReadConfig(const YAML::Node& root, const std::string& 
                     RUNLOOM_ASSIGN_OR_RETURN(t.budget_micros, r.Micros("budget", kMaxBudget, true));
                     return t;
                   }));
+  if (top.Has("step_timeouts")) {
+    MapReader r = top.Child("step_timeouts");
+    RUNLOOM_RETURN_IF_ERROR(r.CheckObject("{exec: 2h, llm: 5m}"));
+    for (const auto& [kind, v] : top.Get("step_timeouts").items()) {
+      if (!IsConfigName(kind)) {
+        return r.Error(kind, "is not a step kind's name (lower-case letters, digits, '_')");
+      }
+      if (v.is_string() && v.get_ref<const std::string&>() == "none") {
+        config.step_timeouts[kind] = absl::InfiniteDuration();
+        continue;
+      }
+      absl::StatusOr<absl::Duration> d = r.Duration(kind, absl::ZeroDuration());
+      if (!d.ok()) {
+        return r.Error(kind, "must be a positive duration such as \"30s\" or \"2h\", or none");
+      }
+      config.step_timeouts[kind] = *d;
+    }
+  }
   return config;
 }
 
@@ -369,6 +387,7 @@ std::vector<std::string> ConfigFileKeys() {
   add("providers.NAME.retry.", RetryKeys());
   add("models.ALIAS.", ModelKeys());
   add("tenants.NAME.", TenantKeys());
+  out.push_back("step_timeouts.KIND");
   return out;
 }
 

@@ -25,6 +25,8 @@
 //       max_tokens: 1024              # default when the step sets none
 //   tenants:
 //     acme: {budget: 50}              # price units the tenant may spend
+//   step_timeouts:                    # a kind's default timeout for every
+//     exec: 2h                        # workflow (a duration, or none)
 //
 // Prices and budgets are kept as integer micro-units (millionths of the
 // price unit, e.g. of a dollar) so that costs add up exactly; a price finer
@@ -97,6 +99,9 @@ struct LlmConfig {
   std::map<std::string, ProviderConfig> providers;
   std::map<std::string, ModelConfig> models;
   std::map<std::string, TenantConfig> tenants;
+  // A step kind's default timeout over its built-in one
+  // (EngineOptions::step_timeouts); InfiniteDuration() = `none`.
+  std::map<std::string, absl::Duration> step_timeouts;
 };
 
 // The cost of a call in micro-units: for input and for output, tokens times

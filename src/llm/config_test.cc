@@ -96,6 +96,20 @@ TEST(LlmConfigTest, EmptyFileConfiguresNothing) {
   EXPECT_TRUE(c->models.empty());
 }
 
+// Issue 25: an operator's default timeout per step kind.
+TEST(LlmConfigTest, StepTimeoutsAreDurationsOrNone) {
+  absl::StatusOr<LlmConfig> c =
+      ParseLlmConfig("step_timeouts:\n  exec: 2h\n  my_kind: none\n", "cfg.yaml");
+  ASSERT_OK(c);
+  EXPECT_EQ(c->step_timeouts.at("exec"), absl::Hours(2));
+  EXPECT_EQ(c->step_timeouts.at("my_kind"), absl::InfiniteDuration());
+  EXPECT_THAT(ParseLlmConfig("step_timeouts:\n  exec: forever\n", "cfg.yaml").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cfg.yaml:2: step_timeouts.exec: must be a positive duration")));
+  EXPECT_THAT(ParseLlmConfig("step_timeouts: 5s\n", "cfg.yaml").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be a mapping")));
+}
+
 TEST(LlmConfigTest, CostIsTokensTimesPricePer1kRoundedUp) {
   EXPECT_EQ(CallCostMicros(500, 1500, 1000, 1000), 2000);
   EXPECT_EQ(CallCostMicros(500, 1500, 1, 0), 1);  // 0.5 micros rounds up

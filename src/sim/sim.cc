@@ -94,6 +94,27 @@ struct Workload {
 
 std::string Ms(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
 
+// Bounded steps (issue 25): a step of kind `hang` never ends by itself; its
+// kind's default timeout, which its workflow does not override, must stop
+// each attempt.
+constexpr absl::Duration kHangTimeout = absl::Milliseconds(400);
+constexpr char kHangSuffix[] = "hang";  // its step ids end so
+
+class HangingKind final : public StepKind {
+ public:
+  absl::Status Validate(const StepDef&) const override { return absl::OkStatus(); }
+  absl::Duration DefaultTimeout() const override { return kHangTimeout; }
+  absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json&) override {
+    // Only the deadline (or a stop) ends it. Past 10 simulated minutes
+    // unstopped it gives up, as an error the checker flags: a wait with no
+    // end would run the world's clock into its 6 h cap, which aborts.
+    if (!ctx.SleepUntil(ctx.clock()->Now() + absl::Minutes(10))) {
+      return absl::CancelledError("hang: stopped");
+    }
+    return absl::InternalError("hang: 10 min and nothing stopped it: no timeout bounds it");
+  }
+};
+
 // `keys` draws issue 23's choices (concurrency, priorities) apart from the
 // world's generator, so a seed whose workloads have no key keeps the
 // history it had before keys existed.
@@ -137,6 +158,15 @@ Workload MakeWorkload(Rng& rng, Rng& keys, int index, int max_attempts) {
       }
       case 1: {  // fails its first attempts, then succeeds (or fails the run)
         const int times = static_cast<int>(rng.Below(3));
+        if (times == 2) {
+          // And before it, a step that hangs (issue 25), with no timeout of
+          // its own: each of its two attempts ends at its kind's default.
+          // No draw of its own, so the other seeds' workloads stay as they were.
+          absl::StrAppend(&steps, "  - id: ", id, kHangSuffix, "\n    phase: ", phase,
+                          "\n    kind: hang\n    allow_failure: true\n"
+                          "    retry: {max_attempts: 2, initial_delay: 100ms, on: [timeout]}\n");
+          w.worst += 2 * kHangTimeout + absl::Milliseconds(300);
+        }
         absl::StrAppend(&steps, head, "    kind: fail\n    times: ", times,
                         "\n    class: unavailable\n"
                         "    retry: {max_attempts: 2, initial_delay: 100ms, on: [unavailable]}\n");
@@ -351,6 +381,8 @@ class Sim {
   static bool Rests(const RunRecord& run);
   void Check();
   void CheckRun(const RunRecord& run);
+  void CheckHangEvent(const RunRecord& run, const Event& e,
+                      std::map<std::string, absl::Time>& started);
   // Concurrency keys (issue 23): never more runs of a key running than its
   // limit, in one snapshot of the store.
   void CheckConcurrency();
@@ -462,6 +494,7 @@ absl::Status Sim::Open() {
   RUNLOOM_ASSIGN_OR_RETURN(base_, OpenSqlite(":memory:", so));
   service_ = std::make_unique<SimService>(&world_, &faults_);
   registry_ = StepRegistry::WithLocalBuiltins();
+  registry_->Register("hang", std::make_shared<HangingKind>());
   // A priced model on the fake provider: every call reserves its worst case
   // and settles its cost (docs/operations.md "Budgets").
   auto providers = std::make_shared<LlmProviderRegistry>();
@@ -900,6 +933,7 @@ void Sim::CheckRun(const RunRecord& run) {
   std::optional<RunStatus> status;
   std::optional<int> attempts = 0;
   bool pause_decided = false, cancel_asked = false;
+  std::map<std::string, absl::Time> hang_started;  // a hang step's path -> its attempt's start
   for (size_t i = 0; i < events->size(); ++i) {
     const Event& e = (*events)[i];
     if (e.seq != static_cast<int64_t>(i) + 1) {
@@ -907,6 +941,9 @@ void Sim::CheckRun(const RunRecord& run) {
       return;
     }
     const std::string& t = e.type;
+    if (absl::StartsWith(t, "step.") && absl::EndsWith(e.data.value("path", ""), kHangSuffix)) {
+      CheckHangEvent(run, e, hang_started);
+    }
     if (t == "run.created") {
       status = RunStatus::kQueued;
     } else if (t == "run.started") {
@@ -999,6 +1036,43 @@ void Sim::CheckRun(const RunRecord& run) {
     }
     seen = total;
   }
+}
+
+// Every step is bounded (issue 25): an attempt of a hang step ends at its
+// kind's default timeout, failed with class timeout, never sooner (it
+// cannot end by itself). How much later is not bounded here: a process
+// stopped past the deadline, or stopped again and again, still commits
+// while no one else took its lease. That it ends at all is the liveness
+// bound's: a run held by an unbounded step never comes to rest.
+void Sim::CheckHangEvent(const RunRecord& run, const Event& e,
+                         std::map<std::string, absl::Time>& started) {
+  const std::string path = e.data.value("path", "");
+  if (e.type == "step.started") {
+    started[path] = e.at;
+    return;
+  }
+  if (e.type == "step.succeeded") {
+    world_.Violate(absl::StrCat("run ", run.id, ": step ", path, ", which never ends by itself, ",
+                                "succeeded (seq ", e.seq, ")"));
+    return;
+  }
+  if (e.type != "step.failed") return;
+  if (e.data.value("error_class", "") != "timeout") {
+    world_.Violate(absl::StrCat("run ", run.id, ": hung step ", path, " failed with class ",
+                                e.data.value("error_class", ""), ", not timeout (seq ", e.seq,
+                                "): ", e.data.value("error", "")));
+  }
+  auto it = started.find(path);
+  if (it == started.end()) return;
+  // The store stamps both events; a kill stops the attempt unrecorded (the
+  // next one writes a step.started of its own).
+  const absl::Duration took = e.at - it->second;
+  if (took < kHangTimeout) {
+    world_.Violate(absl::StrCat("run ", run.id, ": hung step ", path, "'s attempt took ",
+                                absl::FormatDuration(took), ", its kind's default timeout is ",
+                                absl::FormatDuration(kHangTimeout), " (seq ", e.seq, ")"));
+  }
+  started.erase(it);
 }
 
 void Sim::CheckConcurrency() {

@@ -21,6 +21,7 @@ using steps_internal::ConfigReader;
 
 class NoopStep final : public StepKind {
  public:
+  absl::Duration DefaultTimeout() const override { return absl::InfiniteDuration(); }  // ends at once
   absl::Status Validate(const StepDef& def) const override {
     return Parse(def.config, /*unresolved=*/true).status();
   }
@@ -49,6 +50,8 @@ class NoopStep final : public StepKind {
 
 class SleepStep final : public StepKind {
  public:
+  // Bounded by its own duration.
+  absl::Duration DefaultTimeout() const override { return absl::InfiniteDuration(); }
   absl::Status Validate(const StepDef& def) const override {
     return Parse(def.config, /*unresolved=*/true).status();
   }
@@ -115,6 +118,7 @@ const std::map<std::string, absl::StatusCode>& FailClasses() {
 
 class FailStep final : public StepKind {
  public:
+  absl::Duration DefaultTimeout() const override { return absl::InfiniteDuration(); }  // ends at once
   absl::Status Validate(const StepDef& def) const override {
     return Parse(def.config, /*unresolved=*/true).status();
   }

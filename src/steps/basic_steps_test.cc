@@ -21,6 +21,25 @@ using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
+// Issue 25, bounded steps: each built-in kind's default timeout, as
+// docs/formats/workflow-yaml.md ("Timeouts") lists them.
+TEST(StepRegistryTest, EveryBuiltinKindHasTheDocumentedDefaultTimeout) {
+  std::unique_ptr<StepRegistry> registry = StepRegistry::WithBuiltins();
+  const std::pair<const char*, absl::Duration> kDefaults[] = {
+      {"exec", absl::Hours(1)},
+      {"http", absl::Seconds(30)},
+      {"llm", absl::Minutes(10)},
+      {"noop", absl::InfiniteDuration()},
+      {"fail", absl::InfiniteDuration()},
+      {"sleep", absl::InfiniteDuration()},
+  };
+  for (const auto& [kind, timeout] : kDefaults) {
+    ASSERT_NE(registry->Find(kind), nullptr) << kind;
+    EXPECT_EQ(registry->Find(kind)->DefaultTimeout(), timeout) << kind;
+  }
+  EXPECT_EQ(StepKind::kDefaultStepTimeout, absl::Hours(1));  // a registered kind's
+}
+
 TEST(StepRegistryTest, WithBuiltinsHasEveryBuiltinKind) {
   std::unique_ptr<StepRegistry> registry = StepRegistry::WithBuiltins();
   for (const char* kind : {"exec", "noop", "sleep", "fail", "llm"}) {

@@ -78,6 +78,7 @@ class HttpStep final : public StepKind {
   absl::Status Validate(const StepDef& def) const override {
     return steps_internal::ParseHttpConfig(def.config, /*unresolved=*/true).status();
   }
+  absl::Duration DefaultTimeout() const override { return kDefaultTimeout; }
 
   absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
     RUNLOOM_ASSIGN_OR_RETURN(HttpStepConfig cfg,

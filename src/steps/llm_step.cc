@@ -107,6 +107,10 @@ class LlmStep final : public StepKind {
     RUNLOOM_CHECK(providers_ != nullptr) << "the llm step needs a provider registry";
   }
 
+  // One model call, its provider's own retries of a rate limit or a cut
+  // stream included (an agent's turn too).
+  absl::Duration DefaultTimeout() const override { return absl::Minutes(10); }
+
   absl::Status Validate(const StepDef& def) const override {
     RUNLOOM_ASSIGN_OR_RETURN(LlmCall call, Parse(def.config, /*unresolved=*/true));
     if (call.route.provider != nullptr) {

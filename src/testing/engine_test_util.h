@@ -116,9 +116,9 @@ struct Harness {
                    const WrapStore& wrap_store = nullptr,
                    const WrapTransport& wrap_transport = nullptr) {
     kind = std::make_shared<CountingKind>();
-    auto registry = StepRegistry::WithBuiltins();
-    registry->Register("count", kind);
-    opts.registry = std::move(registry);
+    // The built-ins, and any kind the test registered in opts.registry.
+    if (opts.registry == nullptr) opts.registry = StepRegistry::WithBuiltins();
+    opts.registry->Register("count", kind);
     SqliteOptions so;
     so.clock = clock;
     path = TempDb();

@@ -30,6 +30,13 @@ json OptionalMillis(const std::optional<absl::Duration>& d) {
   return d ? Millis(*d) : json(nullptr);
 }
 
+// A step's timeout: null = the kind's default, "none" = `timeout: none`.
+constexpr char kNoTimeout[] = "none";
+json TimeoutMillis(const std::optional<absl::Duration>& d) {
+  if (d && *d == absl::InfiniteDuration()) return kNoTimeout;
+  return OptionalMillis(d);
+}
+
 json CanonicalCondition(const std::optional<Condition>& c) {
   if (!c) {
     return nullptr;
@@ -64,7 +71,7 @@ json CanonicalStep(const StepDef& s) {
               {"explicit_needs", s.explicit_needs || !s.needs.empty()},
               {"trigger", std::string(ToString(s.trigger))},
               {"retry", CanonicalRetry(s.retry)},
-              {"timeout_ms", OptionalMillis(s.timeout)},
+              {"timeout_ms", TimeoutMillis(s.timeout)},
               {"allow_failure", s.allow_failure},
               {"when", CanonicalCondition(s.when)},
               {"config", s.config}};
@@ -167,7 +174,8 @@ absl::StatusOr<StepDef> ReadStep(const json& v) {
   }
   s.trigger = *rule;
   RUNLOOM_ASSIGN_OR_RETURN(s.retry, ReadRetry(v.at("retry")));
-  s.timeout = OptionalFromMillis(v.at("timeout_ms"));
+  const json& timeout = v.at("timeout_ms");
+  s.timeout = timeout == kNoTimeout ? absl::InfiniteDuration() : OptionalFromMillis(timeout);
   s.allow_failure = v.at("allow_failure").get<bool>();
   RUNLOOM_ASSIGN_OR_RETURN(s.when, ReadCondition(v.at("when")));
   s.config = v.at("config");

@@ -129,6 +129,34 @@ TEST(Canonical, DurationsAreMillisecondsAndDefaultsExplicit) {
             nlohmann::json::parse(R"({"ref":"steps.check.output.ok","op":"==","value":true})"));
 }
 
+// Issue 25: `timeout: none` (unbounded) is kept apart from no timeout (the
+// kind's default), through the canonical form and back.
+TEST(Canonical, TimeoutNoneIsNotTheSameAsNoTimeout) {
+  const std::string none = R"(name: t
+steps:
+  - {id: a, kind: exec, command: "true", timeout: none}
+  - {id: b, kind: exec, command: "true"}
+)";
+  const Workflow w = MustLoad(none);
+  EXPECT_EQ(w.steps[0].timeout, absl::InfiniteDuration());
+  EXPECT_EQ(w.steps[1].timeout, std::nullopt);
+  const nlohmann::json c = CanonicalWorkflow(w);
+  EXPECT_EQ(c["steps"][0]["timeout_ms"], "none");
+  EXPECT_TRUE(c["steps"][1]["timeout_ms"].is_null());
+  absl::StatusOr<Workflow> rebuilt = WorkflowFromCanonical(c);
+  ASSERT_OK(rebuilt);
+  EXPECT_EQ(rebuilt->steps[0].timeout, absl::InfiniteDuration());
+  EXPECT_EQ(rebuilt->steps[1].timeout, std::nullopt);
+  const Workflow defaults = MustLoad(
+      "name: t\ndefaults: {timeout: none}\nsteps:\n  - {id: a, kind: exec, command: \"true\"}\n");
+  EXPECT_EQ(defaults.steps[0].timeout, absl::InfiniteDuration());
+  absl::StatusOr<Workflow> bad = LoadWorkflowYaml(
+      "name: t\nsteps:\n  - {id: a, kind: exec, command: \"true\", timeout: never}\n", "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("or none for no timeout"), std::string::npos)
+      << bad.status();
+}
+
 TEST(Canonical, RoundTripRebuildsTheSameWorkflow) {
   const Workflow original = MustLoad(kBlock);
   const nlohmann::json canonical = CanonicalWorkflow(original);

@@ -254,6 +254,18 @@ class Loader {
     return *d;
   }
 
+  // A step's timeout: a duration, or `none` written out for unbounded
+  // (InfiniteDuration); left out, the step kind's default bounds it.
+  absl::StatusOr<absl::Duration> ReadTimeout(const YAML::Node& n, const std::string& what) const {
+    if (n.IsScalar() && n.Scalar() == "none") return absl::InfiniteDuration();
+    absl::StatusOr<absl::Duration> d = ReadDuration(n, what);
+    if (!d.ok()) {
+      return absl::Status(d.status().code(),
+                          absl::StrCat(d.status().message(), " (or none for no timeout)"));
+    }
+    return d;
+  }
+
   absl::StatusOr<std::vector<std::string>> ReadTextList(const YAML::Node& n,
                                                         const std::string& what) const {
     std::vector<std::string> out;
@@ -393,7 +405,7 @@ class Loader {
     }
     RUNLOOM_RETURN_IF_ERROR(CheckKeys(n, kDefaultsKeys, "defaults"));
     if (YAML::Node v = Get(n, "timeout"); v.IsDefined()) {
-      RUNLOOM_ASSIGN_OR_RETURN(default_timeout_, ReadDuration(v, "defaults.timeout"));
+      RUNLOOM_ASSIGN_OR_RETURN(default_timeout_, ReadTimeout(v, "defaults.timeout"));
     }
     if (YAML::Node v = Get(n, "retry"); v.IsDefined()) {
       RUNLOOM_ASSIGN_OR_RETURN(default_retry_, ParseRetry(v, "defaults.retry"));
@@ -524,7 +536,7 @@ class Loader {
     } else if (k == "retry") {
       RUNLOOM_ASSIGN_OR_RETURN(s->retry, ParseRetry(v, what));
     } else if (k == "timeout") {
-      RUNLOOM_ASSIGN_OR_RETURN(s->timeout, ReadDuration(v, what));
+      RUNLOOM_ASSIGN_OR_RETURN(s->timeout, ReadTimeout(v, what));
     } else if (k == "allow_failure") {
       RUNLOOM_ASSIGN_OR_RETURN(s->allow_failure, ReadBool(v, what));
     } else if (s->kind == kLoop && k == "max_iterations") {

@@ -441,7 +441,7 @@ class Validator {
                   "parallel, or a registered kind)");
     }
     RUNLOOM_RETURN_IF_ERROR(CheckRetry(s));
-    if (s.timeout) {
+    if (s.timeout && *s.timeout != absl::InfiniteDuration()) {  // `none`: unbounded
       RUNLOOM_RETURN_IF_ERROR(CheckDuration(s, *s.timeout, {"timeout"}, false));
     }
     if (s.when) {

@@ -300,6 +300,50 @@ TEST(Cli, CancelFromAnotherProcessStopsARunningStepWithinASecond) {
   run.Wait();
 }
 
+// Issue 25, bounded steps: a hung exec step in a workflow that sets no
+// timeout anywhere is stopped at its kind's default timeout (here the
+// config file's `step_timeouts: {exec: 1s}`; built in, 1 h), its whole
+// process group killed, and the run ends failed with class timeout. The
+// same step with `timeout: none` written out is not bounded.
+TEST(Cli, AHungExecStepWithNoTimeoutEndsTheRun) {
+  const std::string dir = MakeTempDir("hung");
+  const std::string db = dir + "/hung.db";
+  WriteFile(dir + "/cfg.yaml", "step_timeouts:\n  exec: 1s\n");
+  WriteFile(dir + "/hung.yaml",
+            "name: hung\nsteps:\n  - id: s\n    kind: exec\n"
+            "    command: [sh, -c, 'sleep 3600 & echo $! > grandchild.pid; wait']\n");
+  const absl::Time begin = RealClock()->Now();
+  Result run = RunCli({"run", dir + "/hung.yaml", "--db", db, "--config", dir + "/cfg.yaml"});
+  const absl::Duration took = RealClock()->Now() - begin;
+  EXPECT_EQ(run.code, 1) << run.out;
+  EXPECT_LT(took, absl::Seconds(60)) << run.out;
+  const std::string id = RunIdFrom(run.out);
+  ASSERT_FALSE(id.empty()) << run.out;
+  const nlohmann::json st = StatusJson(db, id);
+  EXPECT_EQ(st["status"], "failed") << st.dump(2);
+  ASSERT_EQ(st["steps"].size(), 1u) << st.dump(2);
+  EXPECT_EQ(st["steps"][0]["error_class"], "timeout") << st.dump(2);
+  EXPECT_THAT(st["steps"][0]["error"].get<std::string>(),
+              ::testing::HasSubstr("the step kind's default timeout"));
+  // The step's process group was killed: the backgrounded sleep too.
+  const std::string pid_text = ReadFile(dir + "/grandchild.pid");
+  const pid_t grandchild = static_cast<pid_t>(std::atoi(pid_text.c_str()));
+  ASSERT_GT(grandchild, 0) << pid_text;
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = kill(grandchild, 0) != 0;
+    if (!gone) RealClock()->SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "the hung step's background sleep still runs";
+
+  WriteFile(dir + "/unbounded.yaml",
+            "name: unbounded\nsteps:\n  - id: s\n    kind: exec\n    timeout: none\n"
+            "    command: [sh, -c, 'sleep 2; echo {}']\n");
+  Result unbounded =
+      RunCli({"run", dir + "/unbounded.yaml", "--db", db, "--config", dir + "/cfg.yaml"});
+  EXPECT_EQ(unbounded.code, 0) << unbounded.out;
+}
+
 // Issue 8, finding 5: a templated value reaches an exec step as data. The
 // unsafe form (the value inside an `sh -c` script) is refused at load time
 // with nothing written; the safe form passes `$(touch pwned)` through as text.

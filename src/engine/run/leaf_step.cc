@@ -4,6 +4,7 @@
 // final result is recorded with a deferred write (run_writer.h). A stop
 // (cancel, lease lost, shutdown) leaves the step unrecorded, so a later
 // execution runs it again; a parallel branch's deadline fails it as timeout.
+#include "core/injected_bug.h"
 #include "core/status_macros.h"
 #include "engine/rules/retry_policy.h"
 #include "engine/run/event_helpers.h"
@@ -277,6 +278,17 @@ std::vector<Event> WithLast(std::vector<Event> events, Event last) {
 // The attempt loop: start, execute, then record success, or retry after the
 // backoff, or record the failure. Kept whole (~75 lines): the loop's exits share the
 // attempt's state.
+absl::Duration RunExecution::TimeoutOf(const StepDef& step, const StepKind& kind) const {
+  if (step.timeout) return *step.timeout;  // the step's or its workflow's defaults.timeout
+  if (RUNLOOM_INJECTED_BUG(InjectedBug::kDefaultTimeoutIgnored)) return absl::InfiniteDuration();
+  if (config_.step_timeouts != nullptr) {
+    if (auto it = config_.step_timeouts->find(step.kind); it != config_.step_timeouts->end()) {
+      return it->second;
+    }
+  }
+  return kind.DefaultTimeout();
+}
+
 absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std::string& path,
                                                  Scope& scope, StopSource& stop,
                                                  const nlohmann::json* literal) {
@@ -293,10 +305,12 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
                                    false, std::nullopt)}));
     return result;
   }
+  const absl::Duration timeout = TimeoutOf(step, *kind);
   for (int attempt = 1;; ++attempt) {
     RUNLOOM_RETURN_IF_ERROR(WriteStepStarted(step, path, attempt));
     const absl::Time started = config_.clock->Now();
-    const absl::Time deadline = step.timeout ? started + *step.timeout : absl::InfiniteFuture();
+    const absl::Time deadline =
+        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : started + timeout;
     Attempt executed = ExecuteAttempt(*kind, step, path, attempt, deadline, scope, stop, literal);
     absl::StatusOr<StepOutput>& out = executed.out;
     if (stop.stopped()) {
@@ -330,7 +344,8 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     absl::Status err = out.status();
     if (err.code() == absl::StatusCode::kCancelled && now >= deadline) {
       err = absl::DeadlineExceededError(
-          absl::StrCat("timed out after ", absl::FormatDuration(*step.timeout)));
+          absl::StrCat("timed out after ", absl::FormatDuration(timeout),
+                       step.timeout ? "" : " (the step kind's default timeout; set timeout:)"));
     }
     ErrorClass cls = AttemptErrorClass(err);
     if (ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline)) {

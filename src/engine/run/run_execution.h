@@ -73,6 +73,10 @@ struct ExecutionConfig {
   StageEventPublisher* stage_events = nullptr;
   // A sleep at least this long parks the run (EngineOptions).
   absl::Duration park_sleeps_over = absl::InfiniteDuration();
+  // The timeout of a step that sets none, by kind, over the kind's
+  // DefaultTimeout() (EngineOptions::step_timeouts); nullptr = none. Not
+  // owned.
+  const std::map<std::string, absl::Duration>* step_timeouts = nullptr;
   // Secret inputs given to StartRun in this process (never stored).
   nlohmann::json secrets = nlohmann::json::object();
   // How this pass over the graph began (fresh, resume, rerun, revision):
@@ -157,6 +161,10 @@ class RunExecution {
   // its templates are resolved, as is: an agent's conversation.
   absl::StatusOr<StepResult> RunLeaf(const StepDef& step, const std::string& path, Scope& scope,
                                      StopSource& stop, const nlohmann::json* literal = nullptr);
+  // One attempt's timeout: the step's `timeout:` (or its workflow's
+  // defaults.timeout), else ExecutionConfig::step_timeouts' for its kind,
+  // else the kind's DefaultTimeout(). InfiniteDuration() = unbounded.
+  absl::Duration TimeoutOf(const StepDef& step, const StepKind& kind) const;
   absl::Status WriteStepStarted(const StepDef& step, const std::string& path, int attempt);
   // `phase` if the run's phase must change to it (then remembered as
   // written), else nullopt: an empty phase or the current one.

@@ -163,7 +163,9 @@ StepResult RunExecution::ParkedAtStep() {
 
 absl::StatusOr<StepResult> RunExecution::RunWait(const StepDef& step, const std::string& path) {
   absl::StatusOr<WaitConfig> wait = ParseWaitConfig(step.config);
-  if (wait.ok()) wait->timeout = step.timeout;  // the common key; the loader checked it
+  // The common key; the loader checked it. `timeout: none` waits as long as
+  // no timeout does.
+  if (wait.ok() && step.timeout != absl::InfiniteDuration()) wait->timeout = step.timeout;
   const absl::Time started = config_.clock->Now();
   if (!wait.ok()) {  // refused at load time; a stored definition that fails now fails the step
     StepResult failed;

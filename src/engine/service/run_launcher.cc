@@ -74,6 +74,7 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRunAsRead(
   config.metrics = config_.metrics;
   config.stage_events = config_.stage_events;
   config.park_sleeps_over = config_.park_sleeps_over;
+  config.step_timeouts = &config_.step_timeouts;
   config.start_child = config_.start_child;
   config.live = config_.live;
   config.working_dir = ContextOf(run).working_dir;

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,7 @@ struct LauncherConfig {
   absl::Duration lease_ttl;
   StageEventPublisher* stage_events = nullptr;                 // nullptr = off
   absl::Duration park_sleeps_over = absl::InfiniteDuration();  // EngineOptions'
+  std::map<std::string, absl::Duration> step_timeouts;          // EngineOptions'
   // Admits a run step's child (ExecutionConfig::start_child); empty = none.
   StartChildFn start_child;
   // Called with a child run this launcher's execution finished (the engine
