@@ -35,10 +35,13 @@ std::optional<std::vector<std::string>> Match(absl::string_view pattern, absl::s
 
 }  // namespace
 
-Api::Api(Engine* engine, Authenticator* auth, prometheus::Registry* metrics)
+Api::Api(Engine* engine, Authenticator* auth, prometheus::Registry* metrics,
+         std::optional<std::set<std::string>> allow_kinds)
     : engine_(engine), auth_(auth), metrics_(metrics) {
   routes_ = RunRoutes(engine_);
-  for (Route& r : AdminRoutes(engine_, metrics_)) routes_.push_back(std::move(r));
+  for (Route& r : AdminRoutes(engine_, metrics_, std::move(allow_kinds))) {
+    routes_.push_back(std::move(r));
+  }
   for (Route& r : UiRoutes()) routes_.push_back(std::move(r));
   for (Route& r : ScheduleRoutes(engine_)) routes_.push_back(std::move(r));
 }

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,9 @@ class Api {
   // `engine` must outlive the Api. `auth` nullptr = no authentication:
   // every caller is the admin "local" (`runloom serve --insecure-no-auth`).
   // `metrics` is the registry /metrics serializes (nullptr: /metrics is empty).
-  Api(Engine* engine, Authenticator* auth, prometheus::Registry* metrics);
+  // `allow_kinds`: ServerOptions::allow_kinds.
+  Api(Engine* engine, Authenticator* auth, prometheus::Registry* metrics,
+      std::optional<std::set<std::string>> allow_kinds = std::nullopt);
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
@@ -70,7 +73,8 @@ class Api {
 
 // The route tables, by area (handlers_runs.cc, handlers_admin.cc).
 std::vector<Route> RunRoutes(Engine* engine);
-std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics);
+std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics,
+                               std::optional<std::set<std::string>> allow_kinds);
 std::vector<Route> UiRoutes();
 std::vector<Route> ScheduleRoutes(Engine* engine);
 

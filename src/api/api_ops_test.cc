@@ -234,6 +234,38 @@ TEST_F(ApiTest, ResetIsForAdminsOnly) {
   EXPECT_EQ(engine()->GetRun(paused.id)->status, RunStatus::kCancelled);
 }
 
+// Issue 25: `serve --allow-kinds` limits the step kinds of a workflow
+// registered over HTTP, nested steps and an agent's tools included; a
+// refused one is not written.
+TEST_F(ApiTest, RegisteringAWorkflowWithAKindNotAllowedIsRefusedAndNothingWritten) {
+  StopAll();
+  StartAll({.allow_kinds = std::set<std::string>{"count", "noop", "llm"}});
+  const size_t before = Get("/api/v1/workflows").json()["workflows"].size();
+  const auto post = [&](const std::string& yaml) {
+    return Post("/api/v1/workflows", nlohmann::json{{"yaml", yaml}}.dump(), "admin-token");
+  };
+  ClientResponse top = post("name: top\nsteps:\n  - id: a\n    kind: exec\n    command: id\n");
+  EXPECT_EQ(top.status, 403) << top.body;
+  EXPECT_EQ(top.json().value("code", ""), "step_kind_not_allowed") << top.body;
+  EXPECT_NE(top.body.find("step 'a' is of kind 'exec'"), std::string::npos) << top.body;
+  EXPECT_NE(top.body.find("it allows: count, llm, noop"), std::string::npos) << top.body;
+  ClientResponse nested = post(
+      "name: nested\nsteps:\n  - id: l\n    kind: loop\n    max_iterations: 1\n    body:\n"
+      "      - id: inner\n        kind: exec\n        command: id\n");
+  EXPECT_EQ(nested.status, 403) << nested.body;
+  EXPECT_NE(nested.body.find("step 'inner'"), std::string::npos) << nested.body;
+  ClientResponse tool = post(
+      "name: tooled\nsteps:\n  - id: ag\n    kind: agent\n    prompt: hi\n    tools:\n"
+      "      - {name: sh, description: Runs., parameters: {type: object},\n"
+      "         step: {kind: exec, command: id}}\n");
+  EXPECT_EQ(tool.status, 403) << tool.body;
+  EXPECT_EQ(Get("/api/v1/workflows").json()["workflows"].size(), before);
+  ClientResponse ok = post(
+      "name: fine\nsteps:\n  - id: l\n    kind: loop\n    max_iterations: 1\n    body:\n"
+      "      - id: inner\n        kind: noop\n");
+  EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
 TEST_F(ApiTest, WorkflowsListGetAndRegisterThroughTheLoader) {
   ClientResponse list = Get("/api/v1/workflows");
   ASSERT_EQ(list.status, 200);

@@ -8,6 +8,7 @@
 #include "auth/operations.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "wire/wire.h"
@@ -68,17 +69,49 @@ absl::StatusOr<bool> IsRegistered(Engine* engine, const Workflow& wf) {
   return false;
 }
 
+// The first step (depth first) whose kind is not in `allowed`; loop and
+// parallel only group steps, an agent's tools are steps.
+const StepDef* FirstDisallowed(const std::vector<StepDef>& steps,
+                               const std::set<std::string>& allowed) {
+  for (const StepDef& s : steps) {
+    if (s.kind != "loop" && s.kind != "parallel" && !allowed.contains(s.kind)) return &s;
+    if (const StepDef* in = FirstDisallowed(s.body, allowed)) return in;
+    for (const Branch& b : s.branches) {
+      if (const StepDef* in = FirstDisallowed(b.steps, allowed)) return in;
+    }
+    for (const ToolDef& t : s.tools) {
+      if (const StepDef* in = FirstDisallowed({t.step}, allowed)) return in;
+    }
+  }
+  return nullptr;
+}
+
 // {"yaml": "..."} through the loader and its limits (runloom/limits.h), then
-// the step kinds. 201 with a new version; 200 with the existing one when this
+// the kinds this server allows (403 step_kind_not_allowed), then the step
+// kinds. 201 with a new version; 200 with the existing one when this
 // definition is registered already (nothing written). Registrations through
 // this server are serialized, so the answer is exact here; two servers on one
 // database registering the same new YAML at the same moment may both say 201.
-HandlerResult RegisterWorkflow(Engine* engine, const Call& c) {
+HandlerResult RegisterWorkflow(Engine* engine, const std::optional<std::set<std::string>>& allow,
+                               const Call& c) {
   ParsedBody b = ParseBody(c.request.body, {{"yaml", FieldType::kString, true}});
   if (b.error) return {*b.error};
   absl::StatusOr<Workflow> wf = LoadWorkflowYaml(b.value["yaml"].get<std::string>(), "yaml");
   if (!wf.ok()) {
     return {ErrorResponse(400, "invalid_workflow", std::string(wf.status().message()), "yaml")};
+  }
+  if (allow.has_value()) {
+    if (const StepDef* s = FirstDisallowed(wf->steps, *allow)) {
+      return {ErrorResponse(
+          403, "step_kind_not_allowed",
+          absl::StrCat("yaml:", s->line, ": step '", s->id, "' is of kind '", s->kind,
+                       "', which this server does not take in a workflow registered over HTTP "
+                       "(it allows: ",
+                       allow->empty() ? std::string("none") : absl::StrJoin(*allow, ", "),
+                       "); register it with the runloom command on the server, or ask its "
+                       "operator to add the kind to `runloom serve --allow-kinds`"),
+          "yaml")};
+    }
   }
   static runloom::Mutex* const registering = new runloom::Mutex();
   runloom::MutexLock l(registering);
@@ -113,7 +146,8 @@ HandlerResult Redrive(Engine* engine, const Call& c) {
 
 }  // namespace
 
-std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics) {
+std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics,
+                               std::optional<std::set<std::string>> allow_kinds) {
   auto bind = [engine](HandlerResult (*fn)(Engine*, const Call&)) {
     return [engine, fn](const Call& c) { return fn(engine, c); };
   };
@@ -124,7 +158,10 @@ std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics) {
       {"GET", "/metrics", read, [metrics](const Call&) { return Metrics(metrics); }},
       {"POST", "/api/v1/admin/reset", RequiredRole(Operation::kResetAll), bind(Reset)},
       {"GET", "/api/v1/workflows", read, bind(ListWorkflows)},
-      {"POST", "/api/v1/workflows", RequiredRole(Operation::kRegisterWorkflow), bind(RegisterWorkflow)},
+      {"POST", "/api/v1/workflows", RequiredRole(Operation::kRegisterWorkflow),
+       [engine, allow = std::move(allow_kinds)](const Call& c) {
+         return RegisterWorkflow(engine, allow, c);
+       }},
       {"GET", "/api/v1/workflows/{name}", read, bind(GetWorkflow)},
       {"GET", "/api/v1/dead-letters", read, bind(ListDeadLetters)},
       {"POST", "/api/v1/dead-letters/{id}/redrive", RequiredRole(Operation::kRedriveDeadLetter), bind(Redrive)},

@@ -53,7 +53,7 @@ class Server::Impl {
        prometheus::Registry* registry, std::unique_ptr<HttpMetrics> metrics)
       : options_(options),
         engine_(engine),
-        api_(engine, auth, registry),
+        api_(engine, auth, registry, options.allow_kinds),
         metrics_(std::move(metrics)),
         ioc_(options.threads),
         acceptor_(asio::make_strand(ioc_)),

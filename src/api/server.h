@@ -31,6 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 namespace prometheus {
@@ -70,6 +72,11 @@ struct ServerOptions {
   size_t stream_window_events = 1024;
   // How long Shutdown() waits for in-flight requests before it stops anyway.
   absl::Duration drain_timeout = absl::Seconds(10);
+  // The step kinds a workflow registered through POST /api/v1/workflows may
+  // use (`runloom serve --allow-kinds`); nullopt = every kind. `loop` and
+  // `parallel` only group steps and are always allowed; an agent's tools
+  // are steps like any other.
+  std::optional<std::set<std::string>> allow_kinds;
 };
 
 class Server {

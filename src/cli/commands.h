@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,8 @@ struct ServeFlags {
   bool no_executors = false;  // serve only; `runloom worker` processes execute
   int threads = 4;            // HTTP io threads
   bool insecure_no_auth = false;
+  // --allow-kinds: a comma-separated list; std::nullopt = every kind.
+  std::optional<std::string> allow_kinds;
   ExecutingFlags exec;
 };
 int ServeCommand(const ServeFlags& flags);

@@ -140,6 +140,10 @@ Command AddServe(CLI::App& app, BackendFlags& backend) {
   cmd->add_option("--http-threads", f->threads, "threads serving HTTP")->capture_default_str();
   cmd->add_flag("--insecure-no-auth", f->insecure_no_auth,
                 "check no token: every caller is admin \"local\" (local demos only)");
+  cmd->add_option_function<std::string>(
+      "--allow-kinds", [f](const std::string& v) { f->allow_kinds = v; },
+      "the step kinds a workflow registered over HTTP may use, comma-separated "
+                  "(e.g. http,llm,approval); default: every kind");
   AddExecutingFlags(cmd, f->exec);
   cmd->add_option("--sync", f->common.sync, "SQLite synchronous: normal or full")
       ->capture_default_str();

@@ -10,11 +10,16 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "prometheus/registry.h"
 
 #include <iostream>
 #include <memory>
+#include <set>
+#include <string>
 #include <sys/resource.h>
 
 namespace runloom::cli {
@@ -43,6 +48,25 @@ void RaiseDescriptorLimit() {
   }
 }
 
+// --allow-kinds: known kind names (the registry's and the engine's own),
+// comma-separated; "" allows none.
+absl::StatusOr<std::set<std::string>> AllowedKinds(const std::string& flag,
+                                                   const StepRegistry& registry) {
+  std::set<std::string> known = {"agent", "approval", "loop", "parallel", "run", "wait"};
+  for (const std::string& k : registry.Names()) known.insert(k);
+  std::set<std::string> out;
+  for (absl::string_view k : absl::StrSplit(flag, ',', absl::SkipWhitespace())) {
+    const std::string name(absl::StripAsciiWhitespace(k));
+    if (!known.contains(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allow-kinds: unknown step kind '", name,
+                       "'; use a comma-separated list of ", absl::StrJoin(known, ", ")));
+    }
+    out.insert(name);
+  }
+  return out;
+}
+
 }  // namespace
 
 int ServeCommand(const ServeFlags& f) {
@@ -61,6 +85,11 @@ int ServeCommand(const ServeFlags& f) {
   base.env.metrics = registry.get();
   auto opts = ExecutingEngineOptions(std::move(base), f.exec);
   if (!opts.ok()) return BadInput(std::string(opts.status().message()));
+  if (f.allow_kinds.has_value()) {
+    absl::StatusOr<std::set<std::string>> kinds = AllowedKinds(*f.allow_kinds, *opts->registry);
+    if (!kinds.ok()) return BadInput(std::string(kinds.status().message()));
+    so.allow_kinds = *std::move(kinds);
+  }
   RaiseDescriptorLimit();
   SignalWatcher signals;
   auto backend = OpenDb(f.common);

@@ -344,6 +344,18 @@ TEST(Cli, AHungExecStepWithNoTimeoutEndsTheRun) {
   EXPECT_EQ(unbounded.code, 0) << unbounded.out;
 }
 
+// Issue 25: `serve --allow-kinds` names step kinds; another name stops it
+// before it opens (or creates) the database.
+TEST(Cli, ServeRefusesAnUnknownAllowedKindAndWritesNothing) {
+  const std::string dir = MakeTempDir("allow");
+  const std::string db = dir + "/allow.db";
+  Result r = RunCli({"serve", "--allow-kinds", "http, teleport", "--db", db, "--listen",
+                     "127.0.0.1:0"});
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--allow-kinds: unknown step kind 'teleport'"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(db));
+}
+
 // Issue 8, finding 5: a templated value reaches an exec step as data. The
 // unsafe form (the value inside an `sh -c` script) is refused at load time
 // with nothing written; the safe form passes `$(touch pwned)` through as text.
