@@ -88,7 +88,11 @@ void SseStream::Start() {
       text += self->TakeRunEvents();
       // Stored events first, then each streamed call's text so far, then
       // its pieces as they come (the frames queued meanwhile past it).
-      if (!self->finishing_) text += self->LiveSnapshot() + self->TakeLive();
+      // (Two statements: the snapshot sets what TakeLive skips.)
+      if (!self->finishing_) {
+        text += self->LiveSnapshot();
+        text += self->TakeLive();
+      }
     }
     self->Write(std::move(text));
   });
@@ -173,8 +177,16 @@ void SseStream::Pump() {
     dirty_ = true;
     return;
   }
-  std::string text = request_.all_runs ? TakeChanges() : TakeRunEvents();
-  if (!request_.all_runs && !finishing_) text += TakeLive();
+  // The live frames queued so far go before the run's events: a call ends
+  // (llm.end) before its step's record commits, and the events that follow
+  // may end the run (finishing_), after which no frame is sent.
+  std::string text;
+  if (request_.all_runs) {
+    text = TakeChanges();
+  } else {
+    text = TakeLive();
+    text += TakeRunEvents();
+  }
   if (!text.empty()) {
     Write(std::move(text));
   } else if (finishing_) {
