@@ -158,6 +158,9 @@ struct EngineStats {
 // Checks that every leaf step's kind is in `registry` and that its config is
 // valid; errors read "<file>:<line>: step '<id>': ...". Needs no store.
 absl::Status ValidateStepKinds(const Workflow& wf, const StepRegistry& registry);
+// Every kind a workflow may use with `registry`, sorted: the registry's and
+// the engine's own (agent, approval, loop, parallel, run, wait).
+std::vector<std::string> KnownStepKinds(const StepRegistry& registry);
 
 // A signal for a run's `wait` steps (issue 23).
 struct SignalRequest {

@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <sys/resource.h>
+#include <vector>
 
 namespace runloom::cli {
 namespace {
@@ -48,12 +49,12 @@ void RaiseDescriptorLimit() {
   }
 }
 
-// --allow-kinds: known kind names (the registry's and the engine's own),
-// comma-separated; "" allows none.
+// --allow-kinds: known kind names (KnownStepKinds), comma-separated; ""
+// allows none.
 absl::StatusOr<std::set<std::string>> AllowedKinds(const std::string& flag,
                                                    const StepRegistry& registry) {
-  std::set<std::string> known = {"agent", "approval", "loop", "parallel", "run", "wait"};
-  for (const std::string& k : registry.Names()) known.insert(k);
+  const std::vector<std::string> kinds = KnownStepKinds(registry);
+  const std::set<std::string> known(kinds.begin(), kinds.end());
   std::set<std::string> out;
   for (absl::string_view k : absl::StrSplit(flag, ',', absl::SkipWhitespace())) {
     const std::string name(absl::StripAsciiWhitespace(k));

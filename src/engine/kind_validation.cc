@@ -25,13 +25,20 @@ std::string Where(const Workflow& wf, const StepDef& step) {
   return step.line > 0 ? absl::StrCat(file, ":", step.line, ": ") : absl::StrCat(file, ": ");
 }
 
-// Every kind a workflow may use, sorted: the registry's and the engine's own.
 std::string KindList(const StepRegistry& registry) {
+  return absl::StrJoin(KnownStepKinds(registry), ", ");
+}
+
+}  // namespace
+
+std::vector<std::string> KnownStepKinds(const StepRegistry& registry) {
   std::vector<std::string> names = registry.Names();
   names.insert(names.end(), {"agent", "approval", "loop", "parallel", "run", "wait"});
   std::sort(names.begin(), names.end());
-  return absl::StrJoin(names, ", ");
+  return names;
 }
+
+namespace {
 
 absl::Status ValidateStepList(const Workflow& wf, const std::vector<StepDef>& steps,
                               const StepRegistry& registry, bool in_parallel = false) {

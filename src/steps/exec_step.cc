@@ -279,9 +279,6 @@ absl::StatusOr<StepOutput> ToStepOutput(SubprocessResult& r) {
 
 class ExecStep final : public StepKind {
  public:
-  // A process left running: its group is killed at the deadline.
-  absl::Duration DefaultTimeout() const override { return kDefaultStepTimeout; }
-
   absl::Status Validate(const StepDef& def) const override {
     return ParseExecConfig(def.config, /*unresolved=*/true).status();
   }
