@@ -16,6 +16,29 @@ namespace {
 // The seeds the test command runs. The long campaign's figures are in
 // docs/reliability.md (runloom-sim --seed 1 --seeds 100000).
 constexpr uint64_t kSeeds = 300;
+// The campaign's seeds under a sanitizer (the ASan and TSan builds, about 7
+// times slower): what they are for is memory and thread errors, which the
+// first 100 seeds' paths show; the Release build runs all kSeeds.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr uint64_t kCampaignSeeds = 100;
+#else
+constexpr uint64_t kCampaignSeeds = kSeeds;
+#endif
+
+// Where each injected bug was caught (runloom-sim --seed 1 --seeds 300
+// --bug NAME): that seed is tried first, so that a bug costs one seed and
+// not every seed before it (write_key_ignores_decision: 123 s under ASan in
+// seed order). Only an order, as check_model.py's MUTANT_CAUGHT_IN: a bug
+// caught at another seed within kSeeds is caught all the same, and a bug
+// missing here is searched in seed order.
+uint64_t CaughtAt(InjectedBug bug) {
+  const std::string name(ToString(bug));
+  if (name == "write_key_ignores_decision") return 188;
+  if (name == "park_ignores_mailbox") return 159;
+  if (name == "rerun_keeps_cancel") return 28;
+  if (name == "release_frees_unsettled_calls") return 22;
+  return 1;
+}
 
 std::string Tail(const SimResult& r) {
   const size_t n = r.history.size();
@@ -40,7 +63,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0, scheduled = 0,
           children = 0;
   int64_t keyed = 0, over_limit = 0;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+  for (uint64_t seed = 1; seed <= kCampaignSeeds; ++seed) {
     SimResult r = RunSimulation({.seed = seed});
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation << "\n"
                         << Tail(r) << "replay: runloom-sim --seed " << seed << " --history";
@@ -59,9 +82,9 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   // faults, sent signals that waits consumed (some resolving a resting
   // wait, some kept until the run reached its wait), and brought every run
   // to rest.
-  EXPECT_GT(runs, static_cast<int64_t>(kSeeds));
-  EXPECT_GT(crashes, static_cast<int64_t>(kSeeds));
-  EXPECT_GT(faults, static_cast<int64_t>(kSeeds));
+  EXPECT_GT(runs, static_cast<int64_t>(kCampaignSeeds));
+  EXPECT_GT(crashes, static_cast<int64_t>(kCampaignSeeds));
+  EXPECT_GT(faults, static_cast<int64_t>(kCampaignSeeds));
   EXPECT_EQ(ended, runs);
   EXPECT_GT(resolved, 0);
   EXPECT_GT(scheduled, 0);  // schedules fired (a third of the seeds has one)
@@ -77,7 +100,9 @@ TEST_P(InjectedBugCaught, WithinTheTestSeeds) {
 #ifndef RUNLOOM_TESTING
   GTEST_SKIP() << "injected bugs are compiled only with RUNLOOM_TESTING (the ASan build)";
 #endif
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+  const uint64_t first = CaughtAt(GetParam());
+  for (uint64_t i = 0; i < kSeeds; ++i) {
+    const uint64_t seed = (first - 1 + i) % kSeeds + 1;  // first, ..., kSeeds, 1, ..., first - 1
     SimResult r = RunSimulation({.seed = seed, .bugs = {GetParam()}});
     if (!r.ok()) {
       SUCCEED() << ToString(GetParam()) << " caught at seed " << seed << ": " << r.violation;
