@@ -370,12 +370,13 @@ class Engine {
   // runs on the publishing thread and must not block (see event_bus.h).
   std::unique_ptr<Subscription> WatchRuns(std::function<void(const RunChange&)> on_change);
 
-  // The model calls of `run_id` streaming in this engine now, with their
-  // text so far; and a subscription to their frames as they come (until the
-  // Subscription is destroyed, before this engine). Subscribe first, then
-  // read LiveCalls: a frame whose offset is below what LiveCalls gave is
-  // already in it. The callback runs on the executing thread and must not
-  // block.
+  // The model calls of `run_id` streaming now, with their text so far; and
+  // a subscription to their frames as they come (until the Subscription is
+  // destroyed, before this engine). Subscribe first, then read LiveCalls: a
+  // frame whose offset is below what LiveCalls gave is already in it. The
+  // calls this engine executes come at once; those another process executes
+  // come through the store, a tick (about 100 ms) or two behind. The callback
+  // runs on the executing (or the relay's) thread and must not block.
   std::vector<LiveCall> LiveCalls(const std::string& run_id);
   std::unique_ptr<Subscription> WatchLive(const std::string& run_id,
                                           std::function<void(const LiveFrame&)> on_frame);

@@ -11,8 +11,9 @@ namespace runloom {
 
 // Streaming (issue 24): a model call of a step with `stream: true` sends its
 // reply's text to the run's live subscribers as it arrives. Not stored one by
-// one: the step record keeps the final text. In-process: a subscriber sees
-// the calls this engine executes.
+// one: the step record keeps the final text. A subscriber sees the calls its
+// engine executes at once, and those of other processes through the store
+// (Store::ListLiveText), a tick or two behind.
 struct LiveCall {
   std::string path;  // the step's path, e.g. "write" or "triage/turn[2]"
   int attempt = 1;

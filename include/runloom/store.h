@@ -596,6 +596,40 @@ class BudgetStore {
   virtual absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) = 0;
 };
 
+// Streaming (issue 24, live_text.h): the text so far of each model call
+// streaming now, mirrored by the process executing it (at most about every
+// 100 ms, and at least every few seconds while the call lasts) so that a
+// process that does not execute the run (`serve --no-executors`, `runloom
+// events --follow`) can show it. Ephemeral: one row per call, replaced as it
+// grows, put once more with its whole text when it ends (before the step's
+// record commits) and deleted soon after; a step's record keeps the text.
+struct LiveTextRow {
+  std::string run_id;
+  std::string path;     // the step's path
+  int attempt = 1;
+  std::string writer;   // the engine instance that executes the call
+  std::string text;     // the text so far (at most 1 MiB); the whole text once ended
+  bool ended = false;   // the call ended (the row is kept a little, for the pollers)
+  absl::Time updated_at = absl::InfinitePast();  // the store's Now() at the last put
+};
+
+class LiveTextStore {
+ public:
+  virtual ~LiveTextStore() = default;
+
+  // Inserts or replaces the row of (run_id, path), stamped at Now().
+  // kInvalidArgument for an empty run id or path, or a text past 1 MiB.
+  virtual absl::Status PutLiveText(const LiveTextRow& row) = 0;
+  // Deletes the row of (run_id, path) if it is of `attempt`; OK when there
+  // is none.
+  virtual absl::Status DeleteLiveText(const std::string& run_id, const std::string& path,
+                                      int attempt) = 0;
+  // The rows of `run_id` put within `max_age` of Now() (older ones are left
+  // by a writer that stopped: ignored), by path.
+  virtual absl::StatusOr<std::vector<LiveTextRow>> ListLiveText(const std::string& run_id,
+                                                                absl::Duration max_age) = 0;
+};
+
 // The durable state of runloom: every role. What a backend implements.
 class Store : public CatalogStore,
               public RunStore,
@@ -604,7 +638,8 @@ class Store : public CatalogStore,
               public BudgetStore,
               public TimerStore,
               public SignalStore,
-              public ScheduleStore {
+              public ScheduleStore,
+              public LiveTextStore {
  public:
   Store() = default;
   Store(const Store&) = delete;
@@ -766,6 +801,15 @@ class StoreWrapper : public Store {
   }
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override {
     return inner_->ReleaseReservations(run_id);
+  }
+  absl::Status PutLiveText(const LiveTextRow& row) override { return inner_->PutLiveText(row); }
+  absl::Status DeleteLiveText(const std::string& run_id, const std::string& path,
+                              int attempt) override {
+    return inner_->DeleteLiveText(run_id, path, attempt);
+  }
+  absl::StatusOr<std::vector<LiveTextRow>> ListLiveText(const std::string& run_id,
+                                                        absl::Duration max_age) override {
+    return inner_->ListLiveText(run_id, max_age);
   }
   absl::StatusOr<absl::Time> Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }

@@ -3,6 +3,7 @@
 #include "runloom/store.h"
 
 #include "events/events.h"
+#include "wire/wire.h"
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/bind_executor.hpp"
@@ -62,9 +63,10 @@ std::string LiveKey(const std::string& path, int attempt) {
 
 std::string LiveBlock(const char* event, const std::string& path, int attempt, int64_t offset,
                       const std::string& text) {
-  nlohmann::json j = {{"path", path}, {"attempt", attempt}, {"offset", offset}, {"text", text}};
   return absl::StrCat("event: ", event, "\ndata: ",
-                      j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "\n\n");
+                      wire::LiveFrameData(path, attempt, offset, text)
+                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                      "\n\n");
 }
 
 }  // namespace

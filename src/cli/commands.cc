@@ -300,26 +300,70 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
   auto run = eng->GetRun(run_id);
   if (!run.ok()) return RunReadFailure(c, run_id, run.status());
   constexpr int kPage = kMaxReadLimit;
+  // Following, the text of the model calls streaming now comes too (issue
+  // 24): llm.delta, llm.reset and llm.end lines between the events, not
+  // stored (no seq). Printed by the engine's relay thread, so each line is
+  // written whole under `out`.
+  runloom::Mutex out;
+  std::set<std::string> streaming;  // the calls with text and no end yet; guarded by `out`
+  std::unique_ptr<Subscription> live;
+  if (follow) {
+    live = eng->WatchLive(run_id, [&out, &streaming, json](const LiveFrame& f) {
+      const nlohmann::json data = wire::LiveFrameData(f.path, f.attempt, f.offset, f.text);
+      const char* type = wire::LiveFrameType(f.kind);
+      runloom::MutexLock l(&out);
+      const std::string key = absl::StrCat(f.path, "#", f.attempt);
+      if (f.kind == LiveFrame::Kind::kEnd) {
+        streaming.erase(key);
+      } else {
+        streaming.insert(key);
+      }
+      if (json) {
+        std::cout << nlohmann::json{{"run_id", f.run_id},
+                                    {"type", type},
+                                    {"at", FormatEventTime(absl::Now())},
+                                    {"data", data}}
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << std::endl;
+      } else {
+        std::cout << absl::StrFormat(
+                         "%4s  %s  %-20s %s\n", "-", FormatEventTime(absl::Now()), type,
+                         data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+                  << std::flush;
+      }
+    });
+  }
   int64_t after = 0;
   while (true) {
     auto evs = eng->ListEvents(run_id, after, kPage);
     if (!evs.ok()) return Failure(std::string(evs.status().message()));
-    for (const Event& e : *evs) {
-      after = e.seq;
-      if (json) {
-        std::cout << wire::EventToJson(e).dump() << "\n";
-      } else {
-        std::cout << absl::StrFormat("%4d  %s  %-20s %s\n", e.seq, FormatEventTime(e.at), e.type,
-                                     e.data.dump());
+    {
+      runloom::MutexLock l(&out);
+      for (const Event& e : *evs) {
+        after = e.seq;
+        if (json) {
+          std::cout << wire::EventToJson(e).dump() << "\n";
+        } else {
+          std::cout << absl::StrFormat("%4d  %s  %-20s %s\n", e.seq, FormatEventTime(e.at), e.type,
+                                       e.data.dump());
+        }
       }
+      std::cout.flush();
     }
-    std::cout.flush();
     if (static_cast<int>(evs->size()) == kPage) continue;
     if (!follow) break;
     auto now = eng->GetRun(run_id);
     if (now.ok() && (IsTerminal(now->status) || now->status == RunStatus::kPaused)) {
       auto rest = eng->ListEvents(run_id, after, kPage);
-      if (rest.ok() && rest->empty()) break;
+      if (rest.ok() && rest->empty()) {
+        // A call streamed by another process ended before its step's record
+        // committed, but its end reaches this one a poll later: waited for,
+        // a little.
+        auto ended = [&streaming]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(out) { return streaming.empty(); };
+        runloom::MutexLock l(&out);
+        out.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(1));
+        break;
+      }
       continue;
     }
     // Wakes when an event commits; the bound re-reads the status of a run

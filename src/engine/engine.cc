@@ -13,6 +13,8 @@
 //   sweeper.h         expired leases; reconciler.h: queued runs with no message
 //   decisions.h       decide, rerun, cancel, admin reset
 //   watches.h         AwaitRun, WatchEvents, WatchRuns, AwaitIdle (bus wake-ups)
+//   live_text.h       streamed model text to this process's subscribers;
+//                     live_text_relay.h: to and from other processes
 #include "runloom/engine.h"
 
 #include "runloom/mutex.h"
@@ -20,11 +22,12 @@
 
 #include "core/log.h"
 #include "core/status_macros.h"
-#include "engine/observe/live_text.h"
 #include "engine/admission.h"
 #include "engine/decisions.h"
 #include "engine/engine_driver.h"
 #include "engine/observe/engine_metrics.h"
+#include "engine/observe/live_text.h"
+#include "engine/observe/live_text_relay.h"
 #include "engine/observe/stage_events.h"
 #include "engine/rules/run_context.h"
 #include "engine/run/child_run.h"
@@ -41,8 +44,10 @@
 #include "engine/service/watches.h"
 #include "steps/builtin_steps.h"
 
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <algorithm>
 #include <optional>
@@ -97,6 +102,9 @@ class Engine::Impl {
         random_(options_.env.random),
         metrics_(std::move(metrics)),
         stage_events_(std::move(stage_events)),
+        relay_(&live_, store(), logger(),
+               absl::StrFormat("%s/%016x", options_.owner,
+                               random_.Draw([](absl::BitGenRef g) { return absl::Uniform<uint64_t>(g); }))),
         catalog_(store(), clock()),
         declared_(store()),
         admission_(store(), clock(), options_.registry.get(), &catalog_, &declared_, &secrets_,
@@ -219,6 +227,7 @@ class Engine::Impl {
   // The lease keeper, and the sweeper and the schedules if enabled. Idempotent.
   void StartBackground() {
     llm_caps_->Start();
+    relay_.Start();
     keeper_.Start();
     cancel_watch_.Start();
     if (options_.enable_sweeper) {
@@ -237,6 +246,7 @@ class Engine::Impl {
     pool_.StopDispatch();  // no new claims, no new runs started
     active_.DrainAll(clock(), options_.drain_timeout);
     pool_.Join();
+    relay_.Stop();  // after the executions: the rows of the calls they ended go
     keeper_.Stop();
     cancel_watch_.Stop();
     sweeper_.Stop();
@@ -246,6 +256,7 @@ class Engine::Impl {
 
   engine_internal::Watches& watches() { return watches_; }
   engine_internal::LiveText& live() { return live_; }
+  engine_internal::LiveTextRelay& relay() { return relay_; }
   engine_internal::ScheduleFirer& schedules() { return schedules_; }
   engine_internal::PinnedCatalog& catalog() { return catalog_; }
   engine_internal::CancelWatch& cancel_watch() { return cancel_watch_; }
@@ -265,6 +276,7 @@ class Engine::Impl {
   const std::unique_ptr<StageEventPublisher> stage_events_;  // null when off
   RunSecrets secrets_;
   engine_internal::LiveText live_;  // before the launcher, whose executions stream into it
+  engine_internal::LiveTextRelay relay_;  // live_ to and from other processes
   engine_internal::ActiveRuns active_;
   PinnedCatalog catalog_;
   engine_internal::DeclaredSchedules declared_;
@@ -339,10 +351,18 @@ std::unique_ptr<Subscription> Engine::WatchRuns(std::function<void(const RunChan
   return impl_->watches().WatchRuns(std::move(on_change));
 }
 std::vector<LiveCall> Engine::LiveCalls(const std::string& run_id) {
-  return impl_->live().Calls(run_id);
+  std::vector<LiveCall> calls = impl_->live().Calls(run_id);
+  // Those another process streams (a path this engine streams is its own).
+  for (LiveCall& remote : impl_->relay().RemoteCalls(run_id)) {
+    const bool here = std::any_of(calls.begin(), calls.end(),
+                                  [&](const LiveCall& c) { return c.path == remote.path; });
+    if (!here) calls.push_back(std::move(remote));
+  }
+  return calls;
 }
 std::unique_ptr<Subscription> Engine::WatchLive(const std::string& run_id,
                                                 std::function<void(const LiveFrame&)> on_frame) {
+  impl_->relay().Start();  // polls what other processes stream for the watched runs
   return impl_->live().Watch(run_id, std::move(on_frame));
 }
 absl::Status Engine::AwaitIdle(absl::Time deadline) { return impl_->watches().AwaitIdle(deadline); }

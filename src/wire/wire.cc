@@ -179,4 +179,21 @@ nlohmann::json ScheduleToJson(const ScheduleRecord& s) {
           {"updated_at", FormatEventTime(s.updated_at)}};
 }
 
+const char* LiveFrameType(LiveFrame::Kind kind) {
+  switch (kind) {
+    case LiveFrame::Kind::kDelta:
+      return "llm.delta";
+    case LiveFrame::Kind::kReset:
+      return "llm.reset";
+    case LiveFrame::Kind::kEnd:
+      return "llm.end";
+  }
+  return "llm.delta";
+}
+
+nlohmann::json LiveFrameData(const std::string& path, int attempt, int64_t offset,
+                             const std::string& text) {
+  return {{"path", path}, {"attempt", attempt}, {"offset", offset}, {"text", text}};
+}
+
 }  // namespace runloom::wire

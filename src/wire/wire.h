@@ -54,6 +54,13 @@ nlohmann::json TokenToJson(const TokenRecord& t);
 // paused, next_fire_at, last_run_id (null before the first), last_fired_at,
 // created_at, updated_at}; times as RFC 3339.
 nlohmann::json ScheduleToJson(const ScheduleRecord& s);
+// A streamed frame (issue 24) as the SSE `llm.*` events and `runloom events
+// --follow --json` carry it: LiveFrameType is `llm.delta`, `llm.reset` or
+// `llm.end`; LiveFrameData is {path, attempt, offset, text}. Not events: no
+// seq, never stored.
+const char* LiveFrameType(LiveFrame::Kind kind);
+nlohmann::json LiveFrameData(const std::string& path, int attempt, int64_t offset,
+                             const std::string& text);
 // The event envelope of docs/formats/events.md (what schemas/events/
 // validate), defined beside the event types in events/events.h.
 using ::runloom::EventToJson;

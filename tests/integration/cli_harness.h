@@ -191,6 +191,17 @@ inline std::string RunIdFrom(const std::string& out) {
   return out.substr(p + 4, end - p - 4);
 }
 
+// The run id a child process (`runloom run`) logs to `log`, once it has
+// (within 5 s); "" if it never does.
+inline std::string AwaitRunIdIn(const std::string& log) {
+  std::string run_id;
+  for (int i = 0; i < 1000 && run_id.empty(); ++i) {
+    run_id = RunIdFrom(ReadFile(log));
+    if (run_id.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return run_id;
+}
+
 // The port a process printed after `marker` in its log file `log`, or 0
 // when it has not after ~20 s.
 inline uint16_t WaitForPortIn(const std::string& log, const std::string& marker) {

@@ -3,6 +3,7 @@
 #include "runloom/clock.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -521,11 +522,7 @@ TEST(Cli, EventsFollowPrintsAnotherProcesssEventsAndExitsAtTheEnd) {
             "name: slow\nsteps:\n  - id: a\n    kind: exec\n    command: \"sleep 1; echo '{}'\"\n"
             "  - id: b\n    kind: exec\n    command: \"sleep 0.5; echo '{}'\"\n");
   Child run({"run", dir + "/slow.yaml", "--db", db}, dir + "/run.log");
-  std::string run_id;
-  for (int i = 0; i < 1000 && run_id.empty(); ++i) {
-    run_id = RunIdFrom(ReadFile(dir + "/run.log"));
-    if (run_id.empty()) RealClock()->SleepFor(absl::Milliseconds(5));
-  }
+  const std::string run_id = AwaitRunIdIn(dir + "/run.log");
   ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
   Child follow({"events", run_id, "--db", db, "--follow"}, dir + "/follow.log");
   // Step b starts about 1 s after the run; the follower prints it soon after.
@@ -547,6 +544,54 @@ TEST(Cli, EventsFollowPrintsAnotherProcesssEventsAndExitsAtTheEnd) {
   EXPECT_NE(out.find("run.finished"), std::string::npos) << out;
   // Woken by the commit, not by the 1 s re-check.
   EXPECT_LT(exit_after, absl::Milliseconds(900)) << out;
+}
+
+// Issue 24, streaming across processes: `events --follow --json` in one
+// process prints the text of a model call that `runloom run` streams in
+// another, as it grows (llm.delta lines, from the store's live_text rows),
+// then its end; replayed by offset, the pieces are the step's stored text.
+TEST(Cli, EventsFollowShowsTheTextAnotherProcessStreamsAsItGrows) {
+  const std::string dir = MakeTempDir("follow-stream");
+  const std::string db = dir + "/stream.db";
+  WriteFile(dir + "/talk.yaml",
+            "name: talk\nsteps:\n  - id: talk\n    kind: llm\n    stream: true\n"
+            "    prompt: \"one two three four five six seven eight nine ten eleven twelve\"\n"
+            "    fake: {latency: 3s}\n");
+  Child run({"run", dir + "/talk.yaml", "--db", db}, dir + "/run.log");
+  const std::string run_id = AwaitRunIdIn(dir + "/run.log");
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  Child follow({"events", run_id, "--db", db, "--follow", "--json"}, dir + "/follow.log");
+  EXPECT_EQ(run.Wait(), 0) << ReadFile(dir + "/run.log");
+  EXPECT_EQ(follow.Wait(), 0);
+  const std::string out = ReadFile(dir + "/follow.log");
+  std::string text;
+  int deltas = 0, ends = 0;
+  bool finished = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    if (line[0] != '{') continue;  // a log line (stderr shares the file)
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    const std::string type = j.value("type", "");
+    if (type == "run.finished") finished = true;
+    if (type != "llm.delta" && type != "llm.reset" && type != "llm.end") continue;
+    EXPECT_EQ(j["run_id"], run_id);
+    EXPECT_FALSE(j.contains("seq")) << "a streamed frame is not an event: " << line;
+    EXPECT_EQ(j["data"]["path"], "talk");
+    if (type == "llm.reset") text.clear();
+    if (type == "llm.end") ++ends;
+    if (type != "llm.delta") continue;
+    EXPECT_EQ(j["data"]["offset"].get<int64_t>(), static_cast<int64_t>(text.size())) << line;
+    text += j["data"]["text"].get<std::string>();
+    ++deltas;
+  }
+  EXPECT_TRUE(finished) << out;
+  EXPECT_GE(deltas, 3) << "the text did not come as it grew:\n" << out;
+  EXPECT_EQ(ends, 1) << out;
+  const nlohmann::json status = StatusJson(db, run_id);
+  ASSERT_EQ(status["steps"].size(), 1u) << status.dump();
+  const std::string stored = status["steps"][0]["output"].value("text", "");
+  EXPECT_FALSE(stored.empty()) << status.dump();
+  EXPECT_EQ(text, stored);
 }
 
 // Issue 28: the attempt cap is the workflow's `max_attempts:`, stored on

@@ -3,7 +3,10 @@
 // reset voids it, and nothing of it is stored but the step's own output.
 #include "runloom/engine.h"
 
+#include "runloom/sqlite.h"
+
 #include "engine/observe/live_text.h"
+#include "engine/observe/live_text_relay.h"
 #include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 
@@ -16,6 +19,7 @@ namespace runloom {
 namespace {
 
 using engine_internal::LiveText;
+using engine_internal::LiveTextRelay;
 
 // Streams `pieces` (a list of strings), voiding what it sent once when
 // `reset_after` pieces went out; its output is the text after the reset.
@@ -124,6 +128,91 @@ steps:
   auto events = engine->ListEvents(started->run.id, 0, 1000);
   ASSERT_OK(events);
   for (const Event& e : *events) EXPECT_EQ(e.data.dump().find("brown"), std::string::npos);
+}
+
+// Across processes (two relays on one store stand for two processes): the
+// text of a call one engine streams reaches the other's watchers from the
+// store, growing; its whole text and its end are in the store before End
+// returns (before the step's record would commit); the row goes after
+// kKeepEnded; a writer's own rows never come back to it.
+TEST(LiveTextRelay, AnotherEnginesCallReachesThisOnesWatchersThroughTheStore) {
+  SqliteOptions o;
+  absl::StatusOr<Backend> backend = OpenSqlite(TempDb(), o);
+  ASSERT_OK(backend);
+  Store* store = backend->store.get();
+  LiveText here;   // the executing engine's
+  LiveText there;  // the watching engine's
+  LiveTextRelay writer(&here, store, NullLogger(), "host:1/aa");
+  LiveTextRelay reader(&there, store, NullLogger(), "host:2/bb");
+  std::vector<LiveFrame> frames;
+  auto sub = there.Watch("r1", [&](const LiveFrame& f) { frames.push_back(f); });
+  std::vector<LiveFrame> own;  // the writer's own watcher: in-process frames only
+  auto own_sub = here.Watch("r1", [&](const LiveFrame& f) { own.push_back(f); });
+
+  here.Append("r1", "talk", 1, "The ");
+  writer.TickOnce();
+  reader.TickOnce();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].kind, LiveFrame::Kind::kDelta);
+  EXPECT_EQ(frames[0].offset, 0);
+  EXPECT_EQ(frames[0].text, "The ");
+  ASSERT_EQ(reader.RemoteCalls("r1").size(), 1u);
+  EXPECT_EQ(reader.RemoteCalls("r1")[0].text, "The ");
+  EXPECT_TRUE(writer.RemoteCalls("r1").empty());  // its own row
+
+  here.Append("r1", "talk", 1, "quick ");
+  here.Append("r1", "talk", 1, "fox");
+  writer.TickOnce();
+  reader.TickOnce();
+  reader.TickOnce();  // nothing new: nothing sent
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[1].offset, 4);
+  EXPECT_EQ(frames[1].text, "quick fox");
+
+  here.Append("r1", "talk", 1, " jumps");
+  here.End("r1", "talk", 1);  // no tick of the writer: End put it
+  reader.TickOnce();
+  ASSERT_EQ(frames.size(), 4u);
+  EXPECT_EQ(frames[2].text, " jumps");
+  EXPECT_EQ(frames[3].kind, LiveFrame::Kind::kEnd);
+  EXPECT_EQ(frames[3].offset, 19);
+  EXPECT_TRUE(reader.RemoteCalls("r1").empty());  // ended
+  reader.TickOnce();
+  EXPECT_EQ(frames.size(), 4u);  // the end once
+  // The writer's watcher got its frames in-process, none twice.
+  EXPECT_EQ(own.size(), 5u);
+
+  writer.Stop();  // deletes the rows it put
+  absl::StatusOr<std::vector<LiveTextRow>> rows = store->ListLiveText("r1", absl::Hours(1));
+  ASSERT_OK(rows);
+  EXPECT_TRUE(rows->empty());
+}
+
+// A writer that stopped without an end (a killed process) leaves its row;
+// the step's next attempt, by another process, replaces it, and the watcher
+// gets the end of the old attempt's text, then the new one's from offset 0.
+TEST(LiveTextRelay, ANewAttemptReplacesTheCallAndTheWatcherSeesTheOldOneEnd) {
+  SqliteOptions o;
+  absl::StatusOr<Backend> backend = OpenSqlite(TempDb(), o);
+  ASSERT_OK(backend);
+  Store* store = backend->store.get();
+  LiveText there;
+  LiveTextRelay reader(&there, store, NullLogger(), "host:2/bb");
+  std::vector<LiveFrame> frames;
+  auto sub = there.Watch("r1", [&](const LiveFrame& f) { frames.push_back(f); });
+  ASSERT_OK(store->PutLiveText(
+      LiveTextRow{.run_id = "r1", .path = "talk", .attempt = 1, .writer = "dead/1", .text = "Par"}));
+  reader.TickOnce();
+  ASSERT_OK(store->PutLiveText(
+      LiveTextRow{.run_id = "r1", .path = "talk", .attempt = 2, .writer = "new/2", .text = "Re"}));
+  reader.TickOnce();
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].text, "Par");
+  EXPECT_EQ(frames[1].kind, LiveFrame::Kind::kEnd);
+  EXPECT_EQ(frames[1].attempt, 1);
+  EXPECT_EQ(frames[2].attempt, 2);
+  EXPECT_EQ(frames[2].offset, 0);
+  EXPECT_EQ(frames[2].text, "Re");
 }
 
 }  // namespace

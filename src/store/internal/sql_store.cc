@@ -831,4 +831,76 @@ absl::StatusOr<bool> SqlStore::AdvanceSchedule(const std::string& id, absl::Time
   return advanced;
 }
 
+namespace {
+
+// ---- streaming: the text so far of each call (issue 24) ----
+
+// One row per call, replaced as it grows; `updated_at` in Unix microseconds
+// of the store's clock. A text is at most 1 MiB (LiveText keeps no more).
+constexpr size_t kMaxLiveTextRowBytes = size_t{1} << 20;
+constexpr Sql kPutLiveText = BothDialects(
+    "INSERT INTO live_text (run_id, path, attempt, writer, text, ended, updated_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, runloom_now())"
+    " ON CONFLICT (run_id, path) DO UPDATE SET attempt = excluded.attempt,"
+    " writer = excluded.writer, text = excluded.text, ended = excluded.ended,"
+    " updated_at = excluded.updated_at");
+constexpr Sql kDeleteLiveText =
+    BothDialects("DELETE FROM live_text WHERE run_id = $1 AND path = $2 AND attempt = $3");
+constexpr Sql kListLiveText = BothDialects(
+    "SELECT run_id, path, attempt, writer, text, ended, updated_at FROM live_text"
+    " WHERE run_id = $1 AND updated_at >= runloom_now() - $2 ORDER BY path");
+
+absl::StatusOr<LiveTextRow> LiveTextFromRow(const SqlRow& r) {
+  return LiveTextRow{.run_id = r.ColumnText(0),
+                     .path = r.ColumnText(1),
+                     .attempt = static_cast<int>(r.ColumnInt(2)),
+                     .writer = r.ColumnText(3),
+                     .text = r.ColumnText(4),
+                     .ended = r.ColumnInt(5) != 0,
+                     .updated_at = r.ColumnTime(6)};
+}
+
+}  // namespace
+
+absl::Status SqlStore::PutLiveText(const LiveTextRow& row) {
+  if (row.run_id.empty() || row.path.empty()) {
+    return absl::InvalidArgumentError("live text: the run id and the path must not be empty");
+  }
+  if (row.text.size() > kMaxLiveTextRowBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("live text of ", row.run_id, " ", row.path,
+                                                   ": ", row.text.size(),
+                                                   " bytes, past the bound of 1 MiB"));
+  }
+  return sql_->Write([&](SqlSession& s) {
+    return s.Exec(kPutLiveText, SqlArgs()
+                                    .Text(row.run_id)
+                                    .Text(row.path)
+                                    .Int(row.attempt)
+                                    .Text(row.writer)
+                                    .Text(row.text)
+                                    .Int(row.ended ? 1 : 0));
+  });
+}
+
+absl::Status SqlStore::DeleteLiveText(const std::string& run_id, const std::string& path,
+                                      int attempt) {
+  return sql_->Write([&](SqlSession& s) {
+    return s.Exec(kDeleteLiveText, SqlArgs().Text(run_id).Text(path).Int(attempt));
+  });
+}
+
+absl::StatusOr<std::vector<LiveTextRow>> SqlStore::ListLiveText(const std::string& run_id,
+                                                                absl::Duration max_age) {
+  std::vector<LiveTextRow> out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(
+        out, QueryAll<LiveTextRow>(
+                 s, kListLiveText,
+                 SqlArgs().Text(run_id).Int(absl::ToInt64Microseconds(max_age)),
+                 LiveTextFromRow));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 }  // namespace runloom::store_internal

@@ -79,6 +79,13 @@ class SqlStore : public Store {
   absl::StatusOr<bool> AdvanceSchedule(const std::string& id, absl::Time tick, absl::Time next,
                                        const std::string& run_id) final;
 
+  // ---- streaming: the text so far of each call ----
+  absl::Status PutLiveText(const LiveTextRow& row) final;
+  absl::Status DeleteLiveText(const std::string& run_id, const std::string& path,
+                              int attempt) final;
+  absl::StatusOr<std::vector<LiveTextRow>> ListLiveText(const std::string& run_id,
+                                                        absl::Duration max_age) final;
+
  private:
   const std::unique_ptr<SqlDatabase> sql_;
 };

@@ -558,11 +558,27 @@ CREATE OR REPLACE TRIGGER runs_fair_gone AFTER DELETE ON runs FOR EACH ROW
   EXECUTE FUNCTION runloom_fair_gone();
 )sql";
 
+// Version 17: streaming (issue 24), as SQLite's version 14: the text so far
+// of each model call streaming now (LiveTextStore). Re-runnable.
+constexpr char kV17[] = R"sql(
+CREATE TABLE IF NOT EXISTS live_text (
+  run_id TEXT NOT NULL,
+  path TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  writer TEXT NOT NULL,
+  text TEXT NOT NULL,
+  ended INTEGER NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, path)
+);
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},   Migration{4, kV4},
     Migration{5, kV5},   Migration{6, kV6},   Migration{7, kV7},   Migration{8, kV8},
     Migration{9, kV9},   Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
-    Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15}, Migration{16, kV16}};
+    Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15}, Migration{16, kV16},
+    Migration{17, kV17}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -341,11 +341,28 @@ BEGIN
 END;
 )sql";
 
+// Version 14: streaming (issue 24). The text so far of each model call
+// streaming now, mirrored by the process executing it for the processes
+// that do not (store.h, LiveTextStore); a row is replaced as its call
+// grows and deleted when it ends.
+constexpr char kV14[] = R"sql(
+CREATE TABLE live_text (
+  run_id TEXT NOT NULL,
+  path TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  writer TEXT NOT NULL,
+  text TEXT NOT NULL,
+  ended INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, path)
+);
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},   Migration{4, kV4},
     Migration{5, kV5},   Migration{6, kV6},   Migration{7, kV7},   Migration{8, kV8},
     Migration{9, kV9},   Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
-    Migration{13, kV13},
+    Migration{13, kV13}, Migration{14, kV14},
 };
 
 absl::Status MigrateLocked(Db& db) {

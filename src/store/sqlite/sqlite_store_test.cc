@@ -23,10 +23,11 @@ namespace {
 using ::runloom::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// What version 13 adds (the queue rows' fair group and priority, their
-// index and triggers; runs_keyed_limit for runs_keyed), undone so that a
-// test can set user_version 12.
+// What versions 14 (the streamed text's table) and 13 add (the queue rows'
+// fair group and priority, their index and triggers; runs_keyed_limit for
+// runs_keyed), undone so that a test can set user_version 12.
 #define RUNLOOM_DROP_FAIR_HEADS                                                        \
+  "DROP TABLE live_text; "                                                             \
   "DROP TRIGGER runs_fair_group; DROP TRIGGER runs_fair_gone; DROP INDEX queue_fair; " \
   "ALTER TABLE queue DROP COLUMN fair_key; ALTER TABLE queue DROP COLUMN priority; "   \
   "DROP INDEX runs_keyed_limit; "                                                      \
@@ -98,7 +99,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -118,7 +119,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 13; "
+                                     " has schema version 99 but this runloom supports up to 14; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -161,7 +162,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -200,7 +201,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -268,7 +269,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -302,7 +303,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -321,7 +322,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -344,7 +345,7 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -361,7 +362,7 @@ TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
   Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   EXPECT_OK(b->store->GetRun("r_v5"));
   absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
   ASSERT_OK(t);
@@ -391,7 +392,7 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
       " concurrency_limit; ALTER TABLE runs DROP COLUMN priority; PRAGMA user_version = 6");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   absl::StatusOr<std::vector<WriteOperation>> kept = b->store->ListWrites("r_v6");
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 1u);
@@ -426,7 +427,7 @@ TEST_F(SqliteStoreTest, Version12QueueRowsGetTheirFairGroupAndPriority) {
                    "PRAGMA user_version = 12"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "13");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
   constexpr char kRows[] =
       "SELECT group_concat(run_id || ':' || fair_key || ':' || priority, ' ') "
       "FROM (SELECT * FROM queue ORDER BY id)";
