@@ -3,6 +3,8 @@
 // gap, no duplicate), the end after run.finished, keep-alive comments, the
 // all-runs stream and its resume on a restarted server, and streams ended by
 // a graceful shutdown (no `: end`).
+#include "runloom/sqlite.h"
+
 #include "events/events.h"
 #include "testing/api_test_util.h"
 
@@ -304,6 +306,54 @@ steps:
   for (const SseEvent& e : seen_late) stored_events += e.id.empty() ? 0 : 1;
   EXPECT_EQ(stored_events, engine()->GetRun(id)->last_event_seq);
   EXPECT_THAT(late.raw(), HasSubstr("event: llm.end"));
+}
+
+// A server that executes nothing (`serve --no-executors`) streams the text of
+// a call another process executes (a worker: a second engine on the same
+// database), from the store's live_text rows; its stream waits past the run's
+// end for the call's last piece and its end, so the replayed pieces are the
+// stored text whole.
+TEST_F(ApiTest, SseOfAServerThatExecutesNothingCarriesAWorkersStreamedTextToItsEnd) {
+  StopAll();
+  StartAll({}, /*auth=*/true, /*executors=*/false);
+  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
+name: streamy
+steps:
+  - id: talk
+    kind: llm
+    stream: true
+    prompt: "one two three four five six seven eight nine ten"
+    fake: {latency: 1500ms}
+)",
+                                                 "streamy.yaml");
+  ASSERT_OK(wf);
+  ASSERT_OK(engine()->RegisterWorkflow(*wf));
+  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "streamy"})", "operator-token");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string id = started.json()["id"];
+  SseReader reader(port(), EventsUrl(id), "viewer-token");
+  absl::StatusOr<Backend> backend = OpenSqlite(harness_->path, {});
+  ASSERT_OK(backend);
+  EngineOptions wo;
+  wo.registry = StepRegistry::WithBuiltins();
+  wo.idle_poll = absl::Milliseconds(10);
+  absl::StatusOr<std::unique_ptr<Engine>> worker = Engine::Open(std::move(wo), *std::move(backend));
+  ASSERT_OK(worker);
+  (*worker)->Start();
+  std::vector<SseEvent> seen = reader.ReadToEnd(milliseconds(20'000));
+  (*worker)->Stop();
+  EXPECT_TRUE(reader.ended());
+  auto steps = engine()->ListSteps(id, std::nullopt);
+  ASSERT_OK(steps);
+  ASSERT_EQ(steps->size(), 1u);
+  int deltas = 0;
+  EXPECT_EQ(Replay(seen, &deltas), (*steps)[0].output["text"]);
+  EXPECT_GT(deltas, 3) << "the text came in pieces";
+  // The call's end, before the run's or after it (a poll of the store may
+  // come after the commit is seen); `: end` last either way (ended()).
+  int ends = 0;
+  for (const SseEvent& e : seen) ends += e.event == "llm.end" ? 1 : 0;
+  EXPECT_EQ(ends, 1) << reader.raw();
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ SseStream::SseStream(beast::tcp_stream stream, StreamHub* hub, StreamRequest req
       request_(std::move(request)),
       stream_(std::move(stream)),
       keepalive_(stream_.get_executor()),
+      grace_(stream_.get_executor()),
       last_seq_(request_.after_seq) {}
 
 void SseStream::Start() {
@@ -174,26 +175,50 @@ void SseStream::Pump() {
     dirty_ = true;  // OnWrite of the headers pumps
     return;
   }
-  if (closed_ || finishing_) return;
+  if (closed_ || end_sent_) return;
   if (writing_) {
     dirty_ = true;
     return;
   }
   // The live frames queued so far go before the run's events: a call ends
   // (llm.end) before its step's record commits, and the events that follow
-  // may end the run (finishing_), after which no frame is sent.
+  // may end the run (finishing_), after which only frames are sent (Finish).
   std::string text;
   if (request_.all_runs) {
-    text = TakeChanges();
+    text = finishing_ ? "" : TakeChanges();
   } else {
     text = TakeLive();
-    text += TakeRunEvents();
+    if (!finishing_) text += TakeRunEvents();
   }
   if (!text.empty()) {
     Write(std::move(text));
   } else if (finishing_) {
-    CloseNow();
+    Finish();
   }
+}
+
+// The run ended and its events are sent: the end (`: end`), then the close.
+// A call another process streamed ends before its step's record commits, but
+// its last piece and its end reach this server a poll of the store later
+// (LiveTextRelay): the end waits for them, up to kLiveGrace.
+void SseStream::Finish() {
+  if (end_sent_) {
+    CloseNow();
+    return;
+  }
+  if (live_sent_.empty() || grace_over_) {
+    end_sent_ = true;
+    Write(kEndOfRun);
+    return;
+  }
+  if (grace_armed_) return;
+  grace_armed_ = true;
+  grace_.expires_after(absl::ToChronoMilliseconds(kLiveGrace));
+  grace_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->closed_) return;
+    self->grace_over_ = true;
+    self->Pump();
+  });
 }
 
 // Events after last_seq_, as SSE, from the run's feed; sets finishing_ when
@@ -203,8 +228,8 @@ std::string SseStream::TakeRunEvents() {
   if (slice.behind) return ReadRunEvents();
   last_seq_ = slice.last_seq;
   if (!slice.ended) return std::move(slice.text);
-  finishing_ = true;
-  return slice.text + kEndOfRun;
+  finishing_ = true;  // Finish() sends the end
+  return std::move(slice.text);
 }
 
 // A stream behind its feed's window reads the store itself (this stream
@@ -218,7 +243,7 @@ std::string SseStream::ReadRunEvents() {
   if (!events.ok()) {
     if (!absl::IsNotFound(events.status())) return "";
     finishing_ = true;
-    return kEndOfRun;
+    return "";
   }
   std::string text;
   bool finished = false;
@@ -235,7 +260,6 @@ std::string SseStream::ReadRunEvents() {
     absl::StatusOr<RunRecord> run = engine->GetRun(request_.run_id);
     if (run.ok() && IsTerminal(run->status) && last_seq_ >= run->last_event_seq) {
       finishing_ = true;
-      text += kEndOfRun;
     } else if (finished) {
       dirty_ = true;  // a later revision's events follow
     }
@@ -302,8 +326,12 @@ void SseStream::OnWrite(beast::error_code ec) {
     return;
   }
   stream_.expires_never();
-  if (finishing_) {
+  if (end_sent_) {
     CloseNow();
+    return;
+  }
+  if (finishing_ && !dirty_) {
+    Finish();
     return;
   }
   if (dirty_) {
@@ -344,6 +372,7 @@ void SseStream::CloseNow() {
   closed_ = true;
   live_sub_.reset();  // no frame is posted to a closed stream
   keepalive_.cancel();
+  grace_.cancel();
   beast::error_code ignored;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   stream_.close();

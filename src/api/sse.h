@@ -112,6 +112,7 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   void ArmKeepAlive();
   void WatchForHangUp();
   void CloseNow();
+  void Finish();
 
   // Constant after construction.
   StreamHub* const hub_;
@@ -121,6 +122,12 @@ class SseStream : public std::enable_shared_from_this<SseStream> {
   // Owned by the strand of stream_.
   boost::beast::tcp_stream stream_;
   boost::asio::steady_timer keepalive_;
+  // After the run's end, the wait for the end of a call streamed elsewhere.
+  static constexpr absl::Duration kLiveGrace = absl::Seconds(1);
+  boost::asio::steady_timer grace_;
+  bool grace_armed_ = false;
+  bool grace_over_ = false;
+  bool end_sent_ = false;  // `: end` is written or being written: the close follows
   std::string out_;
   std::deque<RunChange> changes_;
   // Streamed calls' frames not sent yet, and how far each call's text was
