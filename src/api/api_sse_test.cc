@@ -261,7 +261,9 @@ std::string Replay(const std::vector<SseEvent>& events, int* deltas) {
   return text;
 }
 
-TEST_F(ApiTest, SseCarriesAStreamingCallsPiecesAndALateJoinerGetsTheTextSoFar) {
+// Registers `streamy` (one llm call streaming its reply over 1.5 s) and
+// starts a run of it over HTTP; its id, or "" on a failure (reported).
+std::string StartStreamy(Engine* engine, uint16_t port) {
   absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
 name: streamy
 steps:
@@ -272,11 +274,17 @@ steps:
     fake: {latency: 1500ms}
 )",
                                                  "streamy.yaml");
-  ASSERT_OK(wf);
-  ASSERT_OK(engine()->RegisterWorkflow(*wf));
-  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "streamy"})", "operator-token");
-  ASSERT_EQ(started.status, 201) << started.body;
-  const std::string id = started.json()["id"];
+  EXPECT_OK(wf);
+  if (!wf.ok() || !engine->RegisterWorkflow(*wf).ok()) return "";
+  ClientResponse started =
+      Request(port, "POST", "/api/v1/runs", R"({"workflow": "streamy"})", "operator-token");
+  EXPECT_EQ(started.status, 201) << started.body;
+  return started.status == 201 ? started.json().value("id", "") : "";
+}
+
+TEST_F(ApiTest, SseCarriesAStreamingCallsPiecesAndALateJoinerGetsTheTextSoFar) {
+  const std::string id = StartStreamy(engine(), port());
+  ASSERT_FALSE(id.empty());
   SseReader early(port(), EventsUrl(id), "viewer-token");
   std::vector<SseEvent> seen_early;
   for (int i = 0; i < 100; ++i) {
@@ -316,21 +324,8 @@ steps:
 TEST_F(ApiTest, SseOfAServerThatExecutesNothingCarriesAWorkersStreamedTextToItsEnd) {
   StopAll();
   StartAll({}, /*auth=*/true, /*executors=*/false);
-  absl::StatusOr<Workflow> wf = LoadWorkflowYaml(R"(
-name: streamy
-steps:
-  - id: talk
-    kind: llm
-    stream: true
-    prompt: "one two three four five six seven eight nine ten"
-    fake: {latency: 1500ms}
-)",
-                                                 "streamy.yaml");
-  ASSERT_OK(wf);
-  ASSERT_OK(engine()->RegisterWorkflow(*wf));
-  ClientResponse started = Post("/api/v1/runs", R"({"workflow": "streamy"})", "operator-token");
-  ASSERT_EQ(started.status, 201) << started.body;
-  const std::string id = started.json()["id"];
+  const std::string id = StartStreamy(engine(), port());
+  ASSERT_FALSE(id.empty());
   SseReader reader(port(), EventsUrl(id), "viewer-token");
   absl::StatusOr<Backend> backend = OpenSqlite(harness_->path, {});
   ASSERT_OK(backend);
