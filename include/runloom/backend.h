@@ -55,6 +55,11 @@ struct Backend {
   // single writer batches instead). Safe to call after the store is gone
   // (then a PoolUse of size 0).
   std::function<PoolUse()> pool_use;
+  // An online copy of the database to the new file `to`, consistent while
+  // runs execute (SQLite: its backup API; store/sqlite/backup.h has the
+  // codes). Null for a backend that has none: PostgreSQL is backed up with
+  // its own tools (docs/operations.md, "Backups").
+  std::function<absl::Status(const std::string& to)> backup;
 };
 
 // Options OpenBackend maps onto the backend it opens. Each backend uses what

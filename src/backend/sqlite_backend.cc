@@ -6,6 +6,7 @@
 #include "runloom/sqlite.h"
 
 #include "core/status_macros.h"
+#include "store/sqlite/backup.h"
 #include "store/sqlite/handle.h"
 
 #include "absl/strings/match.h"
@@ -67,6 +68,7 @@ absl::StatusOr<Backend> OpenSqlite(const std::string& path, const SqliteOptions&
                            store_internal::SqliteHandle::Open(path, opened));
   backend.store = store_internal::NewSqliteStore(handle);
   backend.transport = store_internal::NewSqliteTransport(std::move(handle), options.transport);
+  backend.backup = [path](const std::string& to) { return store_internal::BackupSqlite(path, to); };
   return backend;
 }
 

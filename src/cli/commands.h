@@ -192,6 +192,10 @@ struct SignalFlags {
 int SignalCommand(const SignalFlags& flags);
 
 int StatusCommand(const CommonFlags& common, const std::string& run_id, bool json);
+// `runloom backup --to FILE`: an online copy of an SQLite database, consistent
+// while runs execute; refuses a FILE that exists and a PostgreSQL database
+// (exit 2).
+int BackupCommand(const CommonFlags& common, const std::string& to);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
 // Registers each of `register_files` in the catalog (all checked first: one
 // bad file registers none; exit 2), then lists the catalog.

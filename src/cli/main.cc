@@ -233,6 +233,15 @@ Command AddStatus(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return StatusCommand(f->common, f->run_id, f->json); }};
 }
 
+Command AddBackup(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "backup", "Copy an SQLite database to a new file, consistent while runs execute");
+  cmd->add_option("--to", f->from, "the new file (never overwritten)")->required();
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return BackupCommand(f->common, f->from); }};
+}
+
 Command AddEvents(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("events", "Show a run's events");
@@ -464,7 +473,7 @@ int main(int argc, char** argv) {
       cli::AddServe(app, backend),  cli::AddDecide(app, backend),
       cli::AddCancel(app, backend), cli::AddSignal(app, backend), cli::AddRerun(app, backend),
       cli::AddReset(app, backend),  cli::AddStatus(app, backend),
-      cli::AddEvents(app, backend), cli::AddWorkflows(app, backend),
+      cli::AddEvents(app, backend), cli::AddWorkflows(app, backend), cli::AddBackup(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
       cli::AddToken(app, backend),  cli::AddSchedule(app, backend), cli::AddBudgets(app, backend),
       cli::AddWrites(app, backend), cli::AddMcp(app, backend), cli::AddBench(app),

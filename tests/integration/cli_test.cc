@@ -857,5 +857,44 @@ TEST(Cli, RunsListsPagesAndRefusesBadInput) {
   EXPECT_TRUE(StatusJson(db, runs.back()["id"])["pending_gate"].is_null());
 }
 
+// Issue 25, `runloom backup --to FILE`: a copy taken while a run executes in
+// another process is a whole database (integrity_check ok) that runloom
+// reads; a FILE that exists is refused with exit 2 and left as it was.
+TEST(Cli, BackupCopiesTheDatabaseWhileARunExecutesAndNeverOverwrites) {
+  const std::string dir = MakeTempDir("backup");
+  const std::string db = dir + "/live.db";
+  WriteFile(dir + "/slow.yaml",
+            "name: slow\nsteps:\n  - id: a\n    kind: exec\n    command: \"sleep 1; echo '{}'\"\n"
+            "  - id: b\n    kind: exec\n    command: \"sleep 1; echo '{}'\"\n");
+  Child run({"run", dir + "/slow.yaml", "--db", db}, dir + "/run.log");
+  const std::string run_id = AwaitRunIdIn(dir + "/run.log");
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  RealClock()->SleepFor(absl::Milliseconds(1200));  // step a has committed, b runs
+  const std::string copy = dir + "/copy.db";
+  Result made = RunCli({"backup", "--to", copy, "--db", db});
+  EXPECT_EQ(made.code, 0) << made.out;
+  EXPECT_EQ(run.Wait(), 0) << ReadFile(dir + "/run.log");
+  ASSERT_TRUE(std::filesystem::exists(copy));
+  EXPECT_FALSE(std::filesystem::exists(copy + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(copy + ".part"));
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(copy.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(raw, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+  }
+  const nlohmann::json status = StatusJson(copy, run_id);
+  EXPECT_EQ(status["status"], "running") << status.dump();  // as it was at the copy
+  const std::map<std::string, std::string> before = Snapshot(copy);
+  Result again = RunCli({"backup", "--to", copy, "--db", db});
+  EXPECT_EQ(again.code, 2) << again.out;
+  EXPECT_THAT(again.out, ::testing::HasSubstr("never overwrites"));
+  EXPECT_EQ(Snapshot(copy), before);
+}
+
 }  // namespace
 }  // namespace runloom::testing
