@@ -41,6 +41,17 @@ class Scheduler;
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 std::string_view ToString(LogLevel level);  // "debug", "info", "warning", "error"
 
+// What a log line is about, where that applies: the run, the step (its path,
+// e.g. "review/turn[1]"), the attempt (of the step when `step` is set, else
+// the run's lease attempt) and the worker (the lease owner executing the
+// run). Empty / 0 = does not apply. The views need only outlive the call.
+struct LogFields {
+  std::string_view run_id;
+  std::string_view step;
+  int attempt = 0;
+  std::string_view worker;
+};
+
 // Where runloom's log lines go. One line per call; `message` has no trailing
 // newline and never contains a secret value or a lease token.
 class Logger {
@@ -51,14 +62,35 @@ class Logger {
   virtual ~Logger() = default;
 
   virtual void Log(LogLevel level, std::string_view message) = 0;
+  // A line with the fields it is about. The default drops the fields and
+  // calls Log(level, message), so a Logger written before fields existed
+  // keeps working. (Not an overload of Log: a subclass overriding one of two
+  // overloads would hide the other, and clang warns -Woverloaded-virtual.)
+  virtual void LogWithFields(LogLevel level, std::string_view message,
+                             const LogFields& /*fields*/) {
+    Log(level, message);
+  }
   // Lines below this level may be skipped before they are formatted.
   virtual LogLevel min_level() const { return LogLevel::kInfo; }
 };
 
-// The process-wide default: spdlog to stderr, "[runloom] [warning] message",
-// at the level named by the RUNLOOM_LOG_LEVEL environment variable (debug,
-// info, warning, error; default info). Never null, never deleted.
+// How DefaultLogger() writes a line (docs/operations.md, "Log lines"):
+//   kText  2026-12-05T22:10:03.123Z [runloom] [warning] message run_id=r_1 attempt=2
+//   kJson  {"ts":"2026-12-05T22:10:03.123Z","level":"warning","msg":"message","run_id":"r_1",
+//          "attempt":2}
+// Timestamps are UTC with milliseconds; a field is written only when it applies.
+enum class LogFormat { kText, kJson };
+// "text" or "json"; std::nullopt for anything else.
+std::optional<LogFormat> ParseLogFormat(std::string_view name);
+
+// The process-wide default: spdlog to stderr, at the level named by the
+// RUNLOOM_LOG_LEVEL environment variable (debug, info, warning, error;
+// default info), in the format named by RUNLOOM_LOG_FORMAT (text, json;
+// default text) until SetDefaultLogFormat. Never null, never deleted.
 Logger* DefaultLogger();
+// Switches DefaultLogger()'s format for the lines logged from now on.
+// Thread-safe.
+void SetDefaultLogFormat(LogFormat format);
 
 // A logger that drops every line (for benchmarks that measure the engine,
 // not the terminal).

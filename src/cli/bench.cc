@@ -129,7 +129,7 @@ std::vector<pid_t> StartWorkers(const BenchFlags& f, const std::string& db) {
   for (int i = 1; i < f.workers; ++i) {
     pid_t pid = 0;
     if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) {
-      std::cerr << "runloom: error: cannot start a worker process\n";
+      PrintStderr(LogLevel::kError, "runloom: error: cannot start a worker process");
       break;
     }
     pids.push_back(pid);
@@ -181,8 +181,9 @@ CommonFlags BenchBackendFlags(const BenchFlags& f) {
 
 int BenchCommand(const BenchFlags& flags) {
   if (flags.runs < 1 || flags.executors < 1 || flags.producers < 0 || flags.workers < 1) {
-    std::cerr << "runloom: error: --runs, --executors and --workers must be at least 1, "
-                 "--producers at least 0 (0: 8 per worker process)\n";
+    PrintStderr(LogLevel::kError,
+                "runloom: error: --runs, --executors and --workers must be at least 1, "
+                "--producers at least 0 (0: 8 per worker process)");
     return kExitBadInput;
   }
   BenchFlags f = flags;
@@ -202,7 +203,7 @@ int BenchCommand(const BenchFlags& flags) {
   if (c.db.empty()) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "runloom-bench-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
-      std::cerr << "runloom: error: cannot create a temp dir\n";
+      PrintStderr(LogLevel::kError, "runloom: error: cannot create a temp dir");
       return 1;
     }
     dir = tmpl;
@@ -219,14 +220,14 @@ int BenchCommand(const BenchFlags& flags) {
   eo.idle_poll = absl::Milliseconds(20);
   auto engine = Engine::Open(std::move(eo), *std::move(backend));
   if (!engine.ok()) {
-    std::cerr << "runloom: error: " << engine.status() << "\n";
+    PrintStderr(LogLevel::kError, absl::StrCat("runloom: error: ", engine.status().ToString()));
     return 1;
   }
   Engine* e = engine->get();
   Workflow wf = NoopWorkflow();
   auto registered = e->RegisterWorkflow(wf);
   if (!registered.ok()) {
-    std::cerr << "runloom: error: " << registered.status() << "\n";
+    PrintStderr(LogLevel::kError, absl::StrCat("runloom: error: ", registered.status().ToString()));
     return 1;
   }
   Clock* clock = RealClock();

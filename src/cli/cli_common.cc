@@ -1,7 +1,10 @@
 #include "cli/cli_common.h"
 
+#include "runloom/clock.h"
+
 #include "core/bounded_json.h"
 #include "core/duration.h"
+#include "core/log_line.h"
 #include "core/status_macros.h"
 
 #include "absl/strings/ascii.h"
@@ -14,6 +17,8 @@
 #include "absl/strings/strip.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <set>
@@ -115,13 +120,47 @@ CommonFlags WithEnvironment(CommonFlags c, bool db_given, bool queue_given) {
   return c;
 }
 
+namespace {
+std::atomic<LogFormat> stderr_format{LogFormat::kText};
+}  // namespace
+
+void SetStderrFormat(LogFormat format) { stderr_format.store(format); }
+
+void PrintStderr(LogLevel level, const std::string& text) {
+  if (stderr_format.load() == LogFormat::kText) {
+    std::cerr << text << "\n";
+    return;
+  }
+  // One write, so a line of the engine's logger never lands inside it.
+  const std::string line =
+      FormatLogLine(LogFormat::kJson, RealClock()->Now(), level, text, {}) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+absl::StatusOr<LogFormat> LogFormatSetting(const std::optional<std::string>& flag) {
+  std::string source = "--log-format";
+  std::string name = flag.value_or("");
+  if (!flag.has_value()) {
+    const char* env = std::getenv("RUNLOOM_LOG_FORMAT");
+    if (env == nullptr || *env == '\0') return LogFormat::kText;
+    source = "RUNLOOM_LOG_FORMAT";
+    name = env;
+  }
+  const std::optional<LogFormat> format = ParseLogFormat(name);
+  if (!format.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": unknown log format '", name, "'; use text or json"));
+  }
+  return *format;
+}
+
 int BadInput(const std::string& message) {
-  std::cerr << "runloom: error: " << message << "\n";
+  PrintStderr(LogLevel::kError, absl::StrCat("runloom: error: ", message));
   return kExitBadInput;
 }
 
 int Failure(const std::string& message) {
-  std::cerr << "runloom: error: " << message << "\n";
+  PrintStderr(LogLevel::kError, absl::StrCat("runloom: error: ", message));
   return kExitNotCompleted;
 }
 
@@ -173,7 +212,7 @@ absl::StatusOr<nlohmann::json> ParseInputFlags(const std::vector<std::string>& i
 }
 
 int ExitForError(const absl::Status& s) {
-  std::cerr << "runloom: error: " << s.message() << "\n";
+  PrintStderr(LogLevel::kError, absl::StrCat("runloom: error: ", s.message()));
   switch (s.code()) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kInvalidArgument:

@@ -26,6 +26,14 @@
 
 namespace runloom::cli {
 
+// Prints one line of the command's own (a notice, a warning, an error) to
+// stderr: `text` as it is with the text log format; with the json format, a
+// log line whose msg is `text` (runloom/env.h), so that stderr stays one JSON
+// object per line. Not filtered by RUNLOOM_LOG_LEVEL.
+void PrintStderr(LogLevel level, const std::string& text);
+// The format PrintStderr writes (main sets it once, before any command).
+void SetStderrFormat(LogFormat format);
+
 // Prints "runloom: error: <message>" and returns kExitBadInput.
 int BadInput(const std::string& message);
 // Prints "runloom: error: <message>" and returns kExitNotCompleted.
@@ -71,6 +79,11 @@ absl::Status CheckSyncFlag(const CommonFlags& c);
 // kInvalidArgument names where it came from (--queue or RUNLOOM_QUEUE), the
 // value and the accepted form.
 absl::Status CheckQueueUrl(const CommonFlags& c);
+
+// The log line format (runloom/env.h): `flag` (--log-format) when given, else
+// $RUNLOOM_LOG_FORMAT when set and not empty, else text. kInvalidArgument
+// naming the flag or the variable, the value and the accepted ones.
+absl::StatusOr<LogFormat> LogFormatSetting(const std::optional<std::string>& flag);
 
 // Opens the backend `c` names (creating an SQLite file that is not there).
 // Checks the queue URL first; errors are prefixed with the URL and where it

@@ -120,5 +120,25 @@ TEST(StepKindsSetting, EachConfiguredProviderGetsItsStaticCap) {
             (std::map<std::string, int>{{"fake", kFakeStaticCap}, {"local", 3}, {"other", 5}}));
 }
 
+// --log-format beats $RUNLOOM_LOG_FORMAT; an unknown value from either names
+// its source and the accepted ones.
+TEST(LogFormatSetting, FlagThenEnvironmentThenText) {
+  unsetenv("RUNLOOM_LOG_FORMAT");
+  EXPECT_EQ(*LogFormatSetting(std::nullopt), LogFormat::kText);
+  EXPECT_EQ(*LogFormatSetting("json"), LogFormat::kJson);
+  setenv("RUNLOOM_LOG_FORMAT", "json", 1);
+  EXPECT_EQ(*LogFormatSetting(std::nullopt), LogFormat::kJson);
+  EXPECT_EQ(*LogFormatSetting("text"), LogFormat::kText);
+  setenv("RUNLOOM_LOG_FORMAT", "", 1);  // empty = unset
+  EXPECT_EQ(*LogFormatSetting(std::nullopt), LogFormat::kText);
+  setenv("RUNLOOM_LOG_FORMAT", "yaml", 1);
+  EXPECT_THAT(LogFormatSetting(std::nullopt).status().message(),
+              HasSubstr("RUNLOOM_LOG_FORMAT: unknown log format 'yaml'; use text or json"));
+  EXPECT_THAT(LogFormatSetting("JSON").status().message(),
+              HasSubstr("--log-format: unknown log format 'JSON'; use text or json"));
+  EXPECT_EQ(LogFormatSetting("").status().code(), absl::StatusCode::kInvalidArgument);
+  unsetenv("RUNLOOM_LOG_FORMAT");
+}
+
 }  // namespace
 }  // namespace runloom::cli

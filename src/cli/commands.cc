@@ -181,18 +181,20 @@ int WorkerCommand(const WorkerFlags& f) {
     if (!served.ok()) return BadInput(std::string(served.status().message()));
     metrics = *std::move(served);
     const std::vector<int> ports = metrics->GetListeningPorts();
-    std::cerr << "runloom worker: metrics on http://"
-              << f.metrics_listen.substr(0, f.metrics_listen.rfind(':')) << ":"
-              << (ports.empty() ? 0 : ports.front()) << "/metrics\n";
+    PrintStderr(LogLevel::kInfo,
+                absl::StrCat("runloom worker: metrics on http://",
+                             f.metrics_listen.substr(0, f.metrics_listen.rfind(':')), ":",
+                             (ports.empty() ? 0 : ports.front()), "/metrics"));
   }
   auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
   auto engine = Engine::Open(*std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));
   Engine* e = engine->get();
-  std::cerr << "runloom worker: executing runs from " << RedactedUrl(f.common.db) << " with "
-            << f.executors << " executors" << (f.until_idle ? " until idle" : "; Ctrl-C to stop")
-            << "\n";
+  PrintStderr(
+      LogLevel::kInfo,
+      absl::StrCat("runloom worker: executing runs from ", RedactedUrl(f.common.db), " with ",
+                   f.executors, " executors", (f.until_idle ? " until idle" : "; Ctrl-C to stop")));
   e->Start();
   // Woken by the signal watcher or, with --until-idle, by the event bus;
   // the 1 s bound only re-checks the signal flag.
@@ -205,16 +207,19 @@ int WorkerCommand(const WorkerFlags& f) {
     }
     if (e->AwaitIdle(RealClock()->Now() + absl::Seconds(1)).ok()) break;
     if (std::optional<size_t> dead = OnlyDeadLettersLeft(e)) {
-      std::cerr << "runloom worker: idle; " << *dead << " queued runs are dead-lettered and wait "
-                << "for a redrive: runloom dead-letters" << BackendArgs(f.common) << "\n";
+      PrintStderr(
+          LogLevel::kInfo,
+          absl::StrCat("runloom worker: idle; ", *dead, " queued runs are dead-lettered and wait ",
+                       "for a redrive: runloom dead-letters", BackendArgs(f.common)));
       break;
     }
   }
   signals.OnSignal(nullptr);  // `stop` goes before `signals`
   e->Stop();
   EngineStats st = e->stats();
-  std::cerr << "runloom worker: stopped; " << st.runs_finished << " runs finished, "
-            << st.runs_released << " released, " << st.leases_lost << " leases lost\n";
+  PrintStderr(LogLevel::kInfo,
+              absl::StrCat("runloom worker: stopped; ", st.runs_finished, " runs finished, ",
+                           st.runs_released, " released, ", st.leases_lost, " leases lost"));
   return 0;
 }
 

@@ -4,9 +4,12 @@
 // Each subcommand is declared by one Add* function below, in --help order:
 // its flags (owned by the returned command, since CLI11 writes into them
 // while it parses) and the call that runs it.
-#include "CLI/CLI.hpp"
-#include "cli/commands.h"
 #include "runloom/backend.h"
+#include "runloom/env.h"
+
+#include "CLI/CLI.hpp"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -14,6 +17,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,10 +30,23 @@ struct Command {
   std::function<int()> run;
 };
 
+constexpr const char* kLogFormatHelp =
+    "log lines on stderr: text (the default) or json, one object per line (else "
+    "$RUNLOOM_LOG_FORMAT)";
+
+// --log-format on `cmd`, into `format` (nullopt: not given).
+void AddLogFormatFlag(CLI::App* cmd, std::optional<std::string>& format) {
+  cmd->add_option_function<std::string>(
+      "--log-format", [&format](const std::string& v) { format = v; }, kLogFormatHelp);
+}
+
 // --db and --queue on every command that opens a backend; after parsing,
-// RUNLOOM_DB and RUNLOOM_QUEUE fill in the ones not given.
+// RUNLOOM_DB and RUNLOOM_QUEUE fill in the ones not given. --log-format too,
+// into log_format (one parsed command writes it).
 class BackendFlags {
  public:
+  std::optional<std::string> log_format;
+
   void Add(CLI::App* sub, CommonFlags& c) {
     CLI::Option* db =
         sub->add_option("--db", c.db,
@@ -41,6 +58,7 @@ class BackendFlags {
     CLI::Option* queue = sub->add_option(
         "--queue", c.queue,
         "queue (else $RUNLOOM_QUEUE): redis://host:port[/n]; empty = the store's own queue");
+    AddLogFormatFlag(sub, log_format);
     apply_.push_back([&c, db, queue] {
       c = WithEnvironment(std::move(c), db->count() > 0, queue->count() > 0);
     });
@@ -419,7 +437,7 @@ Command AddMcp(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return McpCommand(*f); }};
 }
 
-Command AddBench(CLI::App& app) {
+Command AddBench(CLI::App& app, std::optional<std::string>& log_format) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure runs of a 3-step noop workflow (SQLite by default, or --db)");
@@ -446,6 +464,7 @@ Command AddBench(CLI::App& app) {
                 "measure fair dequeue instead: --runs runs of concurrency key A queued, then 10 "
                 "of key B; B's start latency and the A runs started before it, with the key "
                 "and without it (FIFO)");
+  AddLogFormatFlag(cmd, log_format);
   return {cmd, [f] {
             if (f->fairness) return FairnessBenchCommand(*f);
             return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f);
@@ -476,7 +495,8 @@ int main(int argc, char** argv) {
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend), cli::AddBackup(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
       cli::AddToken(app, backend),  cli::AddSchedule(app, backend), cli::AddBudgets(app, backend),
-      cli::AddWrites(app, backend), cli::AddMcp(app, backend), cli::AddBench(app),
+      cli::AddWrites(app, backend), cli::AddMcp(app, backend),
+      cli::AddBench(app, backend.log_format),
   };
   try {
     app.parse(argc, argv);
@@ -484,6 +504,11 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : cli::kExitBadInput;
   }
+  // Before any command runs, so a bad value writes nothing.
+  const absl::StatusOr<runloom::LogFormat> log_format = cli::LogFormatSetting(backend.log_format);
+  if (!log_format.ok()) return cli::BadInput(std::string(log_format.status().message()));
+  runloom::SetDefaultLogFormat(*log_format);
+  cli::SetStderrFormat(*log_format);
   backend.ApplyEnvironment();
   for (const cli::Command& c : commands) {
     if (*c.app) return c.run();

@@ -62,10 +62,12 @@ int McpCommand(const McpFlags& f) {
     }
     return Failure(std::string(who.status().message()));
   }
-  std::cerr << "runloom mcp: serving MCP over stdio as '" << who->name << "' ("
-            << RoleName(who->role) << ") on " << RedactedUrl(f.common.db)
-            << "; this process executes no run: a `runloom worker` or `runloom serve` on the "
-               "same database does\n";
+  PrintStderr(
+      LogLevel::kInfo,
+      absl::StrCat("runloom mcp: serving MCP over stdio as '", who->name, "' (",
+                   RoleName(who->role), ") on ", RedactedUrl(f.common.db),
+                   "; this process executes no run: a `runloom worker` or `runloom serve` on the "
+                   "same database does"));
   mcp::McpServer server(e, &auth, std::move(token), {});
   std::cin.tie(nullptr);
   server.Serve(std::cin, std::cout);

@@ -231,9 +231,11 @@ absl::StatusOr<Prepared> PrepareRun(const RunFlags& f) {
           "secret input '", in.name, "' was given as a value, which a worker cannot resolve, and ",
           "a detached run is executed by a worker; ", fix));
     }
-    std::cerr << "runloom: secret input '" << in.name << "' was given as a value: only this "
-              << "process can use it. If the run pauses or this process stops, a worker cannot "
-              << "resolve it; " << fix << " instead\n";
+    PrintStderr(LogLevel::kWarning,
+                absl::StrCat(
+                    "runloom: secret input '", in.name, "' was given as a value: only this ",
+                    "process can use it. If the run pauses or this process stops, a worker cannot ",
+                    "resolve it; ", fix, " instead"));
   }
   RUNLOOM_ASSIGN_OR_RETURN(p.options.lease_ttl, PositiveDurationFlag("--lease-ttl", f.lease_ttl));
   RUNLOOM_RETURN_IF_ERROR(CheckSyncFlag(f.common));
@@ -254,10 +256,11 @@ int PrintDetached(const CreateRunResult& started, const RunFlags& f) {
   }
   // The id alone on stdout, for `id=$(runloom run FILE --detach)`.
   std::cout << run.id << "\n";
-  std::cerr << "run " << run.id << ": " << run.workflow_name << " v" << run.workflow_version
-            << (started.created ? "" : " (existing run for this idempotency key)") << " is "
-            << std::string(ToString(run.status)) << "; a worker executes it: runloom worker"
-            << BackendArgs(f.common) << "\n";
+  PrintStderr(LogLevel::kInfo,
+              absl::StrCat("run ", run.id, ": ", run.workflow_name, " v", run.workflow_version,
+                           (started.created ? "" : " (existing run for this idempotency key)"),
+                           " is ", std::string(ToString(run.status)),
+                           "; a worker executes it: runloom worker", BackendArgs(f.common)));
   return kExitCompleted;
 }
 
@@ -293,12 +296,12 @@ void DriveChild(Engine* e, const std::string& child_id) {
 bool AwaitWake(Engine* e, const RunRecord& parked, SignalWatcher& signals) {
   const std::string child = AwaitedChild(parked);
   if (!child.empty()) {
-    std::cerr << "run " << parked.id << " waits for its child run " << child
-              << " (executed here; runloom status " << child << ")\n";
+    PrintStderr(LogLevel::kInfo, absl::StrCat("run ", parked.id, " waits for its child run ", child,
+                                              " (executed here; runloom status ", child, ")"));
   } else if (!parked.wait_signal.empty()) {
-    std::cerr << "run " << parked.id << " waits for signal " << parked.wait_signal
-              << ": runloom signal " << parked.id << " " << parked.wait_signal
-              << " --data JSON\n";
+    PrintStderr(LogLevel::kInfo, absl::StrCat("run ", parked.id, " waits for signal ",
+                                              parked.wait_signal, ": runloom signal ", parked.id,
+                                              " ", parked.wait_signal, " --data JSON"));
   }
   while (!signals.signalled()) {
     absl::StatusOr<absl::Time> now = e->Now();
@@ -334,7 +337,7 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
       // Over its concurrency limit: still queued, no attempt spent. Wait
       // here for room (or for a worker to take it).
       if (!said_over_limit && !f.json) {
-        std::cerr << "runloom: " << result.status().message() << "\n";
+        PrintStderr(LogLevel::kInfo, absl::StrCat("runloom: ", result.status().message()));
         said_over_limit = true;
       }
       RealClock()->SleepFor(kOverLimitRetry);
@@ -362,7 +365,8 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
     if (!decision) break;
     auto decided = e->Decide(run.id, *decision, reviewer);
     if (!decided.ok()) {
-      std::cerr << "runloom: decision refused: " << decided.status().message() << "\n";
+      PrintStderr(LogLevel::kWarning,
+                  absl::StrCat("runloom: decision refused: ", decided.status().message()));
       if (!interactive) break;
     }
   }
@@ -377,9 +381,10 @@ int ExecuteInForeground(Engine* e, const RunRecord& run, const RunFlags& f,
     return Failure(std::string(result.status().message()));
   }
   if (signals.signalled() && !IsTerminal(result->status)) {
-    std::cerr << "runloom: interrupted; run " << run.id << " is "
-              << std::string(ToString(result->status)) << "; continue it with: runloom worker"
-              << BackendArgs(f.common) << "\n";
+    PrintStderr(LogLevel::kInfo,
+                absl::StrCat("runloom: interrupted; run ", run.id, " is ",
+                             std::string(ToString(result->status)),
+                             "; continue it with: runloom worker", BackendArgs(f.common)));
     return kExitInterrupted;
   }
   if (result->status == RunStatus::kPaused && !f.json) {

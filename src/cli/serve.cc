@@ -102,31 +102,34 @@ int ServeCommand(const ServeFlags& f) {
   // token create`); --insecure-no-auth (a local demo) checks none.
   std::unique_ptr<StoreAuthenticator> auth;
   if (f.insecure_no_auth) {
-    std::cerr << "runloom serve: WARNING: --insecure-no-auth: no token is checked; every caller "
-                 "acts as admin \"local\". Do not expose this server.\n";
+    PrintStderr(LogLevel::kWarning,
+                "runloom serve: WARNING: --insecure-no-auth: no token is checked; every caller "
+                "acts as admin \"local\". Do not expose this server.");
   } else {
     auth = std::make_unique<StoreAuthenticator>(e->tokens());
   }
   auto server = api::Server::Start(so, e, auth.get(), registry.get());
   if (!server.ok()) return Failure(std::string(server.status().message()));
   if (!f.no_executors) e->Start();
-  std::cerr << "runloom serve: listening on http://" << so.address << ":" << (*server)->port()
-            << " (" << RedactedUrl(f.common.db) << "; "
-            << (f.no_executors ? std::string("no executors")
-                               : absl::StrCat(f.executors, " executors"))
-            << "); Ctrl-C to stop\n";
+  PrintStderr(LogLevel::kInfo,
+              absl::StrCat("runloom serve: listening on http://", so.address, ":",
+                           (*server)->port(), " (", RedactedUrl(f.common.db), "; ",
+                           (f.no_executors ? std::string("no executors")
+                                           : absl::StrCat(f.executors, " executors")),
+                           "); Ctrl-C to stop"));
   runloom::Notification stop;
   signals.OnSignal([&stop] {
     if (!stop.HasBeenNotified()) stop.Notify();
   });
   stop.WaitForNotification();
   signals.OnSignal(nullptr);  // `stop` goes before `signals`
-  std::cerr << "runloom serve: stopping: finishing requests, ending streams\n";
+  PrintStderr(LogLevel::kInfo, "runloom serve: stopping: finishing requests, ending streams");
   (*server)->Shutdown();
   e->Stop();
   EngineStats st = e->stats();
-  std::cerr << "runloom serve: stopped; " << st.runs_finished << " runs finished, "
-            << st.runs_released << " released to the queue\n";
+  PrintStderr(LogLevel::kInfo,
+              absl::StrCat("runloom serve: stopped; ", st.runs_finished, " runs finished, ",
+                           st.runs_released, " released to the queue"));
   return 0;
 }
 

@@ -50,8 +50,10 @@ int TokenCreateCommand(const TokenFlags& f) {
   } else {
     std::cout << issued->token << "\n";
   }
-  std::cerr << "created token " << t.id << " '" << t.name << "' with role " << RoleName(t.role)
-            << "; it will not be shown again (runloom keeps only its hash): store it now\n";
+  PrintStderr(
+      LogLevel::kInfo,
+      absl::StrCat("created token ", t.id, " '", t.name, "' with role ", RoleName(t.role),
+                   "; it will not be shown again (runloom keeps only its hash): store it now"));
   return kExitCompleted;
 }
 

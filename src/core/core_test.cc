@@ -7,10 +7,13 @@
 #include "core/duration.h"
 #include "core/ids.h"
 #include "core/log.h"
+#include "core/log_line.h"
 #include "testing/capturing_logger.h"
 
 #include "absl/random/random.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 #include <csignal>
 #include <cstdint>
@@ -53,6 +56,88 @@ TEST(Log, DefaultAndNullLoggersAreUsable) {
   EXPECT_EQ(DefaultLogger(), DefaultLogger());
   NullLogger()->Log(LogLevel::kError, "dropped");
   EXPECT_EQ(NullLogger()->min_level(), LogLevel::kError);
+}
+
+// A logger written before LogFields existed: it overrides Log alone.
+TEST(Log, FieldsReachAnOldLoggerAsThePlainMessage) {
+  WarningsOnly logger;
+  Log(&logger, LogLevel::kError, {.run_id = "r_1", .attempt = 2}, "run ", "r_1", ": lost");
+  EXPECT_EQ(logger.last, "run r_1: lost");
+  testing::CapturingLogger log;
+  Log(&log, LogLevel::kInfo, {.run_id = "r_1", .step = "a/b[0]", .attempt = 3, .worker = "h:1:0"},
+      "x");
+  ASSERT_EQ(log.lines().size(), 1u);
+  EXPECT_EQ(log.lines()[0].run_id, "r_1");
+  EXPECT_EQ(log.lines()[0].step, "a/b[0]");
+  EXPECT_EQ(log.lines()[0].attempt, 3);
+  EXPECT_EQ(log.lines()[0].worker, "h:1:0");
+}
+
+// 2026-12-05T22:10:03.123Z
+absl::Time LogTestTime() { return absl::FromUnixMillis(1796508603123); }
+
+TEST(LogLine, TextHasAUtcTimestampTheLevelAndTheFieldsThatApply) {
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, LogTestTime(), LogLevel::kWarning, "ack failed", {}),
+            "2026-12-05T22:10:03.123Z [runloom] [warning] ack failed");
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, LogTestTime(), LogLevel::kInfo, "m",
+                          {.run_id = "r_1", .step = "s", .attempt = 2, .worker = "h:7:0"}),
+            "2026-12-05T22:10:03.123Z [runloom] [info] m run_id=r_1 step=s attempt=2 "
+            "worker=h:7:0");
+  EXPECT_EQ(FormatLogLine(LogFormat::kText, LogTestTime(), LogLevel::kError, "a\nb\tc\x01",
+                          {.worker = "w\n"}),
+            "2026-12-05T22:10:03.123Z [runloom] [error] a\\nb\\tc\\x01 worker=w\\n");
+}
+
+TEST(LogLine, JsonHasTsLevelMsgAndOnlyTheFieldsThatApply) {
+  const nlohmann::json bare = nlohmann::json::parse(
+      FormatLogLine(LogFormat::kJson, LogTestTime(), LogLevel::kDebug, "claimed", {}));
+  EXPECT_EQ(bare, nlohmann::json::parse(
+                      R"({"ts":"2026-12-05T22:10:03.123Z","level":"debug","msg":"claimed"})"));
+  const std::string line =
+      FormatLogLine(LogFormat::kJson, LogTestTime(), LogLevel::kWarning, "m",
+                    {.run_id = "r_1", .step = "a/b[0]", .attempt = 2, .worker = "h:7:0"});
+  EXPECT_THAT(line,
+              ::testing::StartsWith(R"({"ts":"2026-12-05T22:10:03.123Z","level":"warning",)"));
+  const nlohmann::json all = nlohmann::json::parse(line);
+  EXPECT_EQ(all["msg"], "m");
+  EXPECT_EQ(all["run_id"], "r_1");
+  EXPECT_EQ(all["step"], "a/b[0]");
+  EXPECT_EQ(all["attempt"], 2);
+  EXPECT_EQ(all["worker"], "h:7:0");
+  const nlohmann::json some = nlohmann::json::parse(
+      FormatLogLine(LogFormat::kJson, LogTestTime(), LogLevel::kInfo, "m", {.run_id = "r_2"}));
+  EXPECT_EQ(some.size(), 4u) << some.dump();
+  EXPECT_EQ(some["run_id"], "r_2");
+}
+
+// A message with newlines, quotes, control characters and bytes that are not
+// UTF-8 stays one line that parses, with the text kept.
+TEST(LogLine, AHostileMessageStaysOneParseableLine) {
+  const std::string hostile = "a\nb\r\"c\"}\n{\"level\":\"error\"}\t\x01\x1b[31m\\ \xff\xfe end";
+  for (LogFormat format : {LogFormat::kText, LogFormat::kJson}) {
+    const std::string line = FormatLogLine(format, LogTestTime(), LogLevel::kError, hostile,
+                                           {.run_id = "r_\n1", .step = "s\"t"});
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    EXPECT_EQ(line.find('\r'), std::string::npos) << line;
+    for (const char c : line) {
+      EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << line;
+    }
+  }
+  const nlohmann::json j =
+      nlohmann::json::parse(FormatLogLine(LogFormat::kJson, LogTestTime(), LogLevel::kError,
+                                          hostile, {.run_id = "r_\n1", .step = "s\"t"}));
+  EXPECT_EQ(j["level"], "error");
+  EXPECT_THAT(j["msg"].get<std::string>(),
+              ::testing::StartsWith("a\nb\r\"c\"}\n{\"level\":\"error\"}\t\x01\x1b[31m\\ "));
+  EXPECT_EQ(j["run_id"], "r_\n1");
+  EXPECT_EQ(j["step"], "s\"t");
+}
+
+TEST(LogLine, FormatNames) {
+  EXPECT_EQ(ParseLogFormat("text"), LogFormat::kText);
+  EXPECT_EQ(ParseLogFormat("json"), LogFormat::kJson);
+  EXPECT_EQ(ParseLogFormat("JSON"), std::nullopt);
+  EXPECT_EQ(ParseLogFormat(""), std::nullopt);
 }
 
 TEST(Digest, Sha256KnownVector) {

@@ -177,7 +177,7 @@ class Engine::Impl {
     if (stage_events_ == nullptr) return;
     absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
     if (!wf.ok()) {
-      Log(logger(), LogLevel::kWarning, "stage events: run ", run.id,
+      Log(logger(), LogLevel::kWarning, {.run_id = run.id}, "stage events: run ", run.id,
           ": terminal event not published: its workflow: ", wf.status().ToString());
       return;
     }
@@ -190,7 +190,8 @@ class Engine::Impl {
   void TellParent(const engine_internal::ChildEnd& child) {
     absl::Status s = engine_internal::NotifyParentOfEnd(*store(), child);
     if (!s.ok()) {
-      Log(logger(), LogLevel::kWarning, "run ", child.run_id, ": its parent ", child.parent_run_id,
+      Log(logger(), LogLevel::kWarning, {.run_id = child.run_id}, "run ", child.run_id,
+          ": its parent ", child.parent_run_id,
           " was not told it ended (its poll will find out): ", s.ToString());
     }
   }

@@ -1,6 +1,6 @@
 // EngineOptions::env on a real SQLite store: a dropped transport error gets
-// a log line, the metrics registry counts runs and step durations, no
-// registry is fine, and a seeded generator makes run ids repeatable.
+// a log line, log lines carry their run, step, attempt and worker, the metrics registry counts runs
+// and step durations, no registry is fine, and a seeded generator makes run ids repeatable.
 #include "runloom/env.h"
 
 #include "runloom/engine.h"
@@ -17,9 +17,11 @@
 #include "prometheus/registry.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace runloom {
@@ -68,6 +70,57 @@ TEST(EngineEnv, FailedAckIsLoggedWithTheRunAndTheRunStillFinishes) {
   EXPECT_GE(failing->acks.load(), 1);
   EXPECT_GE(log.Count(LogLevel::kWarning, "run " + id + ": acking its queue message failed"), 1);
   EXPECT_GE(log.Count(LogLevel::kWarning, "injected: ack refused"), 1);
+}
+
+// A step kind that logs the `key` it was given, through its context's logger.
+class LoggingKind final : public StepKind {
+ public:
+  absl::Status Validate(const StepDef&) const override { return absl::OkStatus(); }
+  absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
+    ctx.logger()->Log(LogLevel::kWarning, "calling with key " + config.value("key", ""));
+    return StepOutput{};
+  }
+};
+
+// Issue 25 (logs): an execution's lines carry its run id, lease attempt and
+// worker; a step kind's lines carry its step and attempt too, with the run's
+// secrets scrubbed.
+TEST(EngineEnv, LogLinesCarryTheRunStepAttemptAndWorkerAndNoSecret) {
+  const std::string secret = "log-secret-" + std::to_string(getpid());
+  setenv("RUNLOOM_SECRET_LOG_KEY", secret.c_str(), 1);
+  CapturingLogger log;
+  EngineOptions opts;
+  opts.env.logger = &log;
+  opts.registry = StepRegistry::WithBuiltins();
+  opts.registry->Register("logs", std::make_shared<LoggingKind>());
+  Harness h(opts);
+  const RunRecord run = h.RunYaml(
+      "name: logs\ninputs:\n  key: {type: string, secret: true}\nsteps:\n"
+      "  - {id: use, kind: logs, key: '{{ inputs.key }}'}\n",
+      {{"key", "secret://LOG_KEY"}});
+  unsetenv("RUNLOOM_SECRET_LOG_KEY");
+  EXPECT_EQ(run.status, RunStatus::kCompleted) << run.error;
+  bool step_line = false;
+  bool run_line = false;
+  for (const CapturingLogger::Line& line : log.lines()) {
+    EXPECT_EQ(line.message.find(secret), std::string::npos) << line.message;
+    if (line.message == "calling with key [secret]") {
+      step_line = true;
+      EXPECT_EQ(line.run_id, run.id);
+      EXPECT_EQ(line.step, "use");
+      EXPECT_EQ(line.attempt, 1);
+      EXPECT_FALSE(line.worker.empty());
+    }
+    if (line.message == "run " + run.id + ": finished completed") {
+      run_line = true;
+      EXPECT_EQ(line.run_id, run.id);
+      EXPECT_EQ(line.step, "");
+      EXPECT_EQ(line.attempt, 1);
+      EXPECT_FALSE(line.worker.empty());
+    }
+  }
+  EXPECT_TRUE(step_line);
+  EXPECT_TRUE(run_line);
 }
 
 // The value of `name`'s series whose label `key` is `value` (counter), or -1.

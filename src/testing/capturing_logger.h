@@ -17,10 +17,17 @@ class CapturingLogger final : public Logger {
   struct Line {
     LogLevel level;
     std::string message;
+    // LogFields, copied.
+    std::string run_id;
+    std::string step;
+    int attempt = 0;
+    std::string worker;
   };
-  void Log(LogLevel level, std::string_view message) override {
+  void Log(LogLevel level, std::string_view message) override { LogWithFields(level, message, {}); }
+  void LogWithFields(LogLevel level, std::string_view message, const LogFields& fields) override {
     runloom::MutexLock l(&mu_);
-    lines_.push_back({level, std::string(message)});
+    lines_.push_back({level, std::string(message), std::string(fields.run_id),
+                      std::string(fields.step), fields.attempt, std::string(fields.worker)});
   }
   LogLevel min_level() const override { return LogLevel::kDebug; }
 

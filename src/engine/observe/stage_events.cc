@@ -84,7 +84,7 @@ void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
     const std::string& missing = !tenant ? ids.tenant_id : ids.node_id;
     // An error (reference 004's I/O matrix: "Publisher logs ERROR, returns"):
     // the workflow promised these ids and the run lacks one.
-    Log(logger_, LogLevel::kError, what, ": input '", missing, "' (",
+    Log(logger_, LogLevel::kError, {.run_id = run.id}, what, ": input '", missing, "' (",
         !tenant ? "tenant_id" : "node_id",
         ") is missing or empty; start the run with it to route its events");
     return;
@@ -97,7 +97,9 @@ void StageEventPublisher::Publish(const RunRecord& run, const Workflow& wf,
                .at = clock_->Now()};
   const std::string channel = absl::StrCat(prefix_, ":", *tenant, ":", *node);
   absl::Status s = Send(channel, StageEventPayload(e).dump());
-  if (!s.ok()) Log(logger_, LogLevel::kWarning, what, " to ", channel, ": ", s.ToString());
+  if (!s.ok()) {
+    Log(logger_, LogLevel::kWarning, {.run_id = run.id}, what, " to ", channel, ": ", s.ToString());
+  }
 }
 
 absl::Status StageEventPublisher::Send(const std::string& channel, const std::string& payload) {

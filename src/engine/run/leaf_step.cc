@@ -5,13 +5,14 @@
 // (cancel, lease lost, shutdown) leaves the step unrecorded, so a later
 // execution runs it again; a parallel branch's deadline fails it as timeout.
 #include "core/injected_bug.h"
+#include "core/log.h"
 #include "core/status_macros.h"
+#include "engine/observe/live_text.h"
 #include "engine/rules/retry_policy.h"
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_budget.h"
 #include "engine/run/run_execution.h"
 #include "engine/run/secrets.h"
-#include "engine/observe/live_text.h"
 #include "steps/builtin_steps.h"
 #include "workflow/template.h"
 
@@ -36,6 +37,7 @@ class LeafContext final : public StepContext {
     std::function<std::string()> lease_token;  // the current token
     SecretScrubber* scrubber;
     Logger* logger;
+    std::string worker;    // the lease owner executing the run, for log lines
     RunBudgetSpec budget;  // the run's tenant and own limit
     // Called with the figures when a reservation is refused: stops the run.
     std::function<void(const BudgetStopData&)> on_budget_refused;
@@ -60,7 +62,9 @@ class LeafContext final : public StepContext {
         clock_(clock),
         deadline_(deadline),
         stop_(stop),
-        reach_(std::move(reach)) {}
+        reach_(std::move(reach)),
+        fields_logger_(reach_.logger, run_id, path, attempt, reach_.worker),
+        logger_(&fields_logger_, reach_.scrubber) {}
   ~LeafContext() override {
     OnStop(nullptr);
     if (reach_.live != nullptr) reach_.live->End(run_id_, path_, attempt_);
@@ -112,7 +116,9 @@ class LeafContext final : public StepContext {
     reach_.scrubber->Add(value);
     return value;
   }
-  Logger* logger() override { return reach_.logger; }
+  // The execution's logger, with this attempt's run, step, attempt and
+  // worker, and the run's secrets scrubbed.
+  Logger* logger() override { return &logger_; }
   void StreamDelta(std::string_view text) override {
     if (reach_.live != nullptr) reach_.live->Append(run_id_, path_, attempt_, text);
   }
@@ -190,6 +196,8 @@ class LeafContext final : public StepContext {
   const absl::Time deadline_;
   StopSource& stop_;
   const Reach reach_;
+  FieldsLogger fields_logger_;  // after reach_
+  ScrubbingLogger logger_;      // after fields_logger_
   int callback_id_ = -1;
   std::optional<BudgetKey> reserved_;  // what ReserveBudget reserved
   // A kind may record from a thread of its own.
@@ -253,6 +261,7 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
          .lease_token = [this] { return writer_.lease().token; },
          .scrubber = &scrubber_,
          .logger = config_.logger,
+         .worker = run_.lease_owner,
          .budget = BudgetSpecOf(run_),
          .on_budget_refused = [this](const BudgetStopData& refused) { StopForBudget(refused); },
          .on_reserving = [this] { reserved_any_ = true; },
@@ -263,6 +272,19 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
     a.events = ctx.TakeEvents();
   }
   return a;
+}
+
+void RunExecution::LogAttemptFailed(const std::string& path, int attempt, ErrorClass cls,
+                                    const absl::Status& err) const {
+  if (LogLevel::kDebug < config_.logger->min_level()) return;
+  // The first line: an exec step's error goes on with its stderr tail.
+  const absl::string_view message = err.message().substr(0, err.message().find('\n'));
+  std::string text = absl::StrCat("run ", run_.id, ": step ", path, " attempt ", attempt,
+                                  " failed (", std::string(ToString(cls)), "): ", message);
+  scrubber_.Scrub(text);  // the error may hold a secret the step printed
+  config_.logger->LogWithFields(
+      LogLevel::kDebug, text,
+      {.run_id = run_.id, .step = path, .attempt = attempt, .worker = run_.lease_owner});
 }
 
 namespace {
@@ -348,6 +370,7 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
                        step.timeout ? "" : " (the step kind's default timeout; set timeout:)"));
     }
     ErrorClass cls = AttemptErrorClass(err);
+    LogAttemptFailed(path, attempt, cls, err);
     if (ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline)) {
       absl::Duration delay = Backoff(step.retry, attempt);
       RunWrite w;

@@ -105,12 +105,12 @@ void RunExecution::ReleaseLeftoverReservations() {
   if (!reserved_any_.load()) return;
   absl::StatusOr<int64_t> n = config_.store->ReleaseReservations(run_.id);
   if (!n.ok()) {
-    Log(config_.logger, LogLevel::kWarning, "run ", run_.id,
+    Log(config_.logger, LogLevel::kWarning, log_fields(), "run ", run_.id,
         ": releasing its leftover budget reservations failed (its next lease or a rerun "
         "releases them): ",
         n.status().ToString());
   } else if (*n > 0) {
-    Log(config_.logger, LogLevel::kWarning, "run ", run_.id, ": released ", *n,
+    Log(config_.logger, LogLevel::kWarning, log_fields(), "run ", run_.id, ": released ", *n,
         " budget reservation(s) left open by calls whose reserve reply or settle was lost, "
         "charged at their worst case");
   }
@@ -193,7 +193,7 @@ Disposition RunExecution::StopDisposition() {
   absl::Status s = Write(std::move(w));
   if (s.ok()) return Disposition::kReleased;
   // Either way nothing more is written: the lease expiry recovers the run.
-  Log(config_.logger, LogLevel::kWarning, "run ", run_.id,
+  Log(config_.logger, LogLevel::kWarning, log_fields(), "run ", run_.id,
       ": releasing it to the queue on shutdown failed: ", s.ToString());
   return Disposition::kLeaseLost;
 }
@@ -206,11 +206,11 @@ void RunExecution::LogStopped(const absl::Status& why) {
     case absl::StatusCode::kCancelled:
       return;  // a requested stop: the disposition says which
     case absl::StatusCode::kAborted:
-      Log(config_.logger, LogLevel::kInfo, "run ", run_.id,
+      Log(config_.logger, LogLevel::kInfo, log_fields(), "run ", run_.id,
           ": execution stopped: ", why.ToString());
       return;
     default:
-      Log(config_.logger, LogLevel::kWarning, "run ", run_.id,
+      Log(config_.logger, LogLevel::kWarning, log_fields(), "run ", run_.id,
           ": execution stopped by a store error (the run is recovered when its lease expires): ",
           why.ToString());
   }
@@ -218,8 +218,8 @@ void RunExecution::LogStopped(const absl::Status& why) {
 
 Disposition RunExecution::WriteFailed(const char* what, const absl::Status& s) {
   const bool lost = s.code() == absl::StatusCode::kAborted;
-  Log(config_.logger, lost ? LogLevel::kInfo : LogLevel::kWarning, "run ", run_.id, ": ", what,
-      " failed: ", s.ToString());
+  Log(config_.logger, lost ? LogLevel::kInfo : LogLevel::kWarning, log_fields(), "run ", run_.id,
+      ": ", what, " failed: ", s.ToString());
   return lost ? Disposition::kLeaseLost : Disposition::kStoreError;
 }
 

@@ -125,6 +125,10 @@ class RunExecution {
   // run (read the recorded steps, new RunExecution).
   bool lease_needs_records() const { return writer_.lease_needs_records(); }
   const std::string& run_id() const { return run_.id; }
+  // The run, its lease attempt and the worker holding it, for log lines.
+  LogFields log_fields() const {
+    return {.run_id = run_.id, .attempt = run_.attempts, .worker = run_.lease_owner};
+  }
   // The run that started this one with a `kind: run` step ("" = none).
   const std::string& parent_run_id() const { return run_.parent_run_id; }
   StopSource& root() { return root_; }
@@ -178,6 +182,10 @@ class RunExecution {
   Attempt ExecuteAttempt(StepKind& kind, const StepDef& step, const std::string& path, int attempt,
                          absl::Time deadline, Scope& scope, StopSource& stop,
                          const nlohmann::json* literal);
+  // A debug line for a failed attempt (retried or not), its error scrubbed
+  // of the run's secrets like everything written.
+  void LogAttemptFailed(const std::string& path, int attempt, ErrorClass cls,
+                        const absl::Status& err) const;
   // agent_step.cc: the model's turns as llm leaf steps, each turn's tool
   // calls as the tools' own steps (side by side unless one parks the run).
   absl::StatusOr<StepResult> RunAgent(const StepDef& step, const std::string& path, Scope& scope,

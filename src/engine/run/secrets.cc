@@ -95,6 +95,18 @@ void SecretScrubber::ScrubLocked(nlohmann::json& value) const {
   }
 }
 
+void SecretScrubber::Scrub(std::string& text) const {
+  runloom::ReaderMutexLock l(&mu_);
+  if (!values_.empty()) ScrubLocked(text);
+}
+
+void ScrubbingLogger::LogWithFields(LogLevel level, std::string_view message,
+                                    const LogFields& fields) {
+  std::string text(message);
+  scrubber_->Scrub(text);
+  base_->LogWithFields(level, text, fields);
+}
+
 void SecretScrubber::Scrub(nlohmann::json& value) const {
   runloom::ReaderMutexLock l(&mu_);
   if (!values_.empty()) ScrubLocked(value);

@@ -23,6 +23,7 @@
 // are thread-safe.
 #pragma once
 
+#include "runloom/env.h"
 #include "runloom/mutex.h"
 #include "runloom/store.h"
 
@@ -51,6 +52,8 @@ class SecretScrubber {
   void Scrub(RunWrite& write) const ABSL_LOCKS_EXCLUDED(mu_);
   // The same for one JSON value (e.g. a write's recorded response).
   void Scrub(nlohmann::json& value) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for one text (e.g. a log line).
+  void Scrub(std::string& text) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void ScrubLocked(std::string& text) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -58,6 +61,25 @@ class SecretScrubber {
 
   mutable runloom::Mutex mu_;
   std::vector<std::string> values_ ABSL_GUARDED_BY(mu_);  // longest first
+};
+
+// A Logger that replaces every value `scrubber` knows in each message before
+// passing it on to `base`: a step kind logs through one,
+// so a secret in an error it logs (a URL, a response) never reaches a log
+// line, whichever format writes it. Neither pointer is owned; both must
+// outlive it. Thread-safe as `base` is.
+class ScrubbingLogger final : public Logger {
+ public:
+  ScrubbingLogger(Logger* base, const SecretScrubber* scrubber)
+      : base_(base), scrubber_(scrubber) {}
+
+  void Log(LogLevel level, std::string_view message) override { LogWithFields(level, message, {}); }
+  void LogWithFields(LogLevel level, std::string_view message, const LogFields& fields) override;
+  LogLevel min_level() const override { return base_->min_level(); }
+
+ private:
+  Logger* const base_;
+  const SecretScrubber* const scrubber_;
 };
 
 // Secret inputs by run id, for the executions of runs admitted here.

@@ -2,6 +2,8 @@
 // the scrubber removes every known value from what an execution writes.
 #include "engine/run/secrets.h"
 
+#include "core/log.h"
+#include "testing/capturing_logger.h"
 #include "testing/status_matchers.h"
 
 #include "gmock/gmock.h"
@@ -58,6 +60,28 @@ TEST(Secrets, ScrubberReplacesEveryValueInEveryWrittenText) {
   EXPECT_EQ(w.steps[0].stderr_tail, "key-is-[secret]\n");
   EXPECT_EQ(w.events[0].data["error"], "[secret]");
   EXPECT_EQ(*w.error, "run failed: [secret]");
+}
+
+// A step's logger (leaf_step.cc): the run's secrets scrubbed from the
+// message, the attempt's fields added, before the process's logger.
+TEST(Secrets, AStepsLogLinesAreScrubbedAndCarryItsFields) {
+  SecretScrubber s;
+  s.Add("hunter2");
+  runloom::testing::CapturingLogger captured;
+  FieldsLogger fields(&captured, "r_1", "fetch", 2, "host:9");
+  ScrubbingLogger logger(&fields, &s);
+  Log(&logger, LogLevel::kWarning, "GET https://x/?key=hunter2 failed");
+  Log(&logger, LogLevel::kInfo, {.step = "fetch/inner"}, "token hunter2");
+  const auto lines = captured.lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].message, "GET https://x/?key=[secret] failed");
+  EXPECT_EQ(lines[0].run_id, "r_1");
+  EXPECT_EQ(lines[0].step, "fetch");
+  EXPECT_EQ(lines[0].attempt, 2);
+  EXPECT_EQ(lines[0].worker, "host:9");
+  EXPECT_EQ(lines[1].message, "token [secret]");
+  EXPECT_EQ(lines[1].step, "fetch/inner");  // a line's own field wins
+  EXPECT_EQ(lines[1].run_id, "r_1");
 }
 
 }  // namespace

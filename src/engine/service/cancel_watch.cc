@@ -37,7 +37,8 @@ int CancelWatch::CheckOnce() {
     }
   }
   for (const std::string& id : *cancelled) {
-    Log(logger_, LogLevel::kDebug, "run ", id, ": cancel requested; stopping its execution");
+    Log(logger_, LogLevel::kDebug, by_id[id]->log_fields(), "run ", id,
+        ": cancel requested; stopping its execution");
     by_id[id]->root().RequestStop(StopReason::kCancel);
   }
   return static_cast<int>(cancelled->size());

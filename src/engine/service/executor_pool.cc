@@ -18,7 +18,7 @@ void LogExecuteError(Logger* logger, const std::string& run_id, const absl::Stat
   const bool routine = s.code() == absl::StatusCode::kFailedPrecondition ||
                        s.code() == absl::StatusCode::kAborted ||
                        s.code() == absl::StatusCode::kResourceExhausted;
-  Log(logger, routine ? LogLevel::kDebug : LogLevel::kWarning, "run ", run_id,
+  Log(logger, routine ? LogLevel::kDebug : LogLevel::kWarning, {.run_id = run_id}, "run ", run_id,
       ": not executed: ", s.ToString());
 }
 
@@ -89,7 +89,7 @@ void ExecutorPool::DispatcherLoop() {
     absl::Status s = transport_->Release(m);
     if (!s.ok()) {
       // Not lost: the message is delivered again after its visibility timeout.
-      Log(logger_, LogLevel::kWarning, "run ", m.run_id,
+      Log(logger_, LogLevel::kWarning, {.run_id = m.run_id}, "run ", m.run_id,
           ": releasing its queue message on shutdown failed: ", s.ToString());
     }
   }
@@ -131,7 +131,7 @@ absl::Status ExecuteMessage(const QueueMessage& m, Transport* transport, RunLaun
     if (!s.ok()) {
       // Delivered again after the visibility timeout, and acked then: the
       // run is leased or done.
-      Log(logger, LogLevel::kWarning, "run ", m.run_id,
+      Log(logger, LogLevel::kWarning, {.run_id = m.run_id}, "run ", m.run_id,
           ": acking its queue message failed: ", s.ToString());
     }
   };

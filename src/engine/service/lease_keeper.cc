@@ -18,7 +18,7 @@ void LeaseKeeper::Renew(RunExecution& e) {
     return;
   }
   if (r.status().code() == absl::StatusCode::kUnavailable && clock_->Now() < lease.expires_at) {
-    Log(logger_, LogLevel::kWarning, "run ", e.run_id(),
+    Log(logger_, LogLevel::kWarning, e.log_fields(), "run ", e.run_id(),
         ": lease renewal failed, retrying next heartbeat: ", r.status().ToString());
     return;
   }
@@ -26,7 +26,7 @@ void LeaseKeeper::Renew(RunExecution& e) {
   // to someone else, the protocol working; anything else is a failure.
   Log(logger_,
       r.status().code() == absl::StatusCode::kAborted ? LogLevel::kInfo : LogLevel::kWarning,
-      "run ", e.run_id(),
+      e.log_fields(), "run ", e.run_id(),
       ": lease renewal failed, stopping the execution: ", r.status().ToString());
   e.root().RequestStop(StopReason::kLeaseLost);
 }

@@ -30,10 +30,11 @@ absl::StatusOr<int> Reconciler::Reconcile(const std::vector<RecoveryCandidate>& 
       continue;
     }
     if (s.code() == absl::StatusCode::kAborted) {  // it moved on (paused, finished)
-      Log(logger_, LogLevel::kDebug, "run ", id, ": not enqueued again: ", s.ToString());
+      Log(logger_, LogLevel::kDebug, {.run_id = id}, "run ", id,
+          ": not enqueued again: ", s.ToString());
       continue;
     }
-    Log(logger_, LogLevel::kWarning, "run ", id,
+    Log(logger_, LogLevel::kWarning, {.run_id = id}, "run ", id,
         ": reconciler could not enqueue it again: ", s.ToString());
     if (first_error.ok()) first_error = s;
   }

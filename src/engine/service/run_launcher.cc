@@ -1,6 +1,7 @@
 #include "engine/service/run_launcher.h"
 
 #include "core/injected_bug.h"
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
 #include "events/events.h"
@@ -8,6 +9,28 @@
 #include "absl/strings/str_cat.h"
 
 namespace runloom::engine_internal {
+namespace {
+
+// How an execution ended, for its debug line.
+std::string DescribeEnd(const RunExecution& exec, Disposition d) {
+  switch (d) {
+    case Disposition::kFinished:
+      return absl::StrCat("finished ", std::string(ToString(exec.final_status())));
+    case Disposition::kPaused:
+      return "paused at an approval gate";
+    case Disposition::kWaiting:
+      return "waiting (parked, no lease held)";
+    case Disposition::kReleased:
+      return "released to the queue";
+    case Disposition::kLeaseLost:
+      return "stopped: its lease was lost";
+    case Disposition::kStoreError:
+      return "stopped by a store error";
+  }
+  return "stopped";
+}
+
+}  // namespace
 
 void DispositionCounters::Count(Disposition d) {
   switch (d) {
@@ -188,6 +211,7 @@ RunLauncher::FirstExecution RunLauncher::ExecuteFirst(
 void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
                         const std::function<Disposition()>& body) {
   active_->Add(exec);
+  Log(config_.logger, LogLevel::kDebug, exec->log_fields(), "run ", exec->run_id(), ": executing");
   const Disposition d = body();
   // A first lease refused over the run's concurrency limit, or because
   // another lease came first, was never held: not a lost lease.
@@ -197,6 +221,8 @@ void RunLauncher::Track(const std::shared_ptr<RunExecution>& exec,
     return;
   }
   counters_.Count(d);
+  Log(config_.logger, LogLevel::kDebug, exec->log_fields(), "run ", exec->run_id(), ": ",
+      DescribeEnd(*exec, d));
   if (d == Disposition::kFinished) {
     config_.metrics->RunFinished(exec->final_status());
     if (!exec->parent_run_id().empty() && config_.child_finished) {

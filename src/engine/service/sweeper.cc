@@ -74,7 +74,7 @@ bool Sweeper::WakeOne(const std::string& id) {
   // kAborted: cancelled, rerun, woken by another sweeper, or parked again
   // at a later time since the query.
   Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
-      "run ", id, ": the sweeper could not queue it at its timer: ", s.ToString());
+      {.run_id = id}, "run ", id, ": the sweeper could not queue it at its timer: ", s.ToString());
   return false;
 }
 
@@ -93,8 +93,8 @@ int Sweeper::CancelOrphans() {
       ++cancelled;
     } else {
       // kFailedPrecondition / kAborted: it finished or moved on meanwhile.
-      Log(logger_, LogLevel::kDebug, "run ", id, ": cancelling it (its parent is finished): ",
-          s.ToString());
+      Log(logger_, LogLevel::kDebug, {.run_id = id}, "run ", id,
+          ": cancelling it (its parent is finished): ", s.ToString());
     }
   }
   return cancelled;
@@ -125,7 +125,8 @@ absl::StatusOr<int> Sweeper::SweepOnce() {
       // kAborted: the run moved on (renewed, paused, finished) since the
       // query; the store refuses to enqueue a paused or finished one.
       Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
-          "run ", c.run_id, ": sweeper could not recover its expired lease: ", s.ToString());
+          {.run_id = c.run_id, .attempt = c.attempts}, "run ", c.run_id,
+          ": sweeper could not recover its expired lease: ", s.ToString());
     }
   }
   absl::StatusOr<int> reconciled = reconciler_.Reconcile(queued);
@@ -152,7 +153,7 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
   auto run = store_->GetRun(c.run_id);
   if (run.ok() && !run->lease_owner.empty()) owner = run->lease_owner;
   if (!run.ok()) {
-    Log(logger_, LogLevel::kWarning, "run ", c.run_id,
+    Log(logger_, LogLevel::kWarning, {.run_id = c.run_id, .attempt = c.attempts}, "run ", c.run_id,
         ": sweeper could not read the expired lease's owner: ", run.status().ToString());
   }
   // The dead executor's budget reservations are released, charged at their
@@ -163,8 +164,10 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
   if (!RUNLOOM_INJECTED_BUG(InjectedBug::kReservationKeptOnTakeover)) {
     RUNLOOM_ASSIGN_OR_RETURN(released, store_->ReleaseReservations(c.run_id));
   }
+  // The lines about the expired lease name its attempt and its holder.
+  const LogFields expired{.run_id = c.run_id, .attempt = c.attempts, .worker = owner};
   if (released > 0) {
-    Log(logger_, LogLevel::kInfo, "run ", c.run_id, ": released ", released,
+    Log(logger_, LogLevel::kInfo, expired, "run ", c.run_id, ": released ", released,
         " budget reservation(s) of the expired lease of ", owner);
   }
   if (c.attempts >= c.max_attempts) {
@@ -179,6 +182,8 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
     w.events = {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner}),
                 events::RunFinished(c.run_id, RunStatus::kFailed, "failed", *w.error)};
     RUNLOOM_RETURN_IF_ERROR(store_->Commit(w));
+    Log(logger_, LogLevel::kInfo, expired, "run ", c.run_id, ": the lease of ", owner,
+        " expired at the attempt cap (", c.attempts, " of ", c.max_attempts, "); run failed");
     metrics_->LeaseExpired();
     metrics_->Swept(SweepAction::kFailed);
     metrics_->RunFinished(RunStatus::kFailed);
@@ -198,6 +203,9 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
   }
   RUNLOOM_RETURN_IF_ERROR(store_->Enqueue(
       c.run_id, {RunLeaseExpiredEvent(c.run_id, {.attempt = c.attempts, .lease_owner = owner})}));
+  Log(logger_, LogLevel::kInfo, expired, "run ", c.run_id, ": the lease of ", owner,
+      " expired (attempt ", c.attempts, " of ", c.max_attempts,
+      "); queued again for another executor");
   metrics_->LeaseExpired();
   metrics_->Swept(SweepAction::kRequeued);
   return true;

@@ -442,8 +442,8 @@ absl::StatusOr<std::vector<QueueMessage>> RedisTransport::Claim(const std::strin
   };
   auto capture = [&](const QueueMessage& m, std::string reason) -> absl::Status {
     DeadMessage d{m.deliveries, std::move(reason)};
-    Log(DefaultLogger(), LogLevel::kError, "Redis ", address_, ": message ", m.id,
-        " dead-lettered: ", d.reason);
+    Log(DefaultLogger(), LogLevel::kError, {.run_id = m.run_id}, "Redis ", address_, ": message ",
+        m.id, " dead-lettered: ", d.reason);
     RUNLOOM_RETURN_IF_ERROR(db_->RecordDeadLetter(m.id, m.run_id, d.deliveries, d.reason));
     return Finish(m.id, m.run_id, &d);
   };
