@@ -185,7 +185,7 @@ void SseStream::Pump() {
   // may end the run (finishing_), after which only frames are sent (Finish).
   std::string text;
   if (request_.all_runs) {
-    text = finishing_ ? "" : TakeChanges();
+    text = TakeChanges();  // an all-runs stream never finishes
   } else {
     text = TakeLive();
     if (!finishing_) text += TakeRunEvents();

@@ -326,13 +326,13 @@ int EventsCommand(const CommonFlags& c, const std::string& run_id, bool json, bo
       if (json) {
         std::cout << nlohmann::json{{"run_id", f.run_id},
                                     {"type", type},
-                                    {"at", FormatEventTime(absl::Now())},
+                                    {"at", FormatEventTime(RealClock()->Now())},
                                     {"data", data}}
                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                   << std::endl;
       } else {
         std::cout << absl::StrFormat(
-                         "%4s  %s  %-20s %s\n", "-", FormatEventTime(absl::Now()), type,
+                         "%4s  %s  %-20s %s\n", "-", FormatEventTime(RealClock()->Now()), type,
                          data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
                   << std::flush;
       }

@@ -1,5 +1,7 @@
 #include "engine/observe/live_text_relay.h"
 
+#include "runloom/clock.h"
+
 #include "core/log.h"
 
 #include "absl/strings/match.h"
@@ -38,8 +40,8 @@ void LiveTextRelay::Stop() {
   for (const auto& [key, ended] : ended_) {
     last_end = std::max(last_end, ended.delete_at - kKeepEnded);
   }
-  const absl::Duration wait = last_end + kSeenByPollers - absl::Now();
-  if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+  const absl::Duration wait = last_end + kSeenByPollers - RealClock()->Now();
+  if (wait > absl::ZeroDuration()) RealClock()->SleepFor(wait);
   Mirror(/*all=*/true);
 }
 
@@ -63,7 +65,7 @@ void LiveTextRelay::PutEnded(const LiveText::Change& call) {
   // Deleted kKeepEnded later; at once if the put failed (a row of the call's
   // earlier text may be there).
   ended_[key] = Ended{.attempt = call.attempt,
-                      .delete_at = put.ok() ? absl::Now() + kKeepEnded : absl::InfinitePast()};
+                      .delete_at = put.ok() ? RealClock()->Now() + kKeepEnded : absl::InfinitePast()};
 }
 
 void LiveTextRelay::Warn(const absl::Status& s, const char* what) {
@@ -79,7 +81,7 @@ void LiveTextRelay::Warn(const absl::Status& s, const char* what) {
 }
 
 void LiveTextRelay::Mirror(bool all) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = RealClock()->Now();
   for (LiveText::Change& c : hub_->TakeChanges()) {
     if (c.ended) continue;  // PutEnded wrote it
     const std::pair<std::string, std::string> key{c.run_id, c.path};
