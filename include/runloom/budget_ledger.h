@@ -6,8 +6,10 @@
 // in flight. Before a model call is sent its worst case is reserved
 // (Store::Reserve, a compare-and-set that refuses when the tenant or the
 // run has less left than the amount); after the answer the reservation is
-// settled with the real cost (Store::SettleReservation). A call that could
-// not reserve is not sent.
+// settled with the real cost (Store::SettleReservation); a request whose
+// answer was lost after it was sent (cancelled, timed out, cut) may have
+// been billed and settles at its worst case (llm_step.cc). A call that
+// could not reserve is not sent.
 //
 // A reservation is keyed by (run, step path, attempt, lease): recovery releases
 // the reservations an executor left when it died (Store::ReleaseReservations,

@@ -15,7 +15,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kStageEventBeforeCommit,     InjectedBug::kTimerDueEarly,
     InjectedBug::kParkIgnoresMailbox,         InjectedBug::kChildKeyPerExecution,
     InjectedBug::kLeaseIgnoresConcurrencyLimit, InjectedBug::kScheduleKeyedByFireTime,
-    InjectedBug::kDefaultTimeoutIgnored,
+    InjectedBug::kDefaultTimeoutIgnored,      InjectedBug::kLostAnswerBookedFree,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -60,6 +60,8 @@ std::string_view ToString(InjectedBug b) {
       return "schedule_keyed_by_fire_time";
     case InjectedBug::kDefaultTimeoutIgnored:
       return "default_timeout_ignored";
+    case InjectedBug::kLostAnswerBookedFree:
+      return "lost_answer_booked_free";
   }
   return "unknown";
 }

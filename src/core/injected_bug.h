@@ -79,6 +79,11 @@ enum class InjectedBug : uint32_t {
   // default per kind): a hung step holds its run, renewing its lease,
   // forever.
   kDefaultTimeoutIgnored,
+  // A model call whose answer was lost after its request was sent (a
+  // timeout, a cancel mid-flight, a cut connection) is settled at 0, as
+  // before: the provider may have billed it, and a settle after recovery
+  // charged the reservation replaces that charge with nothing.
+  kLostAnswerBookedFree,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

@@ -164,13 +164,18 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
   // Polled by the client while a request runs: a cancel ends it too.
   http.cancelled = [&ctx, &malformed] { return ctx.Stopping() || malformed(); };
   const absl::Time deadline = ctx.deadline();
+  // Requests sent whose answers were lost (LlmResponse::maybe_billed).
+  int maybe_billed = 0;
+  auto fail = [&maybe_billed](absl::Status s, int requests) {
+    return WithMaybeBilled(WithRequests(std::move(s), requests), maybe_billed);
+  };
   for (int attempt = 1;; ++attempt) {
     if (ctx.Stopping()) {
-      return WithRequests(absl::CancelledError("llm call stopped"), attempt - 1);
+      return fail(absl::CancelledError("llm call stopped"), attempt - 1);
     }
     const absl::Duration left = deadline - ctx.clock()->Now();
     if (left <= absl::ZeroDuration()) {
-      return WithRequests(absl::DeadlineExceededError(
+      return fail(absl::DeadlineExceededError(
                               absl::StrCat("provider '", p.name, "': the step's deadline passed")),
                           attempt - 1);
     }
@@ -183,18 +188,19 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       stream.emplace(p.kind, request.on_delta);
     }
     absl::StatusOr<net::HttpResponse> answer = net::SendHttp(http);
+    if (!answer.ok() && net::WasSent(answer.status())) ++maybe_billed;
     // Aborted by us: the stream went wrong (Finish says how).
     const bool stream_failed =
         !answer.ok() && absl::IsCancelled(answer.status()) && malformed() && !ctx.Stopping();
     if (!answer.ok() && absl::IsCancelled(answer.status()) && !stream_failed) {
       // Stopping() also turns true at the step's deadline.
       if (ctx.clock()->Now() >= deadline) {
-        return WithRequests(
+        return fail(
             absl::DeadlineExceededError(absl::StrCat(
                 "provider '", p.name, "': the step's deadline passed during the request")),
             attempt);
       }
-      return WithRequests(absl::CancelledError("llm call stopped"), attempt);
+      return fail(absl::CancelledError("llm call stopped"), attempt);
     }
     absl::Status failure;
     std::optional<absl::Duration> asked;
@@ -213,18 +219,23 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
       if (retry_stream) {
         // Cut, or an error event such as overloaded_error: retried as a 5xx.
         if (answer.ok()) telemetry = ParseRateLimitHeaders(answer->headers);
+        // Text the model generated is billed, though the answer is lost.
+        if (answer.ok() && stream->deltas() > 0) ++maybe_billed;
         failure =
             absl::Status(out.status().code(),
                          absl::StrCat("provider '", p.name, "' (", ToString(p.kind),
                                       "): ", Scrub(std::string(out.status().message()), key)));
         retryable = true;
       } else if (!out.ok()) {
-        return WithRequests(
+        // A success the caller cannot read was billed all the same.
+        if (answer.ok()) ++maybe_billed;
+        return fail(
             absl::Status(out.status().code(), Scrub(std::string(out.status().message()), key)),
             attempt);
       } else {
         if (out->model.empty()) out->model = request.model;
         out->requests = attempt;
+        out->maybe_billed = maybe_billed;
         out->rate_limit = ParseRateLimitHeaders(answer->headers);
         return out;
       }
@@ -234,7 +245,7 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
     auto give_up = [&](absl::string_view more = "") {
       absl::Status s = After(failure, attempt, more);
       AttachRateLimit(s, telemetry);
-      return WithRequests(std::move(s), attempt);
+      return fail(std::move(s), attempt);
     };
     if (retryable) {
       // A streamed success that was cut: `failure` is set.
@@ -275,7 +286,7 @@ absl::StatusOr<LlmResponse> HttpLlmProvider::Complete(StepContext& ctx, const Ll
     // the call's final status (a 429 cuts the cap at once).
     if (request.on_retry) request.on_retry(failure, telemetry);
     if (!ctx.SleepUntil(until)) {
-      return WithRequests(absl::CancelledError("llm call stopped while waiting to retry"), attempt);
+      return fail(absl::CancelledError("llm call stopped while waiting to retry"), attempt);
     }
   }
 }

@@ -443,6 +443,71 @@ TEST_P(HttpProviderTest, AStopEndsARequestInFlight) {
   EXPECT_EQ(server_->requests().size(), 1u);
 }
 
+// What a failed call books: a request answered with an HTTP error reports
+// no usage and costs nothing; one whose answer was lost after it was sent
+// (stopped mid-flight, timed out, dropped) may have been billed, so it is
+// booked at its worst case (the kill campaign's seed 1007182660: a stopped
+// worker's call, answered by the provider, settled at 0 after recovery had
+// charged it). The worst case of prompt "x": 1 token and max_tokens 77.
+TEST_P(HttpProviderTest, ALostAnswerIsBookedAtItsWorstCaseAndAnErrorAnswerAtNothing) {
+  const int64_t worst = CallCostMicros(500'000, 1'500'000, 1, 77);
+  ASSERT_GT(worst, 0);
+
+  Script({{.body = OkBody(GetParam(), "late", 1, 1), .delay = absl::Seconds(30)}});
+  std::thread stopper([this] {
+    while (server_->requests().empty()) RealClock()->SleepFor(absl::Milliseconds(5));
+    ctx_.Stop();
+  });
+  absl::StatusOr<StepOutput> out = Call({{"model", "smart"}, {"prompt", "x"}}, "60s");
+  stopper.join();
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(LastCall()["cost_micros"], worst) << "stopped after the request was sent";
+
+  AutoClockContext fresh;
+  Script({{.body = OkBody(GetParam(), "late", 1, 1), .delay = absl::Seconds(2)}});
+  std::shared_ptr<StepKind> step = Step("300ms");
+  out = step->Execute(fresh, {{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ASSERT_FALSE(fresh.events.empty());
+  EXPECT_EQ(fresh.events.back().data["requests"], 3);
+  EXPECT_EQ(fresh.events.back().data["cost_micros"], 3 * worst) << "three requests timed out";
+
+  AutoClockContext errors;
+  Script({{.status = 500, .body = "oops"}});
+  out = Step("2s")->Execute(errors, {{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_FALSE(errors.events.empty());
+  EXPECT_EQ(errors.events.back().data["cost_micros"], 0) << "answered 500 three times";
+
+  // Dropped once, then answered: the answer's cost and the lost one's worst case.
+  AutoClockContext dropped;
+  Script({{.drop = true}, {.body = OkBody(GetParam(), "second time", 2, 2)}});
+  out = Step("2s")->Execute(dropped, {{"model", "smart"}, {"prompt", "x"}});
+  ASSERT_OK(out);
+  const int64_t answer = CallCostMicros(500'000, 1'500'000, 2, 2);
+  EXPECT_EQ(out->output["usage"]["cost_micros"], answer + worst);
+  EXPECT_EQ(dropped.events.back().data["cost_micros"], answer + worst);
+}
+
+// Nothing reached a server that is not there: nothing is booked.
+TEST_P(HttpProviderTest, ARequestThatNeverConnectedIsBookedAtNothing) {
+  const std::string yaml = absl::StrCat(
+      "providers:\n  remote:\n    kind: ", GetParam().kind,
+      "\n    base_url: http://127.0.0.1:1/v1\n    timeout: 2s\n    connect_timeout: 1s\n",
+      "    retry: {max_attempts: 2, initial_delay: 10ms, max_delay: 10ms}\n",
+      "models:\n  smart:\n    provider: remote\n    model: m\n",
+      "    input_price_per_1k: 0.5\n    output_price_per_1k: 1.5\n    max_tokens: 77\n");
+  absl::StatusOr<LlmConfig> config = ParseLlmConfig(yaml, "test.yaml");
+  ASSERT_OK(config);
+  auto registry = NewConfiguredRegistry(
+      *config, [](const std::string&) { return absl::StatusOr<std::string>("unused"); });
+  ASSERT_OK(registry);
+  absl::StatusOr<StepOutput> out =
+      NewLlmStep(*registry)->Execute(ctx_, {{"model", "smart"}, {"prompt", "x"}});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(LastCall()["cost_micros"], 0);
+}
+
 TEST_P(HttpProviderTest, TheStepDeadlineBoundsTheWait) {
   Script({{.status = 429, .headers = {{"retry-after", "5"}}, .body = "{}"}});
   ctx_.set_deadline(ctx_.Now() + absl::Seconds(3));

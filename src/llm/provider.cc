@@ -88,6 +88,21 @@ int RequestsOf(const absl::Status& s) {
   return n;
 }
 
+absl::Status WithMaybeBilled(absl::Status s, int requests) {
+  if (!s.ok() && requests > 0) {
+    s.SetPayload(kLlmMaybeBilledPayload, absl::Cord(absl::StrCat(requests)));
+  }
+  return s;
+}
+
+int MaybeBilledOf(const absl::Status& s) {
+  int n = 0;
+  if (auto p = s.GetPayload(kLlmMaybeBilledPayload)) {
+    if (!absl::SimpleAtoi(std::string(*p), &n) || n < 0) n = 0;
+  }
+  return n;
+}
+
 int64_t CountTokens(std::string_view text) {
   int64_t words = 0;
   bool in_word = false;

@@ -110,6 +110,10 @@ struct LlmResponse {
   // What the provider's headers said about its limits (llm/rate_limit.h).
   RateLimitTelemetry rate_limit;
   int requests = 1;  // requests sent for this call, retries included
+  // Of those, the requests whose answers were lost after they were sent (a
+  // timeout, a cut stream): the provider may have billed them, so the
+  // caller books each at its worst case (llm_step.cc, budget_ledger.h).
+  int maybe_billed = 0;
 };
 
 class LlmProvider {
@@ -179,6 +183,13 @@ class LlmProviderRegistry {
 inline constexpr char kLlmRequestsPayload[] = "runloom.dev/llm_requests";
 absl::Status WithRequests(absl::Status s, int requests);
 int RequestsOf(const absl::Status& s);
+// How many requests of a failed Complete were sent and then lost (timed
+// out, cut, cancelled mid-flight, or answered with a success the caller
+// could not read): the provider may have billed each. Carried as a
+// payload; none = 0. WithMaybeBilled(s, 0) leaves `s` as it is.
+inline constexpr char kLlmMaybeBilledPayload[] = "runloom.dev/llm_maybe_billed";
+absl::Status WithMaybeBilled(absl::Status s, int requests);
+int MaybeBilledOf(const absl::Status& s);
 
 // Rough token count of `text`: whitespace-separated words * 4 / 3, rounded.
 int64_t CountTokens(std::string_view text);

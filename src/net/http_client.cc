@@ -2,6 +2,7 @@
 
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,8 @@ std::optional<std::string_view> HttpResponse::Header(std::string_view name) cons
   return std::nullopt;
 }
 
+bool WasSent(const absl::Status& s) { return s.GetPayload(kHttpSentPayload).has_value(); }
+
 std::string RedactUrl(std::string_view url) {
   std::string_view u = url.substr(0, url.find_first_of("?#"));
   const size_t scheme = u.find("://");
@@ -156,24 +159,34 @@ absl::StatusOr<HttpResponse> SendHttp(const HttpRequest& request) {
   response.elapsed = absl::Now() - start;
   if (rc != CURLE_OK) {
     const std::string detail = error[0] != '\0' ? error : curl_easy_strerror(rc);
+    // Whether the server may have the request: curl counts the bytes of
+    // the request it wrote to the connection (0 when it never connected).
+    long request_bytes = 0;  // NOLINT(runtime/int): curl's type
+    curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &request_bytes);
+    absl::Status failed;
     switch (rc) {
       case CURLE_OPERATION_TIMEDOUT:
-        return absl::DeadlineExceededError(absl::StrCat(where, ": timed out: ", detail));
+        failed = absl::DeadlineExceededError(absl::StrCat(where, ": timed out: ", detail));
+        break;
       case CURLE_URL_MALFORMAT:
       case CURLE_UNSUPPORTED_PROTOCOL:
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": not a usable http(s) URL: ", detail));
       case CURLE_ABORTED_BY_CALLBACK:
-        return absl::CancelledError(absl::StrCat(where, ": cancelled"));
+        failed = absl::CancelledError(absl::StrCat(where, ": cancelled"));
+        break;
       case CURLE_WRITE_ERROR:
         if (transfer.too_large) {
-          return absl::ResourceExhaustedError(absl::StrCat(where, ": response body is larger than ",
-                                                           request.max_response_bytes, " bytes"));
+          failed = absl::ResourceExhaustedError(absl::StrCat(
+              where, ": response body is larger than ", request.max_response_bytes, " bytes"));
+          break;
         }
         [[fallthrough]];
       default:
-        return absl::UnavailableError(absl::StrCat(where, ": ", detail));
+        failed = absl::UnavailableError(absl::StrCat(where, ": ", detail));
     }
+    if (request_bytes > 0) failed.SetPayload(kHttpSentPayload, absl::Cord("1"));
+    return failed;
   }
   long status = 0;  // NOLINT(runtime/int): curl's type
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

@@ -11,6 +11,9 @@
 //   kCancelled           `cancelled` returned true while the request ran
 //   kInvalidArgument     a malformed URL or a scheme other than http(s)
 // An HTTP error status (4xx, 5xx) is not an error here: it is a response.
+// A failure after the request was written to the connection (a timeout, a
+// cancel, a dropped connection) carries kHttpSentPayload (WasSent): the
+// server may have acted on it, and a paid API may bill it.
 //
 // Error messages name the method and the URL without its query string or
 // credentials, and never a header or a body (they may carry secrets).
@@ -69,6 +72,11 @@ struct HttpResponse {
 };
 
 absl::StatusOr<HttpResponse> SendHttp(const HttpRequest& request);
+
+// Set on a SendHttp failure whose request reached the connection.
+inline constexpr char kHttpSentPayload[] = "runloom.dev/http_sent";
+// True when `s` is such a failure: the request's fate is unknown.
+bool WasSent(const absl::Status& s);
 
 // `url` without its query, fragment and user:password@, for messages.
 std::string RedactUrl(std::string_view url);

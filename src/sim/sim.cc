@@ -307,6 +307,12 @@ Workload MakeWorkload(Rng& rng, Rng& keys, int index, int max_attempts) {
 // The model provider's side of the books: every answered call is paid for,
 // whatever becomes of its settle, so its cost is charged to the tenant named
 // in its prompt ("step N of TENANT: ...", MakeWorkload) the moment it answers.
+// A call its caller stopped mid-flight (a cancel, a lost lease, the step's
+// deadline) was sent, and a real provider may bill it all the same (the
+// kill campaign's did: its answer was written, then nobody read it): it is
+// charged what the whole answer could cost (the prompt's tokens and
+// max_tokens), and its failure says so as the http provider's does
+// (kLlmMaybeBilledPayload).
 // The invariant: what a tenant was charged never exceeds its spent plus
 // reserved figures (and so, with them, never its limit).
 class ChargingProvider final : public LlmProvider {
@@ -320,6 +326,12 @@ class ChargingProvider final : public LlmProvider {
   absl::StatusOr<LlmResponse> Complete(StepContext& ctx, const LlmRequest& request) override {
     absl::StatusOr<LlmResponse> r = inner_->Complete(ctx, request);
     if (r.ok()) charged_[TenantOf(request.prompt)] += CostMicros(prices_, r->usage);
+    if (absl::IsCancelled(r.status()) && ctx.Stopping()) {
+      const LlmUsage whole{.prompt_tokens = CountTokens(request.prompt),
+                           .completion_tokens = request.max_tokens.value_or(0)};
+      charged_[TenantOf(request.prompt)] += CostMicros(prices_, whole);
+      return WithMaybeBilled(r.status(), 1);
+    }
     return r;
   }
   const std::map<std::string, int64_t>& charged() const { return charged_; }

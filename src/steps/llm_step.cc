@@ -3,6 +3,7 @@
 
 #include "core/bounded_json.h"
 #include "core/check.h"
+#include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "events/events.h"
@@ -127,7 +128,8 @@ class LlmStep final : public StepKind {
     // sent; a call the run or its tenant cannot cover is not sent (the
     // engine ends the run budget_stopped).
     bool budgeted = false;
-    if (const int64_t worst = WorstCaseMicros(call); worst > 0) {
+    const int64_t worst = WorstCaseMicros(call);
+    if (worst > 0) {
       absl::StatusOr<ReserveResult> reserved = ctx.ReserveBudget(worst);
       if (reserved.ok() && !reserved->granted) {
         return absl::CancelledError(absl::StrCat("llm model '", call.alias, "': the ",
@@ -171,7 +173,16 @@ class LlmStep final : public StepKind {
                    response.ok() ? response->rate_limit : RateLimitOf(response.status()));
     }
     if (!response.ok()) {
-      Settle(ctx, budgeted, 0);  // a failed request reports no usage
+      // A request refused with an HTTP status reports no usage and costs
+      // nothing; one whose answer was lost after it was sent (a timeout, a
+      // cancel mid-flight, a cut stream) may have been billed, so it is
+      // booked at its worst case, as recovery books a call whose executor
+      // died (budget_ledger.h). Settling 0 there would replace the charge
+      // a recovery already made with nothing.
+      const int64_t charged = MaybeBilledOf(response.status()) * worst;
+      Settle(ctx, budgeted,
+             RUNLOOM_INJECTED_BUG(InjectedBug::kLostAnswerBookedFree) ? 0 : charged);
+      record.cost_micros = charged;
       record.outcome = "error";
       record.error_class = ErrorClassOf(response.status());
       record.requests = RequestsOf(response.status());
@@ -179,7 +190,9 @@ class LlmStep final : public StepKind {
       return WithRequests(Annotate(response.status(), absl::StrCat("llm model '", call.alias, "'")),
                           record.requests);
     }
-    const int64_t cost = CostMicros(call.route, response->usage);
+    // The answer's cost, and the worst case of each earlier request of the
+    // call whose answer was lost (it may have been billed too).
+    const int64_t cost = CostMicros(call.route, response->usage) + response->maybe_billed * worst;
     Settle(ctx, budgeted, cost);
     record.input_tokens = response->usage.prompt_tokens;
     record.output_tokens = response->usage.completion_tokens;

@@ -1336,7 +1336,9 @@ void RunCampaign(const CampaignConfig& cfg) {
   }
   // The provider's bill: every answered call is in its tenant's books (a
   // call whose executor died after the answer was charged when recovery
-  // released its reservation, at its worst case; its real cost is less).
+  // released its reservation, at its worst case; its real cost is less; a
+  // call whose executor, stopped past its lease, cancelled the request the
+  // provider had answered books its worst case too: seed 1007182660).
   {
     runloom::MutexLock l(&bill_mu);
     for (const auto& [run_id, calls] : answered) {

@@ -37,6 +37,7 @@ uint64_t CaughtAt(InjectedBug bug) {
   if (name == "park_ignores_mailbox") return 159;
   if (name == "rerun_keeps_cancel") return 28;
   if (name == "release_frees_unsettled_calls") return 22;
+  if (name == "lost_answer_booked_free") return 8;
   return 1;
 }
 
