@@ -89,6 +89,10 @@ struct EngineOptions {
   absl::Duration queued_grace = absl::Seconds(30);
   // How often the sweeper looks for runs to recover.
   absl::Duration sweep_interval = absl::Seconds(1);
+  // With env.metrics: how often the state gauges (runs in flight by status,
+  // dead letters, tenant budgets; docs/operations.md "Metrics") read the
+  // store. They are read once when the engine opens.
+  absl::Duration state_gauges_interval = absl::Seconds(10);
   // How often an engine with a sweeper looks for due schedules (issue 23):
   // a tick starts its run within about this long.
   absl::Duration schedule_poll = absl::Milliseconds(250);

@@ -205,6 +205,15 @@ struct LeaseRequest {
   int expected_attempt = 0;
 };
 
+// How many runs are in each status that is not terminal (RunStore::
+// CountActiveRuns): the queue depth and what waits, for the gauges.
+struct ActiveRunCounts {
+  int64_t queued = 0;
+  int64_t running = 0;
+  int64_t paused = 0;
+  int64_t waiting = 0;
+};
+
 // Whether `s` is AcquireLease's refusal of an expected_attempt the run's
 // attempts moved past (kAborted): the caller reads the run again and
 // leases it as it is now.
@@ -250,6 +259,10 @@ class RunStore {
   // a parent's cancel did not reach (its canceller died between the two
   // commits). The sweeper cancels them (issue 23, child runs).
   virtual absl::StatusOr<std::vector<std::string>> ListOrphanedChildren(int limit) = 0;
+  // The number of runs queued, running, paused and waiting: one read of
+  // the status index (terminal runs are not counted, so the cost grows with
+  // the runs in flight, not with the history).
+  virtual absl::StatusOr<ActiveRunCounts> CountActiveRuns() = 0;
 
   // ---- leases ----
   // Takes the lease on a run that is queued, or running with an expired
@@ -681,6 +694,7 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::vector<std::string>> ListOrphanedChildren(int limit) override {
     return inner_->ListOrphanedChildren(limit);
   }
+  absl::StatusOr<ActiveRunCounts> CountActiveRuns() override { return inner_->CountActiveRuns(); }
   using Store::AcquireLease;
   absl::StatusOr<Lease> AcquireLease(LeaseRequest request) override {
     return inner_->AcquireLease(std::move(request));

@@ -28,6 +28,7 @@
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/live_text.h"
 #include "engine/observe/live_text_relay.h"
+#include "engine/observe/state_gauges.h"
 #include "engine/observe/stage_events.h"
 #include "engine/rules/run_context.h"
 #include "engine/run/child_run.h"
@@ -227,6 +228,7 @@ class Engine::Impl {
 
   // The lease keeper, and the sweeper and the schedules if enabled. Idempotent.
   void StartBackground() {
+    if (gauges_ != nullptr) gauges_->Start();
     llm_caps_->Start();
     relay_.Start();
     keeper_.Start();
@@ -253,6 +255,15 @@ class Engine::Impl {
     sweeper_.Stop();
     schedules_.Stop();
     llm_caps_->Stop();
+    if (gauges_ != nullptr) gauges_->Stop();
+  }
+
+  // The state gauges on env.metrics (none without a registry).
+  absl::Status InitGauges() {
+    RUNLOOM_ASSIGN_OR_RETURN(gauges_, engine_internal::StateGauges::Create(
+                                          options_.env.metrics, store(), transport(), clock(),
+                                          logger(), options_.state_gauges_interval));
+    return absl::OkStatus();
   }
 
   engine_internal::Watches& watches() { return watches_; }
@@ -289,6 +300,7 @@ class Engine::Impl {
   Sweeper sweeper_;
   engine_internal::Watches watches_;
   engine_internal::ScheduleFirer schedules_;  // after admission_: fires through it
+  std::unique_ptr<engine_internal::StateGauges> gauges_;  // set by Open, before any Start
 };
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -323,9 +335,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, Back
     absl::StatusOr<TenantBudget> set = backend.store->SetTenantBudget(tenant, limit);
     if (!set.ok()) return Annotate(set.status(), absl::StrCat("tenant '", tenant, "' budget"));
   }
-  return std::unique_ptr<Engine>(
-      new Engine(std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics),
-                                        std::move(stage_events), std::move(llm_caps))));
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(backend), std::move(metrics),
+                                     std::move(stage_events), std::move(llm_caps));
+  RUNLOOM_RETURN_IF_ERROR(impl->InitGauges());
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 absl::StatusOr<WorkflowVersion> Engine::RegisterWorkflow(const Workflow& wf) {

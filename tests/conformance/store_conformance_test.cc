@@ -192,6 +192,28 @@ TEST_P(StoreConformanceTest, FindCancelRequestedNamesRunningRunsAskedToStop) {
   EXPECT_THAT(store_->FindCancelRequested({}), IsOkAndHolds(::testing::IsEmpty()));
 }
 
+// The state gauges' read (StateGauges): the runs in flight by status;
+// finished runs are not counted.
+TEST_P(StoreConformanceTest, CountActiveRunsCountsEachStatusInFlight) {
+  EXPECT_THAT(store_->CountActiveRuns(),
+              IsOkAndHolds(::testing::AllOf(Field(&ActiveRunCounts::queued, 0),
+                                            Field(&ActiveRunCounts::running, 0))));
+  Create();
+  Create();
+  Acquire(Create());
+  DriveTo(RunStatus::kPaused);
+  DriveTo(RunStatus::kWaiting);
+  DriveTo(RunStatus::kWaiting);
+  DriveTo(RunStatus::kCompleted);
+  DriveTo(RunStatus::kFailed);
+  absl::StatusOr<ActiveRunCounts> n = store_->CountActiveRuns();
+  ASSERT_OK(n);
+  EXPECT_EQ(n->queued, 2);
+  EXPECT_EQ(n->running, 1);
+  EXPECT_EQ(n->paused, 1);
+  EXPECT_EQ(n->waiting, 2);
+}
+
 TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
   std::string a = Create("wf");
   Advance(absl::Seconds(1));

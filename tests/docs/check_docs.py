@@ -312,13 +312,19 @@ def exported(runloom, expected):
         with open(flow, "w") as f:
             f.write("name: docs-metrics\nsteps:\n  - id: a\n    kind: noop\n")
         db = os.path.join(tmp, "docs.db")
+        # A tenant with a limit: the budget gauges have a series per tenant
+        # (with none, their families are empty and not exported).
+        config = os.path.join(tmp, "config.yaml")
+        with open(config, "w") as f:
+            f.write("tenants:\n  docs: {budget: 1}\n")
         env = dict(os.environ, RUNLOOM_LOG_LEVEL="warning")
         env.pop("RUNLOOM_DB", None)
         env.pop("RUNLOOM_QUEUE", None)
         subprocess.run([runloom, "run", flow, "--db", db, "--detach"], env=env, check=True,
                        capture_output=True, timeout=60)
         deadline = time.monotonic() + 60
-        worker = subprocess.Popen([runloom, "worker", "--db", db, "--metrics-listen", "127.0.0.1:0"],
+        worker = subprocess.Popen([runloom, "worker", "--db", db, "--config", config,
+                                   "--metrics-listen", "127.0.0.1:0"],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             url = read_line(worker, r"metrics on (http://\S+/metrics)", deadline).group(1)
@@ -337,8 +343,8 @@ def exported(runloom, expected):
             worker.terminate()
             worker.wait(timeout=30)
         port = free_port()
-        serve = subprocess.Popen([runloom, "serve", "--db", db, "--listen", f"127.0.0.1:{port}",
-                                  "--insecure-no-auth"], env=env, stdout=subprocess.DEVNULL,
+        serve = subprocess.Popen([runloom, "serve", "--db", db, "--config", config,
+                                  "--listen", f"127.0.0.1:{port}", "--insecure-no-auth"], env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         try:
             base = f"http://127.0.0.1:{port}"

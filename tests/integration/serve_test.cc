@@ -129,5 +129,60 @@ TEST(WorkerMetrics, ServedOnMetricsListenAndRefusedOnABadAddress) {
   EXPECT_EQ(worker.Wait(), 0) << ReadFile(log);
 }
 
+// The value of `series` (name and labels, as the text format writes them)
+// in a scrape, or -1 when the scrape has no such line.
+double SeriesValue(const std::string& scrape, const std::string& series) {
+  size_t at = 0;
+  while ((at = scrape.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || scrape[at - 1] == '\n') return std::stod(scrape.substr(at + series.size() + 1));
+    at += series.size();
+  }
+  return -1;
+}
+
+// The state gauges a worker exports: the runs in flight by status, the dead
+// letters and each tenant's budget, read from the store (not this
+// process's own counters): two runs admitted before the worker started are
+// in flight whenever it looks (queued at its first look, paused at its gate
+// later), and the tenant's configured limit is all left.
+TEST(WorkerMetrics, GaugesShowTheRunsInFlightTheDeadLettersAndTheTenantBudgets) {
+  const std::string dir = MakeTempDir("worker-gauges");
+  const std::string db = dir + "/r.db";
+  WriteFile(dir + "/wf.yaml", kGated);
+  WriteFile(dir + "/config.yaml", "tenants:\n  acme: {budget: 2.5}\n");
+  for (int i = 0; i < 2; ++i) {
+    Result admitted = RunCli({"run", dir + "/wf.yaml", "--db", db, "--detach"});
+    ASSERT_EQ(admitted.code, 0) << admitted.out;
+  }
+  const std::string log = dir + "/worker.log";
+  Child worker({"worker", "--db", db, "--config", dir + "/config.yaml", "--metrics-listen",
+                "127.0.0.1:0"},
+               log);
+  const uint16_t port = WaitForPortIn(log, "metrics on http://127.0.0.1:");
+  ASSERT_NE(port, 0) << ReadFile(log);
+  ClientResponse metrics;
+  for (int i = 0; i < 100; ++i) {  // the endpoint listens before the engine opens
+    metrics = Request(port, "GET", "/metrics");
+    if (metrics.body.find("runloom_runs_active{") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(metrics.status, 200);
+  const std::string& m = metrics.body;
+  const double queued = SeriesValue(m, "runloom_runs_active{status=\"queued\"}");
+  const double running = SeriesValue(m, "runloom_runs_active{status=\"running\"}");
+  const double paused = SeriesValue(m, "runloom_runs_active{status=\"paused\"}");
+  EXPECT_GE(queued, 0) << m;
+  EXPECT_EQ(queued + running + paused, 2) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_runs_active{status=\"waiting\"}"), 0) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_dead_letters"), 0) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_budget_limit_micros{tenant=\"acme\"}"), 2'500'000) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_budget_spent_micros{tenant=\"acme\"}"), 0) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_budget_reserved_micros{tenant=\"acme\"}"), 0) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_budget_left_micros{tenant=\"acme\"}"), 2'500'000) << m;
+  EXPECT_EQ(SeriesValue(m, "runloom_state_gauges_errors_total"), 0) << m;
+  worker.Kill(SIGTERM);
+  EXPECT_EQ(worker.Wait(), 0) << ReadFile(log);
+}
+
 }  // namespace
 }  // namespace runloom::testing

@@ -648,6 +648,30 @@ absl::StatusOr<std::vector<std::string>> SqlStore::ListOrphanedChildren(int limi
   return out;
 }
 
+namespace {
+constexpr Sql kCountActiveRuns = BothDialects(
+    "SELECT status, COUNT(*) FROM runs "
+    "WHERE status IN ('queued', 'running', 'paused', 'waiting') GROUP BY status");
+}  // namespace
+
+absl::StatusOr<ActiveRunCounts> SqlStore::CountActiveRuns() {
+  ActiveRunCounts out;
+  RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {
+    out = ActiveRunCounts{};  // a retried read starts again
+    RUNLOOM_ASSIGN_OR_RETURN(SqlRows r, s.Query(kCountActiveRuns, SqlArgs()));
+    for (int i = 0; i < r.rows(); ++i) {
+      const std::string status = r.row(i).ColumnText(0);
+      const int64_t n = r.row(i).ColumnInt(1);
+      if (status == "queued") out.queued = n;
+      if (status == "running") out.running = n;
+      if (status == "paused") out.paused = n;
+      if (status == "waiting") out.waiting = n;
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::StatusOr<std::optional<absl::Time>> SqlStore::NextWakeTime() {
   std::optional<absl::Time> out;
   RUNLOOM_RETURN_IF_ERROR(sql_->Read([&](SqlSession& s) -> absl::Status {

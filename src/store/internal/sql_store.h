@@ -58,6 +58,7 @@ class SqlStore : public Store {
   absl::StatusOr<std::optional<absl::Time>> NextWakeTime() final;
   absl::StatusOr<bool> HasWorkToCome() final;
   absl::StatusOr<std::vector<std::string>> ListOrphanedChildren(int limit) final;
+  absl::StatusOr<ActiveRunCounts> CountActiveRuns() final;
 
   // ---- signals: the reads (SendSignal is each backend's, with its commit) ----
   absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
