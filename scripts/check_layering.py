@@ -79,7 +79,7 @@ CORE = {"core"}
 STEP = CORE | {"step_api"}
 ALLOWED = {
     "core": set(),
-    "net": set(),
+    "net": CORE,  # runloom::Mutex (otlp_exporter.h)
     # Cron expressions and fire times in a time zone: pure, no store (issue 23).
     "schedule": CORE,
     # A workflow's `schedules:` are checked with the schedule module's parser.

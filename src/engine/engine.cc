@@ -28,7 +28,7 @@
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/live_text.h"
 #include "engine/observe/live_text_relay.h"
-#include "engine/observe/state_gauges.h"
+#include "engine/service/state_gauges.h"
 #include "engine/observe/stage_events.h"
 #include "engine/rules/run_context.h"
 #include "engine/run/child_run.h"

@@ -1,4 +1,4 @@
-#include "engine/observe/state_gauges.h"
+#include "engine/service/state_gauges.h"
 
 #include "runloom/budget_ledger.h"
 

@@ -1,4 +1,4 @@
-// StateGauges (observe/): the gauges of what the store holds, for every
+// StateGauges (service/): the gauges of what the store holds, for every
 // process that exports metrics (`serve`, `worker --metrics-listen`):
 //   runloom_runs_active{status}          runs queued (the queue depth),
 //                                        running, paused and waiting
