@@ -896,5 +896,33 @@ TEST(Cli, BackupCopiesTheDatabaseWhileARunExecutesAndNeverOverwrites) {
   EXPECT_EQ(Snapshot(copy), before);
 }
 
+// `--to` is a file name, never a command: shell metacharacters are part of
+// the name. What cannot be written is refused with nothing left behind.
+TEST(Cli, BackupTakesItsFileNameLiterallyAndRefusesWhatItCannotWrite) {
+  const std::string dir = MakeTempDir("backup-hostile");
+  const std::string db = dir + "/live.db";
+  WriteFile(dir + "/wf.yaml", "name: tiny\nsteps:\n  - {id: a, kind: noop}\n");
+  ASSERT_EQ(RunCli({"run", dir + "/wf.yaml", "--db", db}).code, 0);
+  const std::string odd = dir + "/a;touch pwned.db $(id) `id`";
+  Result made = RunCli({"backup", "--to", odd, "--db", db});
+  EXPECT_EQ(made.code, 0) << made.out;
+  EXPECT_TRUE(std::filesystem::exists(odd));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/pwned.db"));
+  EXPECT_FALSE(std::filesystem::exists("pwned.db"));
+
+  Result no_dir = RunCli({"backup", "--to", dir + "/missing/x.db", "--db", db});
+  EXPECT_EQ(no_dir.code, 1) << no_dir.out;
+  EXPECT_THAT(no_dir.out, ::testing::HasSubstr("cannot create"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/missing"));
+  Result a_dir = RunCli({"backup", "--to", dir, "--db", db});
+  EXPECT_EQ(a_dir.code, 2) << a_dir.out;
+  EXPECT_THAT(a_dir.out, ::testing::HasSubstr("never overwrites"));
+  Result no_db = RunCli({"backup", "--to", dir + "/y.db", "--db", dir + "/none.db"});
+  EXPECT_EQ(no_db.code, 2) << no_db.out;
+  EXPECT_THAT(no_db.out, ::testing::HasSubstr("no database at"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/y.db"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/none.db"));
+}
+
 }  // namespace
 }  // namespace runloom::testing
