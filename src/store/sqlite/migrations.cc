@@ -364,7 +364,7 @@ CREATE TABLE live_text (
 // enters it when it finishes (finished_at is set only then), so admission
 // and the executor's writes before the end cost it nothing.
 constexpr char kV15[] = R"sql(
-CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 )sql";
 
 constexpr std::array kMigrations = {

@@ -119,7 +119,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 14; "
+                                     " has schema version 99 but this runloom supports up to 15; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
