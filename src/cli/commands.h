@@ -323,10 +323,15 @@ struct BenchFlags {
   // one key queued, then 10 of another; the second key's start latency,
   // fair and FIFO (bench_fairness.cc).
   bool fairness = false;
+  // A steady workload with retention and without (issue 25): the file's
+  // size round by round, bytes per run, creation latency
+  // (bench_retention.cc).
+  bool retention = false;
 };
 int BenchCommand(const BenchFlags& flags);
 int WaitingBenchCommand(const BenchFlags& flags);
 int FairnessBenchCommand(const BenchFlags& flags);
+int RetentionBenchCommand(const BenchFlags& flags);
 // The backend a benchmark opens, from its flags only: RUNLOOM_DB and
 // RUNLOOM_QUEUE never send a benchmark's runs to the database or queue a
 // shell points at.

@@ -482,8 +482,13 @@ Command AddBench(CLI::App& app, std::optional<std::string>& log_format) {
                 "measure fair dequeue instead: --runs runs of concurrency key A queued, then 10 "
                 "of key B; B's start latency and the A runs started before it, with the key "
                 "and without it (FIFO)");
+  cmd->add_flag("--retention", f->retention,
+                "measure a steady workload with retention and without instead: the SQLite "
+                "file's size after each of 10 rounds of --runs/10 runs, bytes per run, and "
+                "the creation latency");
   AddLogFormatFlag(cmd, log_format);
   return {cmd, [f] {
+            if (f->retention) return RetentionBenchCommand(*f);
             if (f->fairness) return FairnessBenchCommand(*f);
             return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f);
           }};
