@@ -39,9 +39,9 @@ constexpr char kWorkflow[] =
     "  - {id: c, kind: noop}\n";
 
 struct Pass {
-  std::vector<int64_t> bytes;        // the main file after each round
-  std::vector<int64_t> wal_bytes;    // its WAL then
-  std::vector<double> create_ms;     // each StartRun, as the client waited for it
+  std::vector<int64_t> bytes;      // the main file after each round
+  std::vector<int64_t> wal_bytes;  // its WAL then
+  std::vector<double> create_ms;   // each StartRun, as the client waited for it
   int64_t finished = 0;
   bool ok = false;
 };
@@ -142,15 +142,16 @@ int RetentionBenchCommand(const BenchFlags& f) {
       kept.finished * (retention_bench::kRounds - 1) / retention_bench::kRounds;
   const double bytes_per_run =
       runs_after_first > 0 ? static_cast<double>(grown) / static_cast<double>(runs_after_first) : 0;
-  nlohmann::json out = {
-      {"runs_per_pass", kept.finished},
-      {"rounds", retention_bench::kRounds},
-      {"bytes_per_run", bytes_per_run},
-      {"without_retention", {{"bytes_after_round", kept.bytes},
-                             {"wal_bytes_after_round", kept.wal_bytes},
-                             {"create_p50_ms", Percentile(kept.create_ms, 0.5)},
-                             {"create_p99_ms", Percentile(kept.create_ms, 0.99)}}},
-      {"with_retention", {{"bytes_after_round", pruned.bytes},
+  nlohmann::json out = {{"runs_per_pass", kept.finished},
+                        {"rounds", retention_bench::kRounds},
+                        {"bytes_per_run", bytes_per_run},
+                        {"without_retention",
+                         {{"bytes_after_round", kept.bytes},
+                          {"wal_bytes_after_round", kept.wal_bytes},
+                          {"create_p50_ms", Percentile(kept.create_ms, 0.5)},
+                          {"create_p99_ms", Percentile(kept.create_ms, 0.99)}}},
+                        {"with_retention",
+                         {{"bytes_after_round", pruned.bytes},
                           {"wal_bytes_after_round", pruned.wal_bytes},
                           {"create_p50_ms", Percentile(pruned.create_ms, 0.5)},
                           {"create_p99_ms", Percentile(pruned.create_ms, 0.99)}}}};
@@ -172,8 +173,8 @@ int RetentionBenchCommand(const BenchFlags& f) {
       "  bytes per finished run (without retention, rounds 2..%d): %.0f\n",
       retention_bench::kRounds, kept.finished / retention_bench::kRounds, sizes(kept.bytes),
       sizes(kept.wal_bytes), Percentile(kept.create_ms, 0.5), Percentile(kept.create_ms, 0.99),
-      sizes(pruned.bytes), sizes(pruned.wal_bytes), Percentile(pruned.create_ms, 0.5), Percentile(pruned.create_ms, 0.99),
-      retention_bench::kRounds, bytes_per_run);
+      sizes(pruned.bytes), sizes(pruned.wal_bytes), Percentile(pruned.create_ms, 0.5),
+      Percentile(pruned.create_ms, 0.99), retention_bench::kRounds, bytes_per_run);
   return 0;
 }
 

@@ -205,9 +205,9 @@ int BackupCommand(const CommonFlags& common, const std::string& to);
 // --dry-run counts them. Exit 2 for a bad AGE, nothing deleted.
 struct PruneFlags {
   CommonFlags common;
-  std::string older_than;                     // required: "30d", "12h", ...
-  std::string workflow;                       // "" = every workflow
-  std::string audit_horizon = "90d";          // RetentionPolicy::audit_horizon
+  std::string older_than;             // required: "30d", "12h", ...
+  std::string workflow;               // "" = every workflow
+  std::string audit_horizon = "90d";  // RetentionPolicy::audit_horizon
   bool dry_run = false;
   bool json = false;
 };

@@ -24,9 +24,9 @@ absl::StatusOr<absl::Duration> AgeFlag(const char* flag, const std::string& valu
   if (none_ok && value == "none") return absl::InfiniteDuration();
   absl::StatusOr<absl::Duration> d = ParseAge(value);
   if (!d.ok() || *d <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " '", value, "': write a positive age such as 30d, 12h or 90m",
-        none_ok ? ", or none" : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", value, "': write a positive age such as 30d, 12h or 90m",
+                     none_ok ? ", or none" : ""));
   }
   return *d;
 }
@@ -63,8 +63,8 @@ int PruneCommand(const PruneFlags& f) {
     total.rows += got->rows;
     if (f.dry_run || got->runs < request.limit) break;
   }
-  const std::string before = absl::FormatTime(absl::RFC3339_sec, request.finished_before,
-                                              absl::UTCTimeZone());
+  const std::string before =
+      absl::FormatTime(absl::RFC3339_sec, request.finished_before, absl::UTCTimeZone());
   if (f.json) {
     std::cout << nlohmann::json{{"dry_run", f.dry_run},
                                 {"runs", total.runs},

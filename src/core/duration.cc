@@ -34,8 +34,8 @@ absl::StatusOr<absl::Duration> ParseAge(std::string_view text) {
   }
   absl::StatusOr<absl::Duration> d = ParseDuration(text);
   if (!d.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad duration '", std::string(text), "': write days such as 30d, or 12h, 90m, 45s"));
+    return absl::InvalidArgumentError(absl::StrCat("bad duration '", std::string(text),
+                                                   "': write days such as 30d, or 12h, 90m, 45s"));
   }
   return d;
 }

@@ -136,7 +136,8 @@ class MapReader {
     absl::StatusOr<absl::Duration> d = v.is_string() ? ParseAge(v.get_ref<const std::string&>())
                                                      : absl::InvalidArgumentError("not a string");
     if (!d.ok() || *d <= absl::ZeroDuration()) {
-      return Error(key, "must be a positive age such as \"30d\" or \"12h\", or none (keep forever)");
+      return Error(key,
+                   "must be a positive age such as \"30d\" or \"12h\", or none (keep forever)");
     }
     return *d;
   }

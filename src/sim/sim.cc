@@ -695,8 +695,8 @@ void Sim::StartLife(Process& p) {
     // generator, and each pass drawing would move every seed's history (the
     // injected bugs are caught at seeds of these histories). It still dies
     // with its life (FaultStore::Before).
-    p.retention_stores.push_back(std::make_unique<FaultStore>(base_.store.get(), &world_, &faults_,
-                                                              inc, /*injects=*/false));
+    p.retention_stores.push_back(
+        std::make_unique<FaultStore>(base_.store.get(), &world_, &faults_, inc, /*injects=*/false));
     p.retentions.push_back(std::make_unique<engine_internal::RetentionSweep>(
         p.retention_stores.back().get(), p.clocks.back().get(), policy, NullLogger()));
     engine_internal::RetentionSweep* retention = p.retentions.back().get();
@@ -1220,10 +1220,10 @@ bool Sim::Pruned(const std::string& id, const absl::Status& gone) {
   if (IsPruned(id)) return true;
   auto seen = last_seen_.find(id);
   if (!absl::IsNotFound(gone) || seen == last_seen_.end() || !IsTerminal(seen->second.status)) {
-    world_.Violate(absl::StrCat(
-        "run ", id, " is gone (", gone.ToString(), "); last seen ",
-        seen == last_seen_.end() ? std::string("never") : Name(seen->second.status),
-        ": retention deletes finished runs only"));
+    world_.Violate(
+        absl::StrCat("run ", id, " is gone (", gone.ToString(), "); last seen ",
+                     seen == last_seen_.end() ? std::string("never") : Name(seen->second.status),
+                     ": retention deletes finished runs only"));
     return false;
   }
   pruned_.insert(id);

@@ -81,10 +81,9 @@ int main(int argc, char** argv) {
       "%.1f s\n",
       static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + seeds - 1),
       static_cast<long long>(runs), static_cast<long long>(operations),
-      static_cast<long long>(crashes), static_cast<long long>(faults),
-      static_cast<long long>(kept), static_cast<long long>(resolved),
-      static_cast<long long>(scheduled), static_cast<long long>(children),
-      static_cast<long long>(keyed), static_cast<long long>(over_limit),
-      static_cast<long long>(pruned), secs);
+      static_cast<long long>(crashes), static_cast<long long>(faults), static_cast<long long>(kept),
+      static_cast<long long>(resolved), static_cast<long long>(scheduled),
+      static_cast<long long>(children), static_cast<long long>(keyed),
+      static_cast<long long>(over_limit), static_cast<long long>(pruned), secs);
   return 0;
 }

@@ -30,8 +30,8 @@ class RetentionConformanceTest : public ConformanceTest {
     const std::string id = created->run.id;
     Lease lease = Acquire(id);
     EXPECT_OK(store_->SendSignal(NewSignal{.run_id = id, .name = "go", .payload = 1}));
-    EXPECT_OK(store_->PutLiveText(LiveTextRow{
-        .run_id = id, .path = "draft", .attempt = 1, .writer = "w", .text = "so far"}));
+    EXPECT_OK(store_->PutLiveText(
+        LiveTextRow{.run_id = id, .path = "draft", .attempt = 1, .writer = "w", .text = "so far"}));
     absl::StatusOr<ReserveResult> reserved = store_->Reserve(BudgetRequest{
         .key = {.run_id = id, .step_path = "draft", .attempt = 1, .lease_token = lease.token},
         .tenant = "acme",
@@ -49,9 +49,8 @@ class RetentionConformanceTest : public ConformanceTest {
     intent.idempotency_key = "idem-" + id;
     intent.request_digest = "sha256:aaa";
     EXPECT_OK(store_->BeginWrite(intent));
-    EXPECT_OK(store_->FinishWrite(intent.key, WriteResult{.http_status = 201,
-                                                          .response = {{"ok", true}},
-                                                          .source = "sent"}));
+    EXPECT_OK(store_->FinishWrite(
+        intent.key, WriteResult{.http_status = 201, .response = {{"ok", true}}, .source = "sent"}));
     RunWrite w = ExecutorWrite(lease);
     StepRecord step;
     step.run_id = id;

@@ -934,7 +934,7 @@ TEST(Cli, PruneDeletesFinishedRunsOlderThanItsAgeAndNothingElse) {
   const nlohmann::json counted = nlohmann::json::parse(dry.out);
   EXPECT_EQ(counted["dry_run"], true);
   EXPECT_EQ(counted["runs"], 1) << dry.out;
-  EXPECT_GT(counted["rows"].get<int64_t>(), 1) << dry.out;  // its events and step record too
+  EXPECT_GT(counted["rows"].get<int64_t>(), 1) << dry.out;     // its events and step record too
   EXPECT_EQ(StatusJson(db, finished)["status"], "completed");  // a dry run deletes nothing
 
   Result pruned = RunCli({"prune", "--older-than", "1s", "--db", db});

@@ -35,10 +35,10 @@ absl::StatusOr<PruneResult> RetentionSweep::PassOnce() {
   for (const auto& [name, keep] : policy_.keep_runs_by_workflow) {
     own.push_back(name);
     if (keep == absl::InfiniteDuration()) continue;
-    RUNLOOM_RETURN_IF_ERROR(Batches(PruneRequest{.finished_before = now - keep,
-                                                 .audit_before = audit_before,
-                                                 .workflow_name = name},
-                                    total));
+    RUNLOOM_RETURN_IF_ERROR(Batches(
+        PruneRequest{
+            .finished_before = now - keep, .audit_before = audit_before, .workflow_name = name},
+        total));
   }
   if (policy_.keep_runs != absl::InfiniteDuration()) {
     RUNLOOM_RETURN_IF_ERROR(Batches(PruneRequest{.finished_before = now - policy_.keep_runs,
@@ -52,13 +52,13 @@ absl::StatusOr<PruneResult> RetentionSweep::PassOnce() {
 void RetentionSweep::Tick() {
   absl::StatusOr<PruneResult> got = PassOnce();
   if (!got.ok()) {
-    Log(logger_, LogLevel::kWarning, "retention: a pass failed, the next one retries: ",
-        got.status().ToString());
+    Log(logger_, LogLevel::kWarning,
+        "retention: a pass failed, the next one retries: ", got.status().ToString());
     return;
   }
   if (got->runs > 0) {
-    Log(logger_, LogLevel::kInfo, "retention: deleted ", got->runs, " finished runs (",
-        got->rows, " rows)");
+    Log(logger_, LogLevel::kInfo, "retention: deleted ", got->runs, " finished runs (", got->rows,
+        " rows)");
   }
 }
 

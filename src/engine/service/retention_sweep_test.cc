@@ -34,7 +34,8 @@ class RetentionSweepTest : public ::testing::Test {
   Store* store() { return backend_.store.get(); }
 
   // A run of `workflow` moved to `end` now (or left queued).
-  std::string Run(const std::string& workflow, std::optional<RunStatus> end = RunStatus::kCompleted) {
+  std::string Run(const std::string& workflow,
+                  std::optional<RunStatus> end = RunStatus::kCompleted) {
     NewRun r;
     r.id = NewRunId(clock_.Now(), gen_);
     r.workflow_name = workflow;

@@ -26,6 +26,8 @@
 namespace runloom::store_internal {
 namespace {
 
+// The statements below read as SQL, a clause a line: clang-format is off.
+// clang-format off
 #define RUNLOOM_TERMINAL \
   "('completed', 'rejected', 'unresolved', 'budget_stopped', 'failed', 'cancelled')"
 #define RUNLOOM_NOT_FINISHED "('queued', 'running', 'paused', 'waiting')"
@@ -57,7 +59,8 @@ constexpr Sql kChooseBatch{RUNLOOM_PRUNABLE(RUNLOOM_PG_EXCEPTED) " FOR UPDATE OF
                            RUNLOOM_PRUNABLE(RUNLOOM_SQLITE_EXCEPTED)};
 
 // A dry run: the batch and its rows counted in one statement (one snapshot).
-#define RUNLOOM_ROWS_OF(TABLE) " + (SELECT count(*) FROM " TABLE " WHERE run_id IN (SELECT id FROM c))"
+#define RUNLOOM_ROWS_OF(TABLE) \
+  " + (SELECT count(*) FROM " TABLE " WHERE run_id IN (SELECT id FROM c))"
 #define RUNLOOM_COUNT(EXCEPTED)                                                              \
   "WITH c AS (" RUNLOOM_PRUNABLE(EXCEPTED) ") SELECT (SELECT count(*) FROM c), 0"          \
   RUNLOOM_ROWS_OF("step_records") RUNLOOM_ROWS_OF("run_events") RUNLOOM_ROWS_OF("queue")   \
@@ -100,6 +103,7 @@ constexpr Sql kDeleteRuns = RUNLOOM_DELETE("runs", "id", " AND status IN " RUNLO
 #undef RUNLOOM_PRUNABLE
 #undef RUNLOOM_NOT_FINISHED
 #undef RUNLOOM_TERMINAL
+// clang-format on
 
 }  // namespace
 
@@ -112,8 +116,7 @@ absl::StatusOr<PruneResult> SqlStore::PruneRuns(const PruneRequest& request) {
     }
     excepted.push_back(name);
   }
-  const int64_t limit =
-      request.limit > 0 ? request.limit : std::numeric_limits<int64_t>::max();
+  const int64_t limit = request.limit > 0 ? request.limit : std::numeric_limits<int64_t>::max();
   SqlArgs choose;
   choose.Time(request.finished_before)
       .Time(request.audit_before)
