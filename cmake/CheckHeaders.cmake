@@ -17,6 +17,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   limits.h
   mutex.h
   pool_use.h
+  retention.h
   postgres.h
   run.h
   scheduler.h

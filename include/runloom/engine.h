@@ -26,6 +26,7 @@
 #include "runloom/event_bus.h"
 #include "runloom/gate.h"
 #include "runloom/live_text.h"
+#include "runloom/retention.h"
 #include "runloom/run.h"
 #include "runloom/stage_events.h"
 #include "runloom/step.h"
@@ -126,6 +127,10 @@ struct EngineOptions {
   // from one config file holds the same limits (docs/operations.md
   // "Budgets"). Empty = the ledger as it is.
   std::map<std::string, int64_t> tenant_budgets;
+  // Retention (runloom/retention.h): an engine with a sweeper deletes the
+  // terminal runs older than the policy says, every retention.interval, in
+  // bounded batches. Default: keep everything.
+  RetentionPolicy retention;
 };
 
 struct StartRunRequest {

@@ -643,6 +643,59 @@ class LiveTextStore {
                                                                 absl::Duration max_age) = 0;
 };
 
+// Retention (issue 25): deleting finished runs with every row that belongs
+// to them, in bounded batches, so that a store that runs for months does not
+// grow without end. The policy (how long to keep what) is the caller's
+// (engine/service/retention.h); the store only knows which runs may go.
+struct PruneRequest {
+  // Runs whose finished_at (the store's time of their terminal write) is
+  // strictly before this go; later ones stay.
+  absl::Time finished_before = absl::InfinitePast();
+  // The audit horizon of the write ledger: a run that has a write_operations
+  // row created at or after this is kept whole (its write rows are the audit
+  // trail of an external effect, and the ledger's key references the run),
+  // until the horizon passes it. InfiniteFuture() = no write row holds a run.
+  absl::Time audit_before = absl::InfiniteFuture();
+  std::string workflow_name;                  // "" = runs of any workflow
+  std::vector<std::string> except_workflows;  // never these (they have their own policy)
+  // Runs per call, the oldest finished first; <= 0 = no bound (a dry run's
+  // count; a deleting call should stay bounded: one transaction holds them).
+  int limit = 100;
+  bool dry_run = false;  // count what would go, delete nothing
+};
+
+struct PruneResult {
+  int64_t runs = 0;  // runs deleted (or, dry run, that would be)
+  int64_t rows = 0;  // rows deleted in every table, the runs' own rows included
+};
+
+class RetentionStore {
+ public:
+  virtual ~RetentionStore() = default;
+  // Deletes, in one transaction, at most `request.limit` runs that are
+  // terminal (completed, rejected, unresolved, budget_stopped, failed,
+  // cancelled) and finished before `request.finished_before`, and every row
+  // of theirs: step records, events, queue/outbox messages, dead letters,
+  // signals, live text, budget run rows and reservations, write operations.
+  // Never deleted: a run that is not terminal (whatever its age); a child
+  // run whose parent is not terminal (the parent reads its end); a parent
+  // with a child that is not terminal (the orphan sweep needs the parent);
+  // a run with a reservation still reserved (its tenant's reserved figure
+  // would never be released); a run with a write row younger than
+  // `audit_before`; tenant budget rows, workflows, schedules, tokens.
+  // A deleted run's idempotency key is free again. Idempotent: a run deleted
+  // by another process is simply not counted. With `dry_run`, writes
+  // nothing and counts the same set. kInvalidArgument: an empty name in
+  // except_workflows.
+  //
+  // Example (the sweeper's batch):
+  //   RUNLOOM_ASSIGN_OR_RETURN(absl::Time now, store->Now());
+  //   PruneRequest r{.finished_before = now - absl::Hours(24 * 30)};
+  //   RUNLOOM_ASSIGN_OR_RETURN(PruneResult got, store->PruneRuns(r));
+  //   // got.runs == r.limit: more may be left for the next batch.
+  virtual absl::StatusOr<PruneResult> PruneRuns(const PruneRequest& request) = 0;
+};
+
 // The durable state of runloom: every role. What a backend implements.
 class Store : public CatalogStore,
               public RunStore,
@@ -652,7 +705,8 @@ class Store : public CatalogStore,
               public TimerStore,
               public SignalStore,
               public ScheduleStore,
-              public LiveTextStore {
+              public LiveTextStore,
+              public RetentionStore {
  public:
   Store() = default;
   Store(const Store&) = delete;
@@ -824,6 +878,9 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::vector<LiveTextRow>> ListLiveText(const std::string& run_id,
                                                         absl::Duration max_age) override {
     return inner_->ListLiveText(run_id, max_age);
+  }
+  absl::StatusOr<PruneResult> PruneRuns(const PruneRequest& request) override {
+    return inner_->PruneRuns(request);
   }
   absl::StatusOr<absl::Time> Now() override { return inner_->Now(); }
   Clock* clock() override { return inner_->clock(); }

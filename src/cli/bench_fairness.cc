@@ -70,15 +70,10 @@ Sample MeasureOnce(const BenchFlags& f, bool keyed, std::string* error) {
     *error = std::string(db.status().message());
     return m;
   }
-  auto backend = OpenDb((*db)->flags());
-  if (!backend.ok()) {
-    *error = std::string(backend.status().message());
-    return m;
-  }
   EngineOptions eo;
   eo.executors = f.executors;
   eo.idle_poll = absl::Milliseconds(20);
-  auto engine = Engine::Open(std::move(eo), *std::move(backend));
+  auto engine = OpenBenchEngine(**db, std::move(eo));
   if (!engine.ok()) {
     *error = std::string(engine.status().message());
     return m;

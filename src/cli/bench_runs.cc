@@ -20,6 +20,12 @@ absl::StatusOr<std::unique_ptr<BenchDb>> BenchDb::Create(CommonFlags flags) {
   return std::make_unique<BenchDb>(std::move(flags), std::move(dir));
 }
 
+absl::StatusOr<std::unique_ptr<Engine>> OpenBenchEngine(const BenchDb& db, EngineOptions options) {
+  absl::StatusOr<Backend> backend = OpenDb(db.flags());
+  if (!backend.ok()) return backend.status();
+  return Engine::Open(std::move(options), *std::move(backend));
+}
+
 BenchDb::~BenchDb() {
   if (!dir_.empty()) {
     std::error_code ec;  // best effort: a temp directory left behind is harmless

@@ -41,6 +41,10 @@ class BenchDb {
   const std::string dir_;  // "" = none made
 };
 
+// An engine with `options` over the backend of `db` (not started). Errors
+// are OpenDb's and Engine::Open's.
+absl::StatusOr<std::unique_ptr<Engine>> OpenBenchEngine(const BenchDb& db, EngineOptions options);
+
 // Starts `n` runs of catalog workflow `wf` on `producers` threads, run i
 // with inputs(i); the ids of those admitted (a refused run is left out).
 std::vector<std::string> BenchStartRuns(Engine& e, const WorkflowVersion& wf, int n,

@@ -55,6 +55,9 @@ struct ConfigSettings {
   std::shared_ptr<StepRegistry> kinds;
   std::map<std::string, int64_t> tenant_budgets;
   std::map<std::string, absl::Duration> step_timeouts;
+  // The file's `retention:` block over the commands' defaults (30 days,
+  // audit horizon 90 days; runloom/retention.h).
+  RetentionPolicy retention;
 };
 absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag);
 
@@ -196,6 +199,19 @@ int StatusCommand(const CommonFlags& common, const std::string& run_id, bool jso
 // while runs execute; refuses a FILE that exists and a PostgreSQL database
 // (exit 2).
 int BackupCommand(const CommonFlags& common, const std::string& to);
+// `runloom prune --older-than AGE [--workflow NAME] [--audit-horizon AGE]
+// [--dry-run] [--json]` (issue 25, docs/operations.md "Retention"):
+// deletes the terminal runs finished more than AGE ago, in batches, or with
+// --dry-run counts them. Exit 2 for a bad AGE, nothing deleted.
+struct PruneFlags {
+  CommonFlags common;
+  std::string older_than;             // required: "30d", "12h", ...
+  std::string workflow;               // "" = every workflow
+  std::string audit_horizon = "90d";  // RetentionPolicy::audit_horizon
+  bool dry_run = false;
+  bool json = false;
+};
+int PruneCommand(const PruneFlags& flags);
 int EventsCommand(const CommonFlags& common, const std::string& run_id, bool json, bool follow);
 // Registers each of `register_files` in the catalog (all checked first: one
 // bad file registers none; exit 2), then lists the catalog.
@@ -307,10 +323,15 @@ struct BenchFlags {
   // one key queued, then 10 of another; the second key's start latency,
   // fair and FIFO (bench_fairness.cc).
   bool fairness = false;
+  // A steady workload with retention and without (issue 25): the file's
+  // size round by round, bytes per run, creation latency
+  // (bench_retention.cc).
+  bool retention = false;
 };
 int BenchCommand(const BenchFlags& flags);
 int WaitingBenchCommand(const BenchFlags& flags);
 int FairnessBenchCommand(const BenchFlags& flags);
+int RetentionBenchCommand(const BenchFlags& flags);
 // The backend a benchmark opens, from its flags only: RUNLOOM_DB and
 // RUNLOOM_QUEUE never send a benchmark's runs to the database or queue a
 // shell points at.

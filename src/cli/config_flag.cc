@@ -73,6 +73,10 @@ absl::Status ApplyTenantBudgets(const std::string& flag, BudgetStore& store) {
 
 absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag) {
   ConfigSettings out{.kinds = StepRegistry::WithBuiltins()};
+  // The commands' retention defaults (docs/operations.md "Retention"); the
+  // library's own default keeps everything.
+  out.retention.keep_runs = kDefaultKeepRuns;
+  out.retention.audit_horizon = kDefaultAuditHorizon;
   const std::string path = ConfigPath(flag);
   if (path.empty()) return out;  // the fake provider alone, no budgets
   absl::StatusOr<LlmConfig> config = LoadLlmConfigFile(path);
@@ -87,6 +91,9 @@ absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag) {
   out.kinds->Register("llm", NewLlmStep(*std::move(providers), std::move(caps)));
   out.tenant_budgets = BudgetsOf(*config);
   out.step_timeouts = config->step_timeouts;
+  if (config->keep_runs.has_value()) out.retention.keep_runs = *config->keep_runs;
+  if (config->audit_horizon.has_value()) out.retention.audit_horizon = *config->audit_horizon;
+  out.retention.keep_runs_by_workflow = config->keep_runs_by_workflow;
   return out;
 }
 

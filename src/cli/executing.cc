@@ -14,6 +14,7 @@ absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const E
   base.registry = std::move(config.kinds);
   base.tenant_budgets = std::move(config.tenant_budgets);
   base.step_timeouts = std::move(config.step_timeouts);
+  base.retention = std::move(config.retention);
   RUNLOOM_ASSIGN_OR_RETURN(base.stage_events, StageEventsSetting(f.stage_events));
   RUNLOOM_ASSIGN_OR_RETURN(base.park_sleeps_over,
                            PositiveDurationFlag("--park-sleeps-over", f.park_sleeps_over));

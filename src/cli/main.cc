@@ -260,6 +260,24 @@ Command AddBackup(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return BackupCommand(f->common, f->from); }};
 }
 
+Command AddPrune(CLI::App& app, BackendFlags& backend) {
+  auto f = std::make_shared<PruneFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "prune", "Delete finished runs older than an age, with every row of theirs");
+  cmd->add_option("--older-than", f->older_than,
+                  "the age: runs that finished longer ago go (30d, 12h, 90m)")
+      ->required();
+  cmd->add_option("--workflow", f->workflow, "only runs of this workflow");
+  cmd->add_option("--audit-horizon", f->audit_horizon,
+                  "a run with an external-write record younger than this stays (none = such runs "
+                  "always stay)")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run", f->dry_run, "count what would go; delete nothing");
+  cmd->add_flag("--json", f->json, "one JSON object");
+  backend.Add(cmd, f->common);
+  return {cmd, [f] { return PruneCommand(*f); }};
+}
+
 Command AddEvents(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("events", "Show a run's events");
@@ -464,8 +482,13 @@ Command AddBench(CLI::App& app, std::optional<std::string>& log_format) {
                 "measure fair dequeue instead: --runs runs of concurrency key A queued, then 10 "
                 "of key B; B's start latency and the A runs started before it, with the key "
                 "and without it (FIFO)");
+  cmd->add_flag("--retention", f->retention,
+                "measure a steady workload with retention and without instead: the SQLite "
+                "file's size after each of 10 rounds of --runs/10 runs, bytes per run, and "
+                "the creation latency");
   AddLogFormatFlag(cmd, log_format);
   return {cmd, [f] {
+            if (f->retention) return RetentionBenchCommand(*f);
             if (f->fairness) return FairnessBenchCommand(*f);
             return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f);
           }};
@@ -493,6 +516,7 @@ int main(int argc, char** argv) {
       cli::AddCancel(app, backend), cli::AddSignal(app, backend), cli::AddRerun(app, backend),
       cli::AddReset(app, backend),  cli::AddStatus(app, backend),
       cli::AddEvents(app, backend), cli::AddWorkflows(app, backend), cli::AddBackup(app, backend),
+      cli::AddPrune(app, backend),
       cli::AddRuns(app, backend),   cli::AddDeadLetters(app, backend),
       cli::AddToken(app, backend),  cli::AddSchedule(app, backend), cli::AddBudgets(app, backend),
       cli::AddWrites(app, backend), cli::AddMcp(app, backend),

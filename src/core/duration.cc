@@ -15,6 +15,31 @@ absl::StatusOr<absl::Duration> ParseDuration(std::string_view text) {
   return d;
 }
 
+absl::StatusOr<absl::Duration> ParseAge(std::string_view text) {
+  constexpr int64_t kMaxDays = 100 * 366;  // a bound far past any policy, far below overflow
+  if (text.size() >= 2 && text.back() == 'd') {
+    int64_t days = 0;
+    for (char c : text.substr(0, text.size() - 1)) {
+      if (c < '0' || c > '9' || days > kMaxDays) {
+        days = -1;
+        break;
+      }
+      days = days * 10 + (c - '0');
+    }
+    if (days >= 0 && days <= kMaxDays) return absl::Hours(24 * days);
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad duration '", std::string(text),
+                     "': write whole days such as 30d (at most 36600d), or a duration such as "
+                     "12h or 90m"));
+  }
+  absl::StatusOr<absl::Duration> d = ParseDuration(text);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("bad duration '", std::string(text),
+                                                   "': write days such as 30d, or 12h, 90m, 45s"));
+  }
+  return d;
+}
+
 std::string FormatDuration(absl::Duration d) { return absl::FormatDuration(d); }
 
 absl::StatusOr<absl::Time> ParseTimestamp(std::string_view text) {

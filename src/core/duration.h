@@ -12,6 +12,11 @@ namespace runloom {
 // Parses a positive-or-zero duration; kInvalidArgument names the bad text.
 absl::StatusOr<absl::Duration> ParseDuration(std::string_view text);
 
+// A duration that may be counted in days, for retention ("30d", "12h",
+// "90m", "1d12h" is not accepted: days stand alone): a whole number of days
+// with "d", else what ParseDuration reads. kInvalidArgument names the text.
+absl::StatusOr<absl::Duration> ParseAge(std::string_view text);
+
 // Shortest text that ParseDuration reads back to the same value.
 std::string FormatDuration(absl::Duration d);
 

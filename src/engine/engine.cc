@@ -40,6 +40,7 @@
 #include "engine/service/llm_caps.h"
 #include "engine/service/pinned_catalog.h"
 #include "engine/service/random_source.h"
+#include "engine/service/retention_sweep.h"
 #include "engine/service/run_launcher.h"
 #include "engine/service/sweeper.h"
 #include "engine/service/watches.h"
@@ -139,6 +140,7 @@ class Engine::Impl {
                  [this](const std::string& run_id) {
                    return CancelHeld(run_id, "runloom (its parent run is finished)").status();
                  }),
+        retention_(store(), clock(), options_.retention, logger()),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }),
         schedules_(store(), clock(), logger(), options_.schedule_poll,
                    engine_internal::ScheduleFirer::Hooks{
@@ -235,6 +237,7 @@ class Engine::Impl {
     cancel_watch_.Start();
     if (options_.enable_sweeper) {
       sweeper_.Start();
+      retention_.Start();
       schedules_.Start();
     }
   }
@@ -253,6 +256,7 @@ class Engine::Impl {
     keeper_.Stop();
     cancel_watch_.Stop();
     sweeper_.Stop();
+    retention_.Stop();
     schedules_.Stop();
     llm_caps_->Stop();
     if (gauges_ != nullptr) gauges_->Stop();
@@ -298,6 +302,7 @@ class Engine::Impl {
   LeaseKeeper keeper_;
   engine_internal::CancelWatch cancel_watch_;
   Sweeper sweeper_;
+  engine_internal::RetentionSweep retention_;  // started with the sweeper
   engine_internal::Watches watches_;
   engine_internal::ScheduleFirer schedules_;  // after admission_: fires through it
   std::unique_ptr<engine_internal::StateGauges> gauges_;  // set by Open, before any Start

@@ -33,7 +33,7 @@ constexpr size_t kMaxNameLength = 64;
 // other, and ConfigFileKeys() lists them for the documentation check.
 using KeyList = std::vector<absl::string_view>;
 const KeyList& TopKeys() {
-  static const KeyList k = {"providers", "models", "tenants", "step_timeouts"};
+  static const KeyList k = {"providers", "models", "tenants", "step_timeouts", "retention"};
   return k;
 }
 const KeyList& ProviderKeys() {
@@ -52,6 +52,10 @@ const KeyList& ModelKeys() {
 }
 const KeyList& TenantKeys() {
   static const KeyList k = {"budget"};
+  return k;
+}
+const KeyList& RetentionKeys() {
+  static const KeyList k = {"keep_runs", "audit_horizon", "workflows"};
   return k;
 }
 
@@ -121,6 +125,21 @@ class MapReader {
                                 v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
     }
     return v.get<int64_t>();
+  }
+
+  // A retention age (ParseAge: "30d", "12h"), or `none` (InfiniteDuration()).
+  absl::StatusOr<absl::Duration> Age(const std::string& key) const {
+    const nlohmann::json& v = value_[key];
+    if (v.is_string() && v.get_ref<const std::string&>() == "none") {
+      return absl::InfiniteDuration();
+    }
+    absl::StatusOr<absl::Duration> d = v.is_string() ? ParseAge(v.get_ref<const std::string&>())
+                                                     : absl::InvalidArgumentError("not a string");
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return Error(key,
+                   "must be a positive age such as \"30d\" or \"12h\", or none (keep forever)");
+    }
+    return *d;
   }
 
   absl::StatusOr<absl::Duration> Duration(const std::string& key, absl::Duration fallback) const {
@@ -317,6 +336,25 @@ absl::StatusOr<LlmConfig> ReadConfig(const YAML::Node& root, const std::string& 
       config.step_timeouts[kind] = *d;
     }
   }
+  if (top.Has("retention")) {
+    MapReader r = top.Child("retention");
+    RUNLOOM_RETURN_IF_ERROR(r.CheckObject("{keep_runs: 30d, audit_horizon: 90d}"));
+    RUNLOOM_RETURN_IF_ERROR(r.CheckKeys(RetentionKeys()));
+    if (r.Has("keep_runs")) {
+      RUNLOOM_ASSIGN_OR_RETURN(config.keep_runs, r.Age("keep_runs"));
+    }
+    if (r.Has("audit_horizon")) {
+      RUNLOOM_ASSIGN_OR_RETURN(config.audit_horizon, r.Age("audit_horizon"));
+    }
+    if (r.Has("workflows")) {
+      MapReader w = r.Child("workflows");
+      RUNLOOM_RETURN_IF_ERROR(w.CheckObject("{blog: 7d}"));
+      for (const auto& [name, v] : r.Get("workflows").items()) {
+        (void)v;
+        RUNLOOM_ASSIGN_OR_RETURN(config.keep_runs_by_workflow[name], w.Age(name));
+      }
+    }
+  }
   return config;
 }
 
@@ -388,6 +426,9 @@ std::vector<std::string> ConfigFileKeys() {
   add("models.ALIAS.", ModelKeys());
   add("tenants.NAME.", TenantKeys());
   out.push_back("step_timeouts.KIND");
+  out.push_back("retention.keep_runs");
+  out.push_back("retention.audit_horizon");
+  out.push_back("retention.workflows.NAME");
   return out;
 }
 

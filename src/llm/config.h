@@ -27,6 +27,10 @@
 //     acme: {budget: 50}              # price units the tenant may spend
 //   step_timeouts:                    # a kind's default timeout for every
 //     exec: 2h                        # workflow (a duration, or none)
+//   retention:                        # docs/operations.md "Retention"
+//     keep_runs: 30d                  # terminal runs older go (a duration, or none)
+//     audit_horizon: 90d              # write-ledger rows younger keep their run
+//     workflows: {blog: 7d}           # per workflow name, over keep_runs
 //
 // Prices and budgets are kept as integer micro-units (millionths of the
 // price unit, e.g. of a dollar) so that costs add up exactly; a price finer
@@ -102,6 +106,11 @@ struct LlmConfig {
   // A step kind's default timeout over its built-in one
   // (EngineOptions::step_timeouts); InfiniteDuration() = `none`.
   std::map<std::string, absl::Duration> step_timeouts;
+  // `retention:` (RetentionPolicy, runloom/retention.h): nullopt = not
+  // written (the command's default); InfiniteDuration() = `none`.
+  std::optional<absl::Duration> keep_runs;
+  std::optional<absl::Duration> audit_horizon;
+  std::map<std::string, absl::Duration> keep_runs_by_workflow;
 };
 
 // The cost of a call in micro-units: for input and for output, tokens times

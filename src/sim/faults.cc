@@ -258,6 +258,15 @@ absl::StatusOr<int64_t> FaultStore::ReleaseReservations(const std::string& run_i
   return r;
 }
 
+// Retention (issue 25): a batch refused before it ran, or committed with
+// its reply lost (the next pass finds nothing of it left to delete).
+absl::StatusOr<PruneResult> FaultStore::PruneRuns(const PruneRequest& request) {
+  if (absl::Status s = Before("PruneRuns", true); !s.ok()) return s;
+  absl::StatusOr<PruneResult> r = StoreWrapper::PruneRuns(request);
+  if (r.ok() && ReplyLost("PruneRuns")) return absl::UnavailableError("injected: reply lost");
+  return r;
+}
+
 // A signal (issue 23): kept, and when it resolves a wait, only for a run
 // resting waiting for a signal of its name; a finished run keeps none.
 absl::StatusOr<SendSignalResult> FaultStore::SendSignal(const NewSignal& signal) {

@@ -90,6 +90,7 @@ class FaultStore final : public StoreWrapper {
   absl::StatusOr<Reservation> SettleReservation(const BudgetKey& key, int64_t cost_micros) override;
   absl::StatusOr<int64_t> ReleaseReservations(const std::string& run_id) override;
   absl::StatusOr<SendSignalResult> SendSignal(const NewSignal& signal) override;
+  absl::StatusOr<PruneResult> PruneRuns(const PruneRequest& request) override;
   absl::StatusOr<std::optional<SignalRecord>> NextSignal(const std::string& run_id,
                                                          const std::string& name) override;
   absl::StatusOr<std::optional<SignalRecord>> SignalConsumedBy(const std::string& run_id,

@@ -15,6 +15,7 @@
 #include "engine/rules/run_context.h"
 #include "engine/rules/step_counts.h"
 #include "engine/run/child_run.h"
+#include "engine/service/retention_sweep.h"
 #include "events/events.h"
 #include "llm/cap_board.h"
 #include "llm/concurrency_controller.h"
@@ -359,9 +360,20 @@ struct Process {
   std::vector<std::unique_ptr<FaultCapBoard>> cap_boards;
   std::vector<std::unique_ptr<ConcurrencyController>> controllers;
   std::vector<std::shared_ptr<Incarnation>> controller_lives;  // whose each is
+  // Every sweeping life's retention sweep, over a store of its own (after
+  // `engines`; each sweep before its store, so destroyed first).
+  std::vector<std::unique_ptr<FaultStore>> retention_stores;
+  std::vector<std::unique_ptr<engine_internal::RetentionSweep>> retentions;
   std::unique_ptr<std::mt19937_64> random;
   bool sweeper = true;
 };
+
+// Retention in the simulation (issue 25): finished runs older than this go,
+// in batches of two, while the seed runs (world time: a seed lasts tens of
+// seconds), and a run with a write row younger than the audit horizon stays.
+constexpr absl::Duration kSimKeepRuns = absl::Seconds(8);
+constexpr absl::Duration kSimAuditHorizon = absl::Seconds(12);
+constexpr absl::Duration kSimRetentionPass = absl::Seconds(1);
 
 class Sim {
  public:
@@ -425,6 +437,12 @@ class Sim {
   void AddChildStep();
   void JoinChildren();
   void CheckChildren();
+  // Retention: whether run `id`, which a read did not find (`gone`), was
+  // deleted by retention: the checker saw it finished last (any other
+  // absence is a violation, reported here). Once so, it stays pruned and
+  // the checks skip it.
+  bool Pruned(const std::string& id, const absl::Status& gone);
+  bool IsPruned(const std::string& id) const { return pruned_.contains(id); }
 
   const SimOptions options_;
   World world_;
@@ -467,6 +485,10 @@ class Sim {
   std::map<std::string, std::map<int64_t, std::pair<std::string, nlohmann::json>>> sent_;
   int signals_sent_ = 0;
   int64_t checked_at_ = -1;             // FaultState::calls_returned at the last check
+  // Retention: each checked run as the checker last read it, and the runs
+  // retention deleted (each seen finished before it went).
+  std::map<std::string, RunRecord> last_seen_;
+  std::set<std::string> pruned_;
 };
 
 void Sim::Choose() {
@@ -664,6 +686,40 @@ void Sim::StartLife(Process& p) {
         world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, " sweep acted on ", *n));
       }
     });
+    // Retention (issue 25), as `serve` and `worker` apply it: a short
+    // horizon, small batches (no draw from the world's generator).
+    RetentionPolicy policy;
+    policy.keep_runs = kSimKeepRuns;
+    policy.audit_horizon = kSimAuditHorizon;
+    policy.batch_runs = 2;
+    policy.max_batches_per_pass = 1;
+    // A schedule's runs join the checked ones only when it is paused (and
+    // their children with them): until then the checker does not see them
+    // end, so their workflow and the child workflow are kept (each
+    // workflow's own keep_runs; the other workloads are pruned).
+    if (!schedule_.id.empty()) {
+      policy.keep_runs_by_workflow[schedule_.workflow] = absl::InfiniteDuration();
+      if (child_workload_.has_value()) {
+        policy.keep_runs_by_workflow[child_workload_->name] = absl::InfiniteDuration();
+      }
+    }
+    // Its store injects no faults: a fault draws from the world's
+    // generator, and each pass drawing would move every seed's history (the
+    // injected bugs are caught at seeds of these histories). It still dies
+    // with its life (FaultStore::Before).
+    p.retention_stores.push_back(
+        std::make_unique<FaultStore>(base_.store.get(), &world_, &faults_, inc, /*injects=*/false));
+    p.retentions.push_back(std::make_unique<engine_internal::RetentionSweep>(
+        p.retention_stores.back().get(), p.clocks.back().get(), policy, NullLogger()));
+    engine_internal::RetentionSweep* retention = p.retentions.back().get();
+    Every(inc, absl::Milliseconds(150) * p.id, kSimRetentionPass, [this, retention, inc] {
+      absl::StatusOr<PruneResult> got = retention->PassOnce();
+      if (!got.ok() || got->runs > 0) {
+        world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, " retention: ",
+                                   got.ok() ? absl::StrCat(got->runs, " runs deleted")
+                                            : std::string(got.status().message())));
+      }
+    });
     // Every sweeping process fires the schedules, as `serve` and `worker`
     // do (no draw from the world's generator: seeds without a schedule keep
     // their histories).
@@ -833,6 +889,9 @@ void Sim::CheckSignals(const RunRecord& run, const std::vector<StepRecord>& step
     if (const std::string child_id = engine_internal::ChildOfSignal(sig.name);
         !child_id.empty()) {
       absl::StatusOr<RunRecord> child = base_.store->GetRun(child_id);
+      if (!child.ok() && last_seen_.contains(child_id) && Pruned(child_id, child.status())) {
+        child = last_seen_.at(child_id);  // deleted by retention: as it went
+      }
       if (!child.ok() || child->parent_run_id != run.id || !IsTerminal(child->status) ||
           sig.payload.value("child_run_id", "") != child_id) {
         world_.Violate(absl::StrCat("run ", run.id, " keeps signal ", sig.name, " seq ", sig.seq,
@@ -1124,11 +1183,13 @@ void Sim::Check() {
   checked_at_ = faults_.calls_returned;
   JoinChildren();
   for (const std::string& id : runs_) {
+    if (IsPruned(id)) continue;
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok()) {
-      world_.Violate(absl::StrCat("run ", id, " is gone: ", run.status().ToString()));
+      if (Pruned(id, run.status())) continue;
       return;
     }
+    last_seen_[id] = *run;
     CheckRun(*run);
   }
   for (const auto& [key, n] : service_->effects()) {
@@ -1167,6 +1228,22 @@ void Sim::Check() {
 
 // Exactly one effect for every write a run went past; no budget left
 // reserved on a run at rest.
+bool Sim::Pruned(const std::string& id, const absl::Status& gone) {
+  if (IsPruned(id)) return true;
+  auto seen = last_seen_.find(id);
+  if (!absl::IsNotFound(gone) || seen == last_seen_.end() || !IsTerminal(seen->second.status)) {
+    world_.Violate(
+        absl::StrCat("run ", id, " is gone (", gone.ToString(), "); last seen ",
+                     seen == last_seen_.end() ? std::string("never") : Name(seen->second.status),
+                     ": retention deletes finished runs only"));
+    return false;
+  }
+  pruned_.insert(id);
+  world_.Record(absl::StrCat(world_.Stamp(), " ", id, " (", Name(seen->second.status),
+                             ") was deleted by retention"));
+  return true;
+}
+
 void Sim::CheckStageEvent(const std::string& who, const std::string& channel,
                           const std::string& payload) {
   ++stage_events_;
@@ -1289,6 +1366,7 @@ void Sim::CheckCapEnd() {
 
 void Sim::CheckEnd() {
   for (const std::string& id : runs_) {
+    if (IsPruned(id)) continue;  // checked while it lived
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     // The attempt cap is the workflow's, whichever process admitted the run.
     auto w = std::find_if(workloads_.begin(), workloads_.end(), [&](const Workload& x) {
@@ -1379,6 +1457,7 @@ void Sim::StopSchedule() {
   for (const RunRecord& run : *runs) {
     if (!absl::StartsWith(run.idempotency_key, "schedule:sim:")) continue;
     if (std::find(runs_.begin(), runs_.end(), run.id) == runs_.end()) runs_.push_back(run.id);
+    last_seen_[run.id] = run;
     ++schedule_runs_;
   }
   world_.Record(absl::StrCat(world_.Stamp(), " client pauses the schedule: ", schedule_runs_,
@@ -1420,6 +1499,13 @@ void Sim::CheckSchedule() {
     }
     if (!keys.insert(run.idempotency_key).second) {
       world_.Violate(absl::StrCat("tick ", absl::FormatTime(tick), " started two runs"));
+    }
+  }
+  for (const std::string& id : pruned_) {  // joined at the pause, deleted since
+    auto seen = last_seen_.find(id);
+    if (seen != last_seen_.end() &&
+        absl::StartsWith(seen->second.idempotency_key, "schedule:sim:")) {
+      ++n;
     }
   }
   if (n != schedule_runs_) {
@@ -1499,6 +1585,7 @@ void Sim::JoinChildren() {
       }
       if (std::find(runs_.begin(), runs_.end(), k.id) != runs_.end()) continue;
       runs_.push_back(k.id);
+      last_seen_[k.id] = k;
       ++children_;
       world_.Record(absl::StrCat(world_.Stamp(), " child ", k.id, " of ", parent, " (",
                                  k.idempotency_key, ") joins the checked runs"));
@@ -1553,6 +1640,13 @@ void Sim::CheckChildren() {
     for (const StepRecord& s : steps.ok() ? *steps : std::vector<StepRecord>{}) {
       if (s.kind != "run") continue;
       auto child = by_key.find(engine_internal::ChildKey(id, s.revision, s.path, 1));
+      // A child retention deleted was checked while it lived (and seen
+      // finished when it went).
+      if (const std::string went = s.output.is_object() ? s.output.value("run_id", "") : "";
+          child == by_key.end() && last_seen_.contains(went) &&
+          Pruned(went, base_.store->GetRun(went).status())) {
+        continue;
+      }
       if (s.state == StepState::kSucceeded) {
         if (child == by_key.end() || child->second->status != RunStatus::kCompleted ||
             s.output.value("run_id", "") != child->second->id) {
@@ -1575,6 +1669,7 @@ void Sim::CheckChildren() {
 
 bool Sim::AllRest() {
   for (const std::string& id : runs_) {
+    if (IsPruned(id)) continue;  // it went finished
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok() || !Rests(*run)) return false;
   }
@@ -1653,6 +1748,12 @@ SimResult Sim::Run() {
   if (world_.violation().empty()) CheckSchedule();
   if (world_.violation().empty()) CheckChildren();
   for (const std::string& id : runs_) {
+    if (IsPruned(id)) {  // it ended (the checker saw it finished) and retention deleted it
+      ++result.runs_ended;
+      ++result.runs_pruned;
+      world_.Record(absl::StrCat("end: ", id, " deleted by retention"));
+      continue;
+    }
     absl::StatusOr<RunRecord> run = base_.store->GetRun(id);
     if (!run.ok()) continue;
     if (IsTerminal(run->status)) ++result.runs_ended;

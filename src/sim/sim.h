@@ -41,7 +41,8 @@ struct SimResult {
   // byte); on a violation, ends with it.
   std::vector<std::string> history;
   int runs = 0;            // runs started
-  int runs_ended = 0;      // terminal at the end
+  int runs_ended = 0;      // terminal at the end (deleted by retention included)
+  int runs_pruned = 0;     // of them, deleted by retention (issue 25)
   int runs_at_gate = 0;    // paused at a gate at the end
   int runs_at_wait = 0;    // waiting for a signal with no timeout at the end
   int signals_kept = 0;      // signals the store kept (issue 23)

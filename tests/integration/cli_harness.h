@@ -180,6 +180,7 @@ inline std::vector<std::vector<std::string>> BackendCommands(const std::string& 
       {"reset", "--yes"},
       {"dead-letters"},
       {"dead-letters", "--redrive-all"},
+      {"prune", "--older-than", "30d"},
   };
 }
 

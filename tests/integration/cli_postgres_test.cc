@@ -82,6 +82,40 @@ TEST(CliPostgres, ADetachedRunIsExecutedByAWorkerAndFollowedFromAnotherProcess) 
             3);
 }
 
+// Issue 25: `runloom prune` on PostgreSQL counts (--dry-run) and deletes the
+// finished runs older than its age by the server's clock, and leaves an
+// unfinished one.
+TEST(CliPostgres, PruneDeletesTheFinishedRunsOlderThanItsAge) {
+  absl::StatusOr<std::string> db = CreateTestPostgresDatabase("cli_prune");
+  ASSERT_OK(db);
+  const std::string dir = MakeTempDir("clipg_prune");
+  WriteFile(dir + "/slow.yaml", kSlow);
+  Result done = RunCli({"run", dir + "/slow.yaml", "--db", *db}, Clean(dir));
+  ASSERT_EQ(done.code, 0) << done.out;
+  const std::string finished = RunIdFrom(done.out);
+  Result admitted = RunCli({"run", dir + "/slow.yaml", "--detach", "--db", *db}, Clean(dir));
+  ASSERT_EQ(admitted.code, 0) << admitted.out;
+  const std::string queued = RunIdFrom(admitted.out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+
+  Result dry =
+      RunCli({"prune", "--older-than", "1s", "--dry-run", "--json", "--db", *db}, Clean(dir));
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  const std::vector<nlohmann::json> counted = JsonLines(dry.out);
+  ASSERT_EQ(counted.size(), 1u) << dry.out;
+  EXPECT_EQ(counted[0]["runs"], 1) << dry.out;
+  EXPECT_EQ(StatusJson(*db, finished)["status"], "completed");
+
+  Result pruned = RunCli({"prune", "--older-than", "1s", "--json", "--db", *db}, Clean(dir));
+  ASSERT_EQ(pruned.code, 0) << pruned.out;
+  const std::vector<nlohmann::json> deleted = JsonLines(pruned.out);
+  ASSERT_EQ(deleted.size(), 1u) << pruned.out;
+  EXPECT_EQ(deleted[0]["runs"], 1);
+  EXPECT_EQ(deleted[0]["rows"], counted[0]["rows"]);
+  EXPECT_EQ(RunCli({"status", finished, "--db", *db}, Clean(dir)).code, 2);
+  EXPECT_EQ(StatusJson(*db, queued)["status"], "queued");
+}
+
 // A server that does not answer, and a database whose runloom schema is
 // newer than this binary: one line, exit 2, nothing written.
 TEST(CliPostgres, AnUnreachableServerOrANewerSchemaExitsTwoWithOneLine) {

@@ -924,5 +924,56 @@ TEST(Cli, BackupTakesItsFileNameLiterallyAndRefusesWhatItCannotWrite) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/none.db"));
 }
 
+// Issue 25, retention: `runloom prune` counts (--dry-run) and deletes the
+// runs finished before its age, never an unfinished one, and refuses a bad
+// age with exit 2 before it opens the database.
+TEST(Cli, PruneDeletesFinishedRunsOlderThanItsAgeAndNothingElse) {
+  const std::string dir = MakeTempDir("prune");
+  const std::string db = dir + "/runs.db";
+  WriteFile(dir + "/noop.yaml", "name: noop\nsteps:\n  - id: a\n    kind: noop\n");
+  Result done = RunCli({"run", dir + "/noop.yaml", "--db", db});
+  ASSERT_EQ(done.code, 0) << done.out;
+  const std::string finished = RunIdFrom(done.out);
+  Result queued = RunStdout({"run", dir + "/noop.yaml", "--detach", "--db", db});
+  ASSERT_EQ(queued.code, 0) << queued.out;
+  const std::string waiting = queued.out.substr(0, queued.out.find('\n'));
+  ASSERT_FALSE(waiting.empty()) << queued.out;
+
+  // Bad ages: exit 2, one line naming the flag, the file untouched.
+  const std::map<std::string, std::string> before = Snapshot(db);
+  for (const char* bad : {"30x", "0d", "", "d", "none", "1.5d"}) {
+    Result r = RunCli({"prune", "--older-than", bad, "--db", db});
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_THAT(r.out, ::testing::HasSubstr("--older-than")) << bad;
+  }
+  Result bad_horizon =
+      RunCli({"prune", "--older-than", "1d", "--audit-horizon", "soon", "--db", db});
+  EXPECT_EQ(bad_horizon.code, 2) << bad_horizon.out;
+  EXPECT_EQ(RunCli({"prune", "--db", db}).code, 2);  // --older-than is required
+  EXPECT_TRUE(Snapshot(db) == before);
+
+  // Not old enough yet: nothing.
+  Result young = RunCli({"prune", "--older-than", "1d", "--db", db});
+  EXPECT_EQ(young.code, 0) << young.out;
+  EXPECT_THAT(young.out, ::testing::HasSubstr("deleted 0 finished runs"));
+  RealClock()->SleepFor(absl::Milliseconds(1100));
+  Result dry = RunCli({"prune", "--older-than", "1s", "--dry-run", "--json", "--db", db});
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  const nlohmann::json counted = nlohmann::json::parse(dry.out);
+  EXPECT_EQ(counted["dry_run"], true);
+  EXPECT_EQ(counted["runs"], 1) << dry.out;
+  EXPECT_GT(counted["rows"].get<int64_t>(), 1) << dry.out;     // its events and step record too
+  EXPECT_EQ(StatusJson(db, finished)["status"], "completed");  // a dry run deletes nothing
+
+  Result pruned = RunCli({"prune", "--older-than", "1s", "--db", db});
+  ASSERT_EQ(pruned.code, 0) << pruned.out;
+  EXPECT_THAT(pruned.out, ::testing::HasSubstr("deleted 1 finished runs ("));
+  EXPECT_THAT(pruned.out, ::testing::HasSubstr(counted["rows"].dump() + " rows)"));
+  EXPECT_EQ(RunCli({"status", finished, "--db", db}).code, 2);  // gone
+  EXPECT_EQ(StatusJson(db, waiting)["status"], "queued");       // an unfinished run stays
+  Result again = RunCli({"prune", "--older-than", "1s", "--json", "--db", db});
+  EXPECT_EQ(nlohmann::json::parse(again.out)["runs"], 0) << again.out;
+}
+
 }  // namespace
 }  // namespace runloom::testing

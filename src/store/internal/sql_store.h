@@ -87,6 +87,9 @@ class SqlStore : public Store {
   absl::StatusOr<std::vector<LiveTextRow>> ListLiveText(const std::string& run_id,
                                                         absl::Duration max_age) final;
 
+  // ---- retention: deleting finished runs with their rows (sql_retention.cc) ----
+  absl::StatusOr<PruneResult> PruneRuns(const PruneRequest& request) final;
+
  private:
   const std::unique_ptr<SqlDatabase> sql_;
 };

@@ -573,12 +573,20 @@ CREATE TABLE IF NOT EXISTS live_text (
 );
 )sql";
 
+// Version 18: retention (issue 25), as SQLite's version 15: the finished
+// runs by finish time, for RetentionStore::PruneRuns. Partial, so only a
+// run's terminal write (which sets finished_at) adds an entry; that write
+// is not a HOT update any more, once per run. Re-runnable.
+constexpr char kV18[] = R"sql(
+CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},   Migration{4, kV4},
     Migration{5, kV5},   Migration{6, kV6},   Migration{7, kV7},   Migration{8, kV8},
     Migration{9, kV9},   Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
     Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15}, Migration{16, kV16},
-    Migration{17, kV17}};
+    Migration{17, kV17}, Migration{18, kV18}};
 
 // One advisory lock key for runloom's migrations (any constant works; this
 // one spells "rlm1").

@@ -358,11 +358,20 @@ CREATE TABLE live_text (
 );
 )sql";
 
+// Version 15: retention (issue 25). The finished runs by finish time, so
+// that a retention batch (RetentionStore::PruneRuns) reads the oldest
+// finished runs off an index instead of every terminal run; partial: a run
+// enters it when it finishes (finished_at is set only then), so admission
+// and the executor's writes before the end cost it nothing.
+constexpr char kV15[] = R"sql(
+CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+)sql";
+
 constexpr std::array kMigrations = {
     Migration{1, kV1},   Migration{2, kV2},   Migration{3, kV3},   Migration{4, kV4},
     Migration{5, kV5},   Migration{6, kV6},   Migration{7, kV7},   Migration{8, kV8},
     Migration{9, kV9},   Migration{10, kV10}, Migration{11, kV11}, Migration{12, kV12},
-    Migration{13, kV13}, Migration{14, kV14},
+    Migration{13, kV13}, Migration{14, kV14}, Migration{15, kV15},
 };
 
 absl::Status MigrateLocked(Db& db) {

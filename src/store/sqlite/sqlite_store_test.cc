@@ -99,7 +99,7 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, NewFileGetsSchemaVersionAndWal) {
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   EXPECT_EQ(Raw("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(Raw("PRAGMA application_id"), std::to_string(0x524C4F4D));
   for (const char* table : {"workflows", "runs", "step_records", "run_events", "queue",
@@ -119,7 +119,7 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefusedUntouched) {
   EXPECT_THAT(b, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(b.status().message()),
               HasSubstr(absl::StrCat("database ", path_,
-                                     " has schema version 99 but this runloom supports up to 14; "
+                                     " has schema version 99 but this runloom supports up to 15; "
                                      "upgrade runloom")));
   EXPECT_EQ(Raw("PRAGMA user_version"), "99");
 }
@@ -162,7 +162,7 @@ TEST_F(SqliteStoreTest, EmptyFileIsInitialized) {
     std::fclose(f);
   }
   ASSERT_OK(OpenSqlite(path_, options_));
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
 }
 
 TEST_F(SqliteStoreTest, DirectoryOrMissingParentIsFailedPrecondition) {
@@ -201,7 +201,7 @@ TEST_F(SqliteStoreTest, ConcurrentOpensMigrateOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures, 0);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
 }
 
 TEST_F(SqliteStoreTest, MemoryDatabasesArePrivate) {
@@ -269,7 +269,7 @@ TEST_F(SqliteStoreTest, Version1DatabaseMigratesToTheLatest) {
       std::string(kDropBudgets) + "PRAGMA user_version = 1");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   // A dead letter of version 1 is live (not redriven) after the migration.
   absl::StatusOr<std::vector<DeadLetter>> dl = b->transport->ListDeadLetters(0);
   ASSERT_OK(dl);
@@ -303,7 +303,7 @@ TEST_F(SqliteStoreTest, Version2DatabaseMigratesToVersion3) {
     EXPECT_EQ((*page)[0].id, "r_b");
     EXPECT_EQ((*page)[1].id, "r_a");
   }
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created_id'"), "1");
   EXPECT_EQ(Raw("SELECT count(*) FROM sqlite_master WHERE name = 'runs_created'"), "0");
 }
@@ -322,7 +322,7 @@ TEST_F(SqliteStoreTest, Version3DatabaseMigratesToVersion4) {
   Raw(absl::StrCat("DROP TABLE tokens; ", kDropBudgets, "PRAGMA user_version = 3"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   EXPECT_OK(b->store->GetRun("r_v3"));
   TokenRecord t;
   t.id = "tok_1";
@@ -345,7 +345,7 @@ TEST_F(SqliteStoreTest, Version4DatabaseGetsTheWriteLedger) {
       std::string(kDropBudgets) + "PRAGMA user_version = 4");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   EXPECT_OK(b->store->GetRun("r_v4"));
   EXPECT_EQ(Raw("SELECT count(*) FROM pragma_table_info('write_operations')"
                 " WHERE name IN ('action', 'state', 'idempotency_key', 'begins', 'source')"),
@@ -362,7 +362,7 @@ TEST_F(SqliteStoreTest, Version5DatabaseGetsTheBudgetLedger) {
   Raw(absl::StrCat(kDropBudgets, "PRAGMA user_version = 5"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   EXPECT_OK(b->store->GetRun("r_v5"));
   absl::StatusOr<TenantBudget> t = b->store->SetTenantBudget("acme", 5'000'000);
   ASSERT_OK(t);
@@ -392,7 +392,7 @@ TEST_F(SqliteStoreTest, Version6DatabaseKeepsItsWritesWithNoDecision) {
       " concurrency_limit; ALTER TABLE runs DROP COLUMN priority; PRAGMA user_version = 6");
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   absl::StatusOr<std::vector<WriteOperation>> kept = b->store->ListWrites("r_v6");
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 1u);
@@ -427,7 +427,7 @@ TEST_F(SqliteStoreTest, Version12QueueRowsGetTheirFairGroupAndPriority) {
                    "PRAGMA user_version = 12"));
   absl::StatusOr<Backend> b = OpenSqlite(path_, options_);
   ASSERT_OK(b);
-  EXPECT_EQ(Raw("PRAGMA user_version"), "14");
+  EXPECT_EQ(Raw("PRAGMA user_version"), "15");
   constexpr char kRows[] =
       "SELECT group_concat(run_id || ':' || fair_key || ':' || priority, ' ') "
       "FROM (SELECT * FROM queue ORDER BY id)";
