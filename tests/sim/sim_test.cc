@@ -33,11 +33,19 @@ constexpr uint64_t kCampaignSeeds = kSeeds;
 // missing here is searched in seed order.
 uint64_t CaughtAt(InjectedBug bug) {
   const std::string name(ToString(bug));
-  if (name == "write_key_ignores_decision") return 188;
-  if (name == "park_ignores_mailbox") return 159;
+  if (name == "park_ignores_mailbox") return 176;
+  if (name == "write_key_ignores_decision") return 162;
+  if (name == "lease_ignores_concurrency_limit") return 67;
+  if (name == "catalog_error_fails_run") return 41;
+  if (name == "lease_taken_while_live") return 31;
   if (name == "rerun_keeps_cancel") return 28;
-  if (name == "release_frees_unsettled_calls") return 22;
+  if (name == "store_skips_token_check") return 17;
+  if (name == "write_intent_not_recorded") return 8;
+  if (name == "reservation_kept_on_takeover") return 8;
+  if (name == "release_frees_unsettled_calls") return 8;
   if (name == "lost_answer_booked_free") return 8;
+  if (name == "timer_due_early") return 3;
+  if (name == "child_key_per_execution") return 3;
   return 1;
 }
 
