@@ -87,7 +87,11 @@ TEST(EngineLlmCaps, TheCapIsAMetricWhileTheEngineRuns) {
   prometheus::Registry registry;
   EngineOptions opts;
   opts.env.metrics = &registry;
-  CappedEngine e = Open(opts, {.static_cap = 2, .tick = absl::Milliseconds(20)});
+  // cpu_high above 1: a busy test machine (CI runs this under TSan beside
+  // other tests) must not lower the cap this test reads; the CPU signal has
+  // its own tests in concurrency_controller_test.cc.
+  CappedEngine e =
+      Open(opts, {.static_cap = 2, .tick = absl::Milliseconds(20), .cpu_high = 2.0});
   EXPECT_EQ(Gauge(registry, "runloom_llm_concurrency_cap", "fake"), -1);
   e.engine->Start();
   const absl::Time deadline = RealClock()->Now() + absl::Seconds(10);
