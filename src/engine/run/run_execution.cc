@@ -7,6 +7,7 @@
 #include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "engine/observe/run_spans.h"
 #include "engine/rules/outcome.h"
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_budget.h"
@@ -136,6 +137,12 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   // not be loaded, so there is no stage_events block to route by.
   if (config_.stage_events != nullptr && workflow_ != nullptr && !early) {
     config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
+  }
+  if (config_.spans != nullptr) {
+    RunRecord ended = run_;
+    ended.status = status;
+    ended.error = error;
+    ExportRunSpan(config_.spans, ended, run_.workflow_name, config_.clock->Now());
   }
   ReleaseLeftoverReservations();
   final_status_ = status;
