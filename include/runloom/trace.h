@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,10 +64,11 @@ struct TraceContext {
 // SHA-256("runloom trace " + run_id).
 std::string TraceIdOf(std::string_view run_id);
 // A span id derived from `name` (16 hex digits of SHA-256): the run's span
-// is RunSpanIdOf(run_id); a step attempt's, SpanIdOf of its run, path,
+// is RunSpanIdOf(run_id, revision) (a rerun's revision ends again, with a
+// span of its own); a step attempt's, SpanIdOf of its run, path,
 // attempt and lease.
 std::string SpanIdOf(std::string_view name);
-std::string RunSpanIdOf(std::string_view run_id);
+std::string RunSpanIdOf(std::string_view run_id, int64_t revision);
 // "00-<trace id>-<span id>-01" (W3C Trace Context, sampled).
 std::string TraceParentOf(const TraceContext& context);
 // A W3C traceparent header (https://www.w3.org/TR/trace-context/): its

@@ -41,8 +41,8 @@ std::string SpanIdOf(std::string_view name) {
   return id;
 }
 
-std::string RunSpanIdOf(std::string_view run_id) {
-  return SpanIdOf("runloom run " + std::string(run_id));
+std::string RunSpanIdOf(std::string_view run_id, int64_t revision) {
+  return SpanIdOf(absl::StrCat("runloom run ", std::string(run_id), "/", revision));
 }
 
 std::string TraceParentOf(const TraceContext& context) {

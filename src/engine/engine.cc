@@ -123,6 +123,7 @@ class Engine::Impl {
                                    req.inputs = child.inputs;
                                    req.idempotency_key = child.idempotency_key;
                                    req.working_dir = child.working_dir;
+                                   req.traceparent = child.traceparent;
                                    return admission_.StartRun(req, &child.link);
                                  },
                                  [this](const engine_internal::ChildEnd& child) {

@@ -46,7 +46,7 @@ void ExportStepAttemptSpan(SpanSink* sink, const RunRecord& run, const StepAttem
   const TraceContext self = StepAttemptTrace(run, step.path, step.attempt, step.lease_token);
   TraceSpan span{.trace_id = self.trace_id,
                  .span_id = self.span_id,
-                 .parent_span_id = RunSpanIdOf(run.id),
+                 .parent_span_id = RunSpanIdOf(run.id, run.revision),
                  .name = absl::StrCat("step ", step.path),
                  .start = step.start,
                  .end = step.end};

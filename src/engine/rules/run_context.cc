@@ -104,7 +104,7 @@ nlohmann::json EncodeRunContext(const RunContext& c) {
 TraceContext RunTraceOf(const RunRecord& run) {
   const RunContext c = ContextOf(run);
   return TraceContext{.trace_id = c.trace ? c.trace->trace_id : TraceIdOf(run.id),
-                      .span_id = RunSpanIdOf(run.id)};
+                      .span_id = RunSpanIdOf(run.id, run.revision)};
 }
 
 RunContext ContextOf(const RunRecord& run) { return DecodeRunContext(run.context); }

@@ -88,7 +88,8 @@ nlohmann::json EncodeRunContext(const RunContext& context);
 // DecodeRunContext(run.context).
 RunContext ContextOf(const RunRecord& run);
 
-// The trace and span id of the run's span (runloom/trace.h).
+// The trace and span id of the run's span in its current revision
+// (runloom/trace.h).
 TraceContext RunTraceOf(const RunRecord& run);
 
 }  // namespace runloom::engine_internal
