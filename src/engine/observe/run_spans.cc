@@ -52,7 +52,8 @@ void ExportStepAttemptSpan(SpanSink* sink, const RunRecord& run, const StepAttem
                  .end = step.end};
   span.attributes = {{"runloom.run_id", run.id},      {"runloom.step", step.path},
                      {"runloom.kind", step.kind},     {"runloom.attempt", step.attempt},
-                     {"runloom.worker", step.worker}, {"runloom.outcome", step.outcome}};
+                     {"runloom.worker", step.worker}, {"runloom.outcome", step.outcome},
+                     {"runloom.revision", run.revision}};
   if (!step.error_class.empty()) span.attributes["runloom.error_class"] = step.error_class;
   if (step.outcome == "failed" || step.outcome == "retried") {
     span.error = true;
