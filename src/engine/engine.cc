@@ -28,6 +28,7 @@
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/live_text.h"
 #include "engine/observe/live_text_relay.h"
+#include "engine/observe/run_spans.h"
 #include "engine/service/state_gauges.h"
 #include "engine/observe/stage_events.h"
 #include "engine/rules/run_context.h"
@@ -122,12 +123,14 @@ class Engine::Impl {
                                    req.inputs = child.inputs;
                                    req.idempotency_key = child.idempotency_key;
                                    req.working_dir = child.working_dir;
+                                   req.traceparent = child.traceparent;
                                    return admission_.StartRun(req, &child.link);
                                  },
                                  [this](const engine_internal::ChildEnd& child) {
                                    TellParent(child);
                                  },
-                                 &live_},
+                                 &live_,
+                                 options_.env.spans},
                   &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
@@ -177,6 +180,7 @@ class Engine::Impl {
   // nobody held); executions publish their own (RunExecution::Finish).
   void PublishFinished(const RunRecord& run) {
     if (!run.parent_run_id.empty()) TellParent(engine_internal::EndOf(run));
+    engine_internal::ExportRunSpan(options_.env.spans, run, run.workflow_name, clock()->Now());
     if (stage_events_ == nullptr) return;
     absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
     if (!wf.ok()) {
@@ -262,8 +266,10 @@ class Engine::Impl {
     if (gauges_ != nullptr) gauges_->Stop();
   }
 
-  // The state gauges on env.metrics (none without a registry).
+  // The state gauges on env.metrics (none without a registry), and the
+  // sweeper's spans.
   absl::Status InitGauges() {
+    sweeper_.set_spans(options_.env.spans);
     RUNLOOM_ASSIGN_OR_RETURN(gauges_, engine_internal::StateGauges::Create(
                                           options_.env.metrics, store(), transport(), clock(),
                                           logger(), options_.state_gauges_interval));

@@ -37,16 +37,6 @@ json Attributes(const json& object) {
 
 std::string Nanos(absl::Time t) { return absl::StrCat(absl::ToUnixNanos(t)); }
 
-bool IsLowerHex(absl::string_view s, size_t n) {
-  if (s.size() != n) return false;
-  bool nonzero = false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-    nonzero |= c != '0';
-  }
-  return nonzero;
-}
-
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -99,7 +89,7 @@ absl::StatusOr<std::unique_ptr<OtlpExporter>> OtlpExporter::Create(OtlpOptions o
 
 OtlpExporter::~OtlpExporter() { Stop(); }
 
-void OtlpExporter::Export(Span span) {
+void OtlpExporter::Export(TraceSpan span) {
   runloom::MutexLock l(&mu_);
   if (stopping_ || queue_.size() >= options_.max_queue) {
     dropped_.fetch_add(1);
@@ -213,35 +203,6 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOtlpHeader
     out.emplace_back(absl::AsciiStrToLower(name), std::move(value));
   }
   return out;
-}
-
-std::optional<TraceParent> ParseTraceParent(std::string_view text) {
-  const absl::string_view header =
-      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
-  std::vector<absl::string_view> parts = absl::StrSplit(header, '-');
-  if (parts.size() < 4) return std::nullopt;
-  const absl::string_view version = parts[0];
-  if (version.size() != 2 || HexDigit(version[0]) < 0 || HexDigit(version[1]) < 0 ||
-      version == "ff" || absl::AsciiStrToLower(version) != version) {
-    return std::nullopt;
-  }
-  // Version 00 has exactly four fields; a later version may add more.
-  if (version == "00" && parts.size() != 4) return std::nullopt;
-  if (!IsLowerHex(parts[1], 32) || !IsLowerHex(parts[2], 16)) return std::nullopt;
-  const absl::string_view flags = parts[3];
-  if (flags.size() != 2 || HexDigit(flags[0]) < 0 || HexDigit(flags[1]) < 0 ||
-      absl::AsciiStrToLower(flags) != flags) {
-    return std::nullopt;
-  }
-  return TraceParent{.trace_id = std::string(parts[1]),
-                     .span_id = std::string(parts[2]),
-                     .flags = static_cast<uint8_t>(HexDigit(flags[0]) * 16 + HexDigit(flags[1]))};
-}
-
-std::string FormatTraceParent(const TraceParent& tp) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  return absl::StrCat("00-", tp.trace_id, "-", tp.span_id, "-",
-                      std::string{kHex[tp.flags >> 4], kHex[tp.flags & 0xf]});
 }
 
 }  // namespace runloom::net
