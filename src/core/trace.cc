@@ -1,6 +1,7 @@
 #include "runloom/trace.h"
 
 #include "core/digest.h"
+#include "core/escape.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -11,7 +12,8 @@
 namespace runloom {
 namespace {
 
-bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+// W3C Trace Context ids and fields are lower-case hex only.
+bool IsHexDigit(char c) { return HexValue(c) >= 0 && !(c >= 'A' && c <= 'F'); }
 
 // `n` lower-case hex digits, not all zero.
 bool IsLowerHexId(absl::string_view s, size_t n) {

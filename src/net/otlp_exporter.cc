@@ -2,6 +2,8 @@
 
 #include "net/http_client.h"
 
+#include "core/escape.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +12,8 @@
 #include "absl/strings/strip.h"
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 
 namespace runloom::net {
 namespace {
@@ -37,12 +41,6 @@ json Attributes(const json& object) {
 
 std::string Nanos(absl::Time t) { return absl::StrCat(absl::ToUnixNanos(t)); }
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 }  // namespace
 
@@ -186,16 +184,14 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOtlpHeader
           ")"));
     }
     absl::string_view raw = absl::StripAsciiWhitespace(entry.substr(eq + 1));
-    std::string value;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] == '%' && i + 2 < raw.size() && HexDigit(raw[i + 1]) >= 0 &&
-          HexDigit(raw[i + 2]) >= 0) {
-        value.push_back(static_cast<char>(HexDigit(raw[i + 1]) * 16 + HexDigit(raw[i + 2])));
-        i += 2;
-      } else {
-        value.push_back(raw[i]);
-      }
+    std::optional<std::string> decoded =
+        PercentDecode(std::string_view(raw.data(), raw.size()), /*plus_is_space=*/false);
+    if (!decoded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OTEL_EXPORTER_OTLP_HEADERS: entry ", n, " ('", name,
+                       "') has a '%' not followed by two hex digits (write '%25' for a '%')"));
     }
+    std::string value = *std::move(decoded);
     if (value.find_first_of("\r\n") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
           "OTEL_EXPORTER_OTLP_HEADERS: entry ", n, " ('", name, "') has a line break in its value"));

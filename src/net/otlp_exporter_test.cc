@@ -174,6 +174,10 @@ TEST(OtlpHeaders, ParsesNameValuePairsAndRefusesWithoutEchoingAValue) {
   EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("entry 2")));
   EXPECT_THAT(std::string(bad.status().message()), ::testing::Not(HasSubstr("topsecret")));
   EXPECT_THAT(ParseOtlpHeaders("a=x%0Ay"), StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> escape =
+      ParseOtlpHeaders("k=secret%zz");
+  EXPECT_THAT(escape, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'%25'")));
+  EXPECT_THAT(std::string(escape.status().message()), ::testing::Not(HasSubstr("secret")));
 }
 
 TEST(TraceParentHeader, ParsesVersion00AndRefusesMalformedOnes) {
