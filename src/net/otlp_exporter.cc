@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 
 #include <algorithm>
+#include <csignal>
 #include <optional>
 #include <string_view>
 
@@ -81,7 +82,16 @@ absl::StatusOr<std::unique_ptr<OtlpExporter>> OtlpExporter::Create(OtlpOptions o
     return absl::InvalidArgumentError("OTLP exporter: queue, batch, flush and timeout must be > 0");
   }
   std::unique_ptr<OtlpExporter> out(new OtlpExporter(std::move(options)));
+  // The thread takes no asynchronous signal: a process that waits for
+  // SIGTERM on a thread of its own (the CLI's SignalWatcher, which may start
+  // after this) must be the one to get it, not this one, where the default
+  // action would end the process.
+  sigset_t all;
+  sigset_t before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   out->thread_ = std::thread([self = out.get()] { self->Loop(); });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   return out;
 }
 
