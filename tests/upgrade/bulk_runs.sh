@@ -12,7 +12,7 @@
 # r_bulk<16 digits>: no engine runs, and the old schema is kept exactly as the
 # old binary left it (the fixture's own four runs stay too). Then time, e.g.:
 #
-#   time runloom runs --db OUT.db --limit 1 > /dev/null    (the first open migrates)
+#   time runloom status r_bulk0000000000000001 --db OUT.db > /dev/null    (the first open migrates)
 set -euo pipefail
 
 die() { printf 'bulk_runs: %s\n' "$*" >&2; exit 2; }

@@ -19,8 +19,9 @@
 # runs in the workflow file's directory, which the fixture does not keep.
 #
 # Nothing of today's binary or schema is used: that is the point. The
-# fixtures are checked in (tests/upgrade/fixtures/<commit>/) and opened by
-# today's binary in tests/upgrade (upgrade_test).
+# fixtures are checked in (tests/upgrade/fixtures/<commit>-sqlite/ and
+# <commit>-postgres/) and opened by today's binary in
+# tests/integration/upgrade_test.cc (ctest -R Upgrade).
 set -euo pipefail
 
 die() { printf 'make_fixture: %s\n' "$*" >&2; exit 2; }
