@@ -113,9 +113,9 @@ struct ExecutingFlags {
 };
 
 // `base` with the step kinds and tenant budgets (ConfigSetting), the stage events
-// (StageEventsSetting), the sleep-parking threshold and the span exporter (SpansSetting) of `f`. Reads the configuration file and
-// opens nothing, so a command calls it before the backend: an error (kInvalidArgument or kNotFound
-// naming the flag, file or variable) leaves nothing written.
+// (StageEventsSetting), the sleep-parking threshold and the span exporter (SpansSetting) of `f`.
+// Reads the configuration file and opens nothing, so a command calls it before the backend: an
+// error (kInvalidArgument or kNotFound naming the flag, file or variable) leaves nothing written.
 absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f);
 
 // The process's span exporter for `flag` (--otlp-endpoint, else the
@@ -125,7 +125,6 @@ absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const E
 // naming the flag or variable for a URL that is not http(s) or malformed
 // headers.
 absl::StatusOr<SpanSink*> SpansSetting(const std::string& flag);
-
 
 // `/metrics` (Prometheus text format) of `registry`, served on `address`
 // (IPv4 HOST:PORT; port 0 picks a free one, see Exposer::GetListeningPorts)

@@ -42,9 +42,9 @@ absl::StatusOr<SpanSink*> SpansSetting(const std::string& flag) {
   }
   absl::StatusOr<std::unique_ptr<net::OtlpExporter>> made = net::OtlpExporter::Create(options);
   if (!made.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag.empty() ? "OTEL_EXPORTER_OTLP_ENDPOINT" : "--otlp-endpoint", ": ",
-        made.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag.empty() ? "OTEL_EXPORTER_OTLP_ENDPOINT" : "--otlp-endpoint", ": ",
+                     made.status().message()));
   }
   exporter = *std::move(made);
   return exporter.get();

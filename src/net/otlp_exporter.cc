@@ -42,7 +42,6 @@ json Attributes(const json& object) {
 
 std::string Nanos(absl::Time t) { return absl::StrCat(absl::ToUnixNanos(t)); }
 
-
 }  // namespace
 
 json OtlpTraceRequest(const std::vector<Span>& spans, const OtlpOptions& options) {

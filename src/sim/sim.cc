@@ -1214,8 +1214,8 @@ void Sim::CheckSpans() {
     const nlohmann::json& a = s.attributes;
     const std::string run_id = a.value("runloom.run_id", "");
     if (!span_ids_.insert(s.span_id).second) {
-      world_.Violate(absl::StrCat("span ", s.name, " (", s.span_id, ") of run ", run_id,
-                                  " exported twice"));
+      world_.Violate(
+          absl::StrCat("span ", s.name, " (", s.span_id, ") of run ", run_id, " exported twice"));
       return;
     }
     if (run_id.empty()) continue;  // a model call's or an http request's: no run attribute

@@ -185,12 +185,12 @@ class LlmStep final : public StepKind {
                      .kind = SpanKind::kClient,
                      .start = start,
                      .end = end};
-      span.attributes = {{"gen_ai.request.model", call.route.model},
-                         {"gen_ai.system", call.route.provider_name},
-                         {"runloom.model", call.alias},
-                         {"runloom.cost_micros", booked},
-                         {"runloom.requests", response.ok() ? response->requests
-                                                            : RequestsOf(response.status())}};
+      span.attributes = {
+          {"gen_ai.request.model", call.route.model},
+          {"gen_ai.system", call.route.provider_name},
+          {"runloom.model", call.alias},
+          {"runloom.cost_micros", booked},
+          {"runloom.requests", response.ok() ? response->requests : RequestsOf(response.status())}};
       if (response.ok()) {
         span.attributes["gen_ai.usage.input_tokens"] = response->usage.prompt_tokens;
         span.attributes["gen_ai.usage.output_tokens"] = response->usage.completion_tokens;

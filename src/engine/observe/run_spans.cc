@@ -50,9 +50,9 @@ void ExportStepAttemptSpan(SpanSink* sink, const RunRecord& run, const StepAttem
                  .name = absl::StrCat("step ", step.path),
                  .start = step.start,
                  .end = step.end};
-  span.attributes = {{"runloom.run_id", run.id},      {"runloom.step", step.path},
-                     {"runloom.kind", step.kind},     {"runloom.attempt", step.attempt},
-                     {"runloom.worker", step.worker}, {"runloom.outcome", step.outcome},
+  span.attributes = {{"runloom.run_id", run.id},        {"runloom.step", step.path},
+                     {"runloom.kind", step.kind},       {"runloom.attempt", step.attempt},
+                     {"runloom.worker", step.worker},   {"runloom.outcome", step.outcome},
                      {"runloom.revision", run.revision}};
   if (!step.error_class.empty()) span.attributes["runloom.error_class"] = step.error_class;
   if (step.outcome == "failed" || step.outcome == "retried") {
@@ -66,13 +66,12 @@ void ExportTakeoverSpan(SpanSink* sink, const RunRecord& run, std::string_view p
                         std::string_view by, absl::Time at) {
   if (sink == nullptr) return;
   const TraceContext root = RunTraceOf(run);
-  TraceSpan span{
-      .trace_id = root.trace_id,
-      .span_id = SpanIdOf(absl::StrCat("runloom takeover ", run.id, "/", run.attempts)),
-      .parent_span_id = root.span_id,
-      .name = "lease.takeover",
-      .start = at,
-      .end = at};
+  TraceSpan span{.trace_id = root.trace_id,
+                 .span_id = SpanIdOf(absl::StrCat("runloom takeover ", run.id, "/", run.attempts)),
+                 .parent_span_id = root.span_id,
+                 .name = "lease.takeover",
+                 .start = at,
+                 .end = at};
   span.attributes = {{"runloom.run_id", run.id},
                      {"runloom.attempt", run.attempts},
                      {"runloom.previous_owner", std::string(previous_owner)},

@@ -409,7 +409,8 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     }
     ErrorClass cls = AttemptErrorClass(err);
     LogAttemptFailed(path, attempt, cls, err);
-    const bool retried = ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline);
+    const bool retried =
+        ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline);
     span(retried ? "retried" : "failed", err, cls);
     if (retried) {
       absl::Duration delay = Backoff(step.retry, attempt);

@@ -17,8 +17,7 @@ absl::Status RetentionSweep::Batches(PruneRequest request, absl::Time deadline, 
   // At least one batch for each request of a pass, so that a slow store
   // still makes progress and one workflow's backlog starves no other.
   for (int mine = 0;
-       mine == 0 || (batches < policy_.max_batches_per_pass && clock_->Now() < deadline);
-       ++mine) {
+       mine == 0 || (batches < policy_.max_batches_per_pass && clock_->Now() < deadline); ++mine) {
     RUNLOOM_ASSIGN_OR_RETURN(PruneResult got, store_->PruneRuns(request));
     ++batches;
     total.runs += got.runs;

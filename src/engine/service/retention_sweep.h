@@ -54,8 +54,7 @@ class RetentionSweep {
   // until the pass's `deadline` or the policy's max_batches_per_pass
   // (counted in `batches` across the pass); adds what they deleted to
   // `total`.
-  absl::Status Batches(PruneRequest request, absl::Time deadline, int& batches,
-                       PruneResult& total);
+  absl::Status Batches(PruneRequest request, absl::Time deadline, int& batches, PruneResult& total);
 
   // Constant after construction.
   Store* const store_;
