@@ -67,13 +67,18 @@ void ExportTakeoverSpan(SpanSink* sink, const RunRecord& run, std::string_view p
   if (sink == nullptr) return;
   const TraceContext root = RunTraceOf(run);
   TraceSpan span{.trace_id = root.trace_id,
-                 .span_id = SpanIdOf(absl::StrCat("runloom takeover ", run.id, "/", run.attempts)),
+                 // Two sweepers may both requeue one expiry (each appends
+                 // its run.lease_expired): each span is its own, by when.
+                 .span_id = SpanIdOf(
+                     absl::StrCat("runloom takeover ", run.id, "/", run.revision, "/", run.attempts,
+                                  "/", std::string(previous_owner), "/", absl::ToUnixNanos(at))),
                  .parent_span_id = root.span_id,
                  .name = "lease.takeover",
                  .start = at,
                  .end = at};
   span.attributes = {{"runloom.run_id", run.id},
                      {"runloom.attempt", run.attempts},
+                     {"runloom.revision", run.revision},
                      {"runloom.previous_owner", std::string(previous_owner)},
                      {"runloom.by", std::string(by)}};
   sink->Export(std::move(span));
