@@ -189,6 +189,18 @@ absl::StatusOr<std::vector<RecoveryCandidate>> FaultStore::FindRecoverable(
   return StoreWrapper::FindRecoverable(queued_grace, limit);
 }
 
+absl::StatusOr<std::vector<LiveLease>> FaultStore::ListLiveLeases(int limit) {
+  if (absl::Status s = Before("ListLiveLeases", false); !s.ok()) return s;
+  return StoreWrapper::ListLiveLeases(limit);
+}
+
+absl::Status FaultStore::ExpireLease(const std::string& run_id, const std::string& token) {
+  if (absl::Status s = Before("ExpireLease", true); !s.ok()) return s;
+  absl::Status s = StoreWrapper::ExpireLease(run_id, token);
+  if (s.ok() && ReplyLost("ExpireLease")) return absl::UnavailableError("injected: reply lost");
+  return s;
+}
+
 absl::StatusOr<std::vector<std::string>> FaultStore::FindCancelRequested(
     const std::vector<std::string>& run_ids) {
   if (absl::Status s = Before("FindCancelRequested", false); !s.ok()) return s;

@@ -80,6 +80,8 @@ class FaultStore final : public StoreWrapper {
                                                     std::optional<int64_t> revision) override;
   absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
                                                                  int limit) override;
+  absl::StatusOr<std::vector<LiveLease>> ListLiveLeases(int limit) override;
+  absl::Status ExpireLease(const std::string& run_id, const std::string& token) override;
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;
