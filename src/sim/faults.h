@@ -54,6 +54,7 @@ struct FaultState {
   int signal_parks = 0;      // moves to waiting for a signal
   int over_limit = 0;        // leases refused over a concurrency limit (issue 23)
   int keyed_leases = 0;      // leases taken on runs with a concurrency key
+  int leases_ended = 0;      // leases ended early: their holder was dead (issue 27)
 };
 
 class FaultStore final : public StoreWrapper {
