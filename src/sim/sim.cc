@@ -1035,7 +1035,12 @@ void Sim::FaultTick() {
   ++crashes_;
   world_.Record(absl::StrCat(world_.Stamp(), " CRASH ", p.inc->name));
   const absl::Duration down = rng.Millis(200, 3000);
-  world_.At(world_.now() + down, nullptr, [this, &p] { StartLife(p); });
+  // Unless the end of the faults brought it back first (Sim::Run): one
+  // process has one life at a time, or a later life could not prove an
+  // earlier one dead (restart recovery, issue 27).
+  world_.At(world_.now() + down, nullptr, [this, &p] {
+    if (!p.inc->alive) StartLife(p);
+  });
 }
 
 // Events fold to the run's row: status, attempts; decisions one per pause;
