@@ -65,8 +65,18 @@ struct EngineOptions {
   // from the OS, used under the engine's lock); env.metrics gets the
   // runloom_* counters and histograms (nullptr = none recorded).
   Env env;
-  // Lease owner name written on runs; "" = "<hostname>:<pid>".
+  // Lease owner name written on runs; "" = "<hostname>:<pid>~<boot id>~<pid
+  // namespace>~<start time>" (engine/service/lease_holder.h), or
+  // "<hostname>:<pid>" where /proc does not tell those.
   std::string owner;
+  // Restart recovery (issue 27; docs/operations.md "Restart recovery"):
+  // whether the process that holds a lease, by its owner name, is provably
+  // dead, so that the sweeper ends its leases at once instead of at their
+  // expiry. Empty = the engine's own check, which knows the default owner
+  // names only: the same host, boot and pid namespace as this process, and
+  // the holder's pid gone or reused. An owner name it cannot read is never
+  // taken early.
+  std::function<bool(const std::string& owner)> holder_is_dead;
   // Executor threads. More threads overlap more step I/O (and let the
   // store's group commit batch more writes); each thread runs one run at a time.
   int executors = 4;

@@ -37,6 +37,7 @@
 #include "engine/service/active_runs.h"
 #include "engine/service/cancel_watch.h"
 #include "engine/service/executor_pool.h"
+#include "engine/service/lease_holder.h"
 #include "engine/service/lease_keeper.h"
 #include "engine/service/llm_caps.h"
 #include "engine/service/pinned_catalog.h"
@@ -83,7 +84,19 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
   if (options.env.clock == nullptr) options.env.clock = store->clock();
   if (options.env.logger == nullptr) options.env.logger = DefaultLogger();
   if (options.env.scheduler == nullptr) options.env.scheduler = ThreadScheduler();
-  if (options.owner.empty()) options.owner = DefaultOwner();
+  const std::optional<engine_internal::LeaseHolder> self = engine_internal::SelfHolder();
+  if (options.owner.empty()) {
+    options.owner = self.has_value() ? engine_internal::OwnerName(*self) : DefaultOwner();
+  }
+  if (!options.holder_is_dead && self.has_value()) {
+    options.holder_is_dead = [self = *self](const std::string& owner) {
+      const std::optional<engine_internal::LeaseHolder> holder =
+          engine_internal::ParseOwnerName(owner);
+      return holder.has_value() && engine_internal::CheckHolder(*holder, self,
+                                                                engine_internal::LiveProcFs()) ==
+                                       engine_internal::HolderState::kDead;
+    };
+  }
   if (options.registry == nullptr) options.registry = StepRegistry::WithLocalBuiltins();
   if (options.heartbeat <= absl::ZeroDuration()) options.heartbeat = options.lease_ttl / 3;
   if (options.cancel_check <= absl::ZeroDuration()) options.cancel_check = absl::Milliseconds(250);
@@ -269,6 +282,7 @@ class Engine::Impl {
   // sweeper's spans.
   absl::Status InitGauges() {
     sweeper_.set_spans(options_.env.spans);
+    sweeper_.set_holder_check(options_.holder_is_dead);
     RUNLOOM_ASSIGN_OR_RETURN(gauges_, engine_internal::StateGauges::Create(
                                           options_.env.metrics, store(), transport(), clock(),
                                           logger(), options_.state_gauges_interval));

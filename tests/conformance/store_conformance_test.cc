@@ -521,6 +521,55 @@ TEST_P(StoreConformanceTest, AcquireLeaseAfterExpiryFencesTheOldHolder) {
   EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
 }
 
+// Restart recovery (issue 27): the live leases with their holders, and a
+// lease ended now by its token, so that the run is recoverable at once and
+// its old holder is fenced as after an expiry; a stale token, an expired
+// lease or a run that is not running is refused with nothing written.
+TEST_P(StoreConformanceTest, ExpireLeaseEndsALiveLeaseNowAndFencesItsHolder) {
+  const std::string id = Create();
+  const std::string other = Create();
+  const std::string queued = Create();
+  const Lease first = Acquire(id, absl::Seconds(30));
+  Advance(absl::Seconds(1));
+  const Lease second = Acquire(other, absl::Seconds(10));
+  absl::StatusOr<std::vector<LiveLease>> live = store_->ListLiveLeases(0);
+  ASSERT_OK(live);
+  ASSERT_THAT(*live, SizeIs(2));
+  EXPECT_EQ((*live)[0].run_id, other);  // soonest expiry first
+  EXPECT_EQ((*live)[0].owner, "worker-a");
+  EXPECT_EQ((*live)[0].token, second.token);
+  EXPECT_EQ((*live)[1].run_id, id);
+  EXPECT_EQ((*live)[1].token, first.token);
+  EXPECT_THAT(store_->ListLiveLeases(1), IsOkAndHolds(SizeIs(1)));
+
+  EXPECT_THAT(store_->ExpireLease(id, "0123"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease(queued, first.token), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease("r_missing", first.token), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease(id, ""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->ListLiveLeases(0), IsOkAndHolds(SizeIs(2))) << "the refusals wrote nothing";
+
+  ASSERT_OK(store_->ExpireLease(id, first.token));
+  EXPECT_THAT(store_->ListLiveLeases(0),
+              IsOkAndHolds(ElementsAre(Field(&LiveLease::run_id, other))));
+  EXPECT_THAT(store_->ExpireLease(id, first.token), StatusIs(absl::StatusCode::kAborted))
+      << "an expired lease is not ended twice";
+  absl::StatusOr<std::vector<RecoveryCandidate>> c = store_->FindRecoverable(absl::Minutes(1), 10);
+  ASSERT_OK(c);
+  EXPECT_THAT(*c, ElementsAre(Field(&RecoveryCandidate::run_id, id)));
+  EXPECT_THAT(store_->RenewLease(id, first.token, absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<Lease> taken =
+      store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")});
+  ASSERT_OK(taken);
+  EXPECT_EQ(taken->attempt, 2);
+  RunWrite stale = ExecutorWrite(first);
+  stale.new_status = RunStatus::kCompleted;
+  EXPECT_THAT(store_->Commit(stale), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease(id, first.token), StatusIs(absl::StatusCode::kAborted))
+      << "the old token does not end the new lease";
+  EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+}
+
 TEST_P(StoreConformanceTest, AcquireLeaseRefusesPausedTerminalAndUnknown) {
   for (RunStatus s : {RunStatus::kPaused, RunStatus::kCompleted, RunStatus::kFailed,
                       RunStatus::kCancelled, RunStatus::kBudgetStopped}) {

@@ -71,7 +71,7 @@ TEST(Simulation, OneSeedReplaysByteForByte) {
 TEST(Simulation, EverySeedHoldsEveryInvariant) {
   int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0, scheduled = 0,
           children = 0;
-  int64_t keyed = 0, over_limit = 0, pruned = 0;
+  int64_t keyed = 0, over_limit = 0, pruned = 0, ended_early = 0;
   for (uint64_t seed = 1; seed <= kCampaignSeeds; ++seed) {
     SimResult r = RunSimulation({.seed = seed});
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation << "\n"
@@ -87,6 +87,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
     keyed += r.keyed_leases;
     over_limit += r.over_limit;
     pruned += r.runs_pruned;
+    ended_early += r.leases_ended;
   }
   // Not vacuous: the campaign started runs, crashed processes, injected
   // faults, sent signals that waits consumed (some resolving a resting
@@ -103,6 +104,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   EXPECT_GT(keyed, 0);       // runs with a concurrency key ran (half the workflows have one)
   EXPECT_GT(over_limit, 0);  // and some lease found its key full
   EXPECT_GT(pruned, 0);      // retention deleted finished runs (issue 25), each seen finished
+  EXPECT_GT(ended_early, 0);  // a restarted life ended its dead predecessor's leases (issue 27)
 }
 
 class InjectedBugCaught : public ::testing::TestWithParam<InjectedBug> {};

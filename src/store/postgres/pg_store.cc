@@ -75,6 +75,16 @@ constexpr char kExpiredLeases[] =
     "WHERE status = 'running' "
     "AND (lease_expires_at IS NULL OR lease_expires_at <= (SELECT runloom_now())) "
     "ORDER BY lease_expires_at LIMIT $1";
+constexpr char kLiveLeases[] =
+    "SELECT id, lease_owner, lease_token, lease_expires_at FROM runs "
+    "WHERE status = 'running' AND lease_expires_at > (SELECT runloom_now()) "
+    "ORDER BY lease_expires_at LIMIT $1";
+// One statement, so no lock is held between a check and the write: the
+// row's lock serializes it with a renewal or a new lease of the run.
+constexpr char kExpireLease[] =
+    "UPDATE runs SET lease_expires_at = (SELECT runloom_now()) "
+    "WHERE id = $1 AND status = 'running' AND lease_token = $2 "
+    "AND lease_expires_at > (SELECT runloom_now()) RETURNING id";
 // created_at <= updated_at: the bound on created_at lets runs_queued_created
 // (schema version 9) find the candidates; updated_at itself has no index, so
 // that a write that keeps its run's status can be a HOT update.
@@ -345,6 +355,35 @@ absl::StatusOr<std::vector<Event>> PgStore::ListEvents(const std::string& run_id
 }
 
 // ---- recovery ----
+
+absl::StatusOr<std::vector<LiveLease>> PgStore::ListLiveLeases(int limit) {
+  std::vector<LiveLease> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kLiveLeases, PgParams().OptionalInt(SqlLimit(limit))));
+    out.clear();
+    for (int i = 0; i < r.rows(); ++i) {
+      const PgRow row = r.row(i);
+      out.push_back(LiveLease{.run_id = row.ColumnText(0),
+                              .owner = row.ColumnText(1),
+                              .token = row.ColumnText(2),
+                              .expires_at = row.ColumnTime(3)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PgStore::ExpireLease(const std::string& run_id, const std::string& token) {
+  if (token.empty()) return absl::InvalidArgumentError("ExpireLease: the lease token is empty");
+  return h_->Txn([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kExpireLease, PgParams().Text(run_id).Text(token)));
+    if (r.rows() == 0) {
+      return absl::AbortedError(
+          absl::StrCat("run ", run_id, " is not running under that lease any more"));
+    }
+    return absl::OkStatus();
+  });
+}
 
 absl::StatusOr<std::vector<RecoveryCandidate>> PgStore::FindRecoverable(absl::Duration queued_grace,
                                                                         int limit) {

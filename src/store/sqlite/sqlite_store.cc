@@ -69,6 +69,12 @@ constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
     "ORDER BY lease_expires_at LIMIT ?2";
+constexpr char kLiveLeases[] =
+    "SELECT id, lease_owner, lease_token, lease_expires_at FROM runs "
+    "WHERE status = 'running' AND lease_expires_at > ?1 ORDER BY lease_expires_at LIMIT ?2";
+constexpr char kExpireLease[] =
+    "UPDATE runs SET lease_expires_at = ?3 "
+    "WHERE id = ?1 AND status = 'running' AND lease_token = ?2 AND lease_expires_at > ?3";
 // A queued run holds no lease (a move to queued releases it), so "no live
 // lease" is the status itself. Whether it still has a message is the
 // transport's question (Transport::FindMessages), not the store's. A run
@@ -296,6 +302,37 @@ absl::StatusOr<std::vector<Event>> SqliteStore::ListEvents(const std::string& ru
 }
 
 // ---- recovery ----
+
+absl::StatusOr<std::vector<LiveLease>> SqliteStore::ListLiveLeases(int limit) {
+  const absl::Time now = h_->Now();
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<LiveLease>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kLiveLeases));
+    st.BindTime(1, now);
+    st.BindInt(2, SqlLimit(limit));
+    return CollectRows<LiveLease>(st, [](const Statement& row) -> absl::StatusOr<LiveLease> {
+      return LiveLease{.run_id = row.ColumnText(0),
+                       .owner = row.ColumnText(1),
+                       .token = row.ColumnText(2),
+                       .expires_at = row.ColumnTime(3)};
+    });
+  });
+}
+
+absl::Status SqliteStore::ExpireLease(const std::string& run_id, const std::string& token) {
+  if (token.empty()) return absl::InvalidArgumentError("ExpireLease: the lease token is empty");
+  return h_->Write([&](WriteTxn& txn) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kExpireLease));
+    st.BindText(1, run_id);
+    st.BindText(2, token);
+    st.BindTime(3, h_->Now());
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+    if (txn.db.changes() == 0) {
+      return absl::AbortedError(absl::StrCat("run ", run_id,
+                                             " is not running under that lease any more"));
+    }
+    return absl::OkStatus();
+  });
+}
 
 absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
     absl::Duration queued_grace, int limit) {
