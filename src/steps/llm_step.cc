@@ -42,6 +42,27 @@ struct LlmCall {
   std::shared_ptr<JsonSchema> schema;  // the compiled response_schema, if any
 };
 
+// The prompt a step record keeps for the operators' model-call inspector
+// (issue 25): the first kMaxRecordedPromptBytes, cut at a UTF-8 character
+// boundary, with "truncated" set when cut. The engine scrubs the run's
+// secrets from a step's output before it is stored (engine/run/secrets.h).
+constexpr size_t kMaxRecordedPromptBytes = 16 * 1024;
+
+nlohmann::json RecordedPrompt(const LlmRequest& request) {
+  auto cut = [](const std::string& text, bool* truncated) {
+    if (text.size() <= kMaxRecordedPromptBytes) return text;
+    size_t end = kMaxRecordedPromptBytes;
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+    *truncated = true;
+    return text.substr(0, end);
+  };
+  bool truncated = false;
+  nlohmann::json out = {{"user", cut(request.prompt, &truncated)}};
+  if (!request.system.empty()) out["system"] = cut(request.system, &truncated);
+  if (truncated) out["truncated"] = true;
+  return out;
+}
+
 // Models often wrap JSON in a ```json fence; accept that.
 std::string StripCodeFence(const std::string& text) {
   const size_t begin = text.find_first_not_of(" \t\r\n");
@@ -210,7 +231,8 @@ class LlmStep final : public StepKind {
                    {{"prompt_tokens", response->usage.prompt_tokens},
                     {"completion_tokens", response->usage.completion_tokens},
                     {"cost_micros", cost}}},
-                  {"latency_ms", record.latency_ms}};
+                  {"latency_ms", record.latency_ms},
+                  {"prompt", RecordedPrompt(call.request)}};
     if (!calls.empty()) out.output["tool_calls"] = std::move(calls);
     // An agent's turn that calls tools is not its answer: only a reply
     // without tool calls is held to the JSON reply and its schema.
