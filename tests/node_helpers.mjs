@@ -1,7 +1,9 @@
-// What the Node test scripts share (tests/browser/ui_test.mjs,
+// What the Node test scripts share (tests/browser/ui_test.mjs, ops_test.mjs,
 // tests/mcp/mcp_test.mjs): checks that print TAP-like lines, a free loopback
-// port, polling with a deadline, and a JSON client of the HTTP API. Node's
+// port, polling with a deadline, a JSON client of the HTTP API, tokens made
+// with the CLI, the server's readiness and a signed-in browser page. Node's
 // own modules only, so it needs no npm install.
+import {execFileSync} from 'node:child_process';
 import net from 'node:net';
 
 // Throws "check failed: WHAT" unless `cond`; prints "ok - WHAT" otherwise.
@@ -47,4 +49,37 @@ export function apiClient(base) {
     const text = await res.text();
     return {status: res.status, body: text ? JSON.parse(text) : null};
   };
+}
+
+// A new API token made with the CLI (`runloom token create --json` on `db`).
+export function createToken(binary, db, name, role) {
+  const out = execFileSync(binary, ['token', 'create', '--name', name, '--role', role, '--db', db, '--json'],
+    {encoding: 'utf8'});
+  return JSON.parse(out).token;
+}
+
+// Resolves once `${base}/readyz` answers 200, polling with `wait(what, fn)`
+// (a waitFor with its deadline bound).
+export async function serverReady(base, wait) {
+  await wait('the server to be ready', async () => {
+    try {
+      return (await fetch(`${base}/readyz`)).ok;
+    } catch (e) {
+      return false;
+    }
+  });
+}
+
+// A new page of the browser `context` signed in to the web UI at `base` with
+// `tok`, keyboard only (the token field has focus; Enter submits); its
+// default timeout `ms`.
+export async function login(context, base, tok, ms) {
+  const page = await context.newPage();
+  page.setDefaultTimeout(ms);
+  await page.goto(`${base}/`);
+  await page.locator('#token').waitFor();
+  await page.keyboard.type(tok);
+  await page.keyboard.press('Enter');
+  await page.locator('#who').filter({hasText: '('}).waitFor();
+  return page;
 }

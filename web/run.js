@@ -1,13 +1,16 @@
 // One run: its status, its graph with each step's state changing live, the
 // approval panel when it waits at a gate, the text of its streaming model
 // calls as it arrives, its step records (outputs, errors, attempts,
-// revisions), its external writes with the decision each carried out, and a
-// timeline of events that resumes after a cut.
+// revisions), its external writes with the decision each carried out, a
+// waterfall of its step attempts and an inspector of its model calls (issue
+// 25), and a timeline of events that resumes after a cut.
 
 import {follow, get, post} from './api.js';
-import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
+import {errorBox, h, pretty, replace, statusBadge, toast, when} from './dom.js';
 import {gatePanel} from './gate.js';
 import {drawGraph} from './graph.js';
+import {inspector} from './inspector.js';
+import {allEvents, waterfall} from './waterfall.js';
 import {TERMINAL} from './vocabulary.js';
 
 function eventLine(ev) {
@@ -162,6 +165,8 @@ export async function runPage(ctx, id) {
   const stepsBox = h('section', {}, h('p', {}, 'Loading steps…'));
   const writesBox = h('section', {'aria-label': 'External writes'});
   const childrenBox = h('section', {'aria-label': 'Child runs'});
+  const waterfallBox = h('section', {class: 'waterfall-box', 'aria-labelledby': 'waterfall-title'});
+  const callsBox = h('section', {class: 'calls-box', 'aria-labelledby': 'calls-title'});
   const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
   const live = h('span', {class: 'live', 'aria-live': 'polite'});
   const streaming = liveCalls();
@@ -222,6 +227,22 @@ export async function runPage(ctx, id) {
     replace(writesBox, writesTable(writes.writes || []));
     replace(childrenBox, childrenTable(kids.runs || []));
     await refreshGate();
+    await refreshObservations(records);
+  }
+
+  // The waterfall and the model calls, from every event of the run (at
+  // most kMaxEvents are read).
+  const kMaxEvents = 5000;
+  async function refreshObservations(records) {
+    let events = [];
+    try {
+      events = await allEvents(get, path, kMaxEvents);
+    } catch (e) {
+      replace(waterfallBox, h('h2', {id: 'waterfall-title'}, 'Waterfall'), errorBox(e));
+      return;
+    }
+    replace(waterfallBox, h('h2', {id: 'waterfall-title'}, 'Waterfall'), waterfall(events));
+    replace(callsBox, h('h2', {id: 'calls-title'}, 'Model calls'), inspector(events, records));
   }
   function soon() {
     if (pending) return;
@@ -233,7 +254,7 @@ export async function runPage(ctx, id) {
 
   replace(ctx.main, head,
     h('section', {'aria-label': 'Graph', class: 'graphbox'}, graph.element),
-    gateBox, streaming.element, stepsBox, childrenBox, writesBox,
+    gateBox, streaming.element, waterfallBox, callsBox, stepsBox, childrenBox, writesBox,
     h('section', {}, h('h2', {}, 'Timeline ', live), timeline));
   drawHead();
   await refresh();

@@ -30,7 +30,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {Client} from '@modelcontextprotocol/sdk/client/index.js';
 import {StdioClientTransport} from '@modelcontextprotocol/sdk/client/stdio.js';
-import {apiClient, check, freePort, waitFor as waitForMs} from '../node_helpers.mjs';
+import {apiClient, check, freePort, serverReady, waitFor as waitForMs} from '../node_helpers.mjs';
 
 const [binary, outDir] = process.argv.slice(2);
 if (!binary || !outDir) {
@@ -109,13 +109,7 @@ async function call(session, name, args) {
 let failed = null;
 const sessions = [];
 try {
-  await waitFor('the server to be ready', async () => {
-    try {
-      return (await fetch(`${base}/readyz`)).ok;
-    } catch (e) {
-      return false;
-    }
-  });
+  await serverReady(base, waitFor);
   const ada = await connect(admin);
   const vera = await connect(viewer);
   sessions.push(ada, vera);
