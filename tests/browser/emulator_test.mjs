@@ -9,8 +9,9 @@
 // developer needs (docs/operations.md). It renders every page and every
 // fixture type — each event type in the run's timeline, each run status in
 // the list, the gate panel, the step records, the writes, the workflow, the
-// dead letters and the schedules — and fails on any page error, console error or failed
-// request. Screenshots go to OUT_DIR/screenshots.
+// dead letters (and their bulk redrive with its confirmation, issue 25) and the
+// schedules — and fails on any page error, console error or failed request.
+// Screenshots go to OUT_DIR/screenshots.
 
 import fs from 'node:fs';
 import http from 'node:http';
@@ -152,6 +153,27 @@ try {
   await page.locator('main', {hasText: wire.dead_letters.dead_letters[0].reason}).waitFor();
   check(true, 'the dead-letter page shows dead_letters.json');
   await page.screenshot({path: path.join(shots, 'emulator-dead-letters.png'), fullPage: true});
+  // Bulk redrive (issue 25): select all, a confirmation naming the runs, and
+  // only then one redrive each; "Keep them" sends none.
+  const deadRuns = wire.dead_letters.dead_letters.map((d) => d.run_id);
+  await page.locator('#select-all-dead').check();
+  await page.locator('#bulk-redrive').click();
+  const confirm = page.locator('dialog.confirm');
+  await confirm.waitFor();
+  const named = await confirm.locator('li').allInnerTexts();
+  check(named.length === deadRuns.length && deadRuns.every((r) => named.includes(r)),
+    'the bulk redrive confirmation names the dead letters\' runs');
+  await page.screenshot({path: path.join(shots, 'emulator-bulk-redrive-confirm.png'), fullPage: true});
+  await confirm.getByRole('button', {name: 'Keep them'}).click();
+  await confirm.waitFor({state: 'detached'});
+  check(await page.locator('table.dead-letters tbody tr').count() === deadRuns.length, '"Keep them" redrives nothing');
+  await page.locator('#select-all-dead').check();
+  await page.locator('#bulk-redrive').click();
+  await confirm.getByRole('button', {name: /^Redrive \d+ dead letter/}).click();
+  await page.locator('main', {hasText: 'No dead letters.'}).waitFor();
+  await page.locator('#toast', {hasText: `Redriven ${deadRuns.length} of ${deadRuns.length}`}).waitFor();
+  check(true, 'confirming redrives each selected dead letter (the emulator answers each redrive)');
+  await page.screenshot({path: path.join(shots, 'emulator-bulk-redrive-done.png'), fullPage: true});
   // Schedules: schedules.json, each row with its last run linked (or none),
   // pause and resume answered by the emulator.
   await page.goto(`${base}?emulator#/schedules`);
