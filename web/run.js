@@ -6,11 +6,11 @@
 // 25), and a timeline of events that resumes after a cut.
 
 import {follow, get, post} from './api.js';
-import {errorBox, h, pretty, replace, statusBadge, toast, when} from './dom.js';
+import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
 import {gatePanel} from './gate.js';
 import {drawGraph} from './graph.js';
 import {inspector} from './inspector.js';
-import {allEvents, waterfall} from './waterfall.js';
+import {waterfall} from './waterfall.js';
 import {TERMINAL} from './vocabulary.js';
 
 function eventLine(ev) {
@@ -227,22 +227,15 @@ export async function runPage(ctx, id) {
     replace(writesBox, writesTable(writes.writes || []));
     replace(childrenBox, childrenTable(kids.runs || []));
     await refreshGate();
-    await refreshObservations(records);
+    drawObservations();
   }
 
-  // The waterfall and the model calls, from every event of the run (at
-  // most kMaxEvents are read).
-  const kMaxEvents = 5000;
-  async function refreshObservations(records) {
-    let events = [];
-    try {
-      events = await allEvents(get, path, kMaxEvents);
-    } catch (e) {
-      replace(waterfallBox, h('h2', {id: 'waterfall-title'}, 'Waterfall'), errorBox(e));
-      return;
-    }
-    replace(waterfallBox, h('h2', {id: 'waterfall-title'}, 'Waterfall'), waterfall(events));
-    replace(callsBox, h('h2', {id: 'calls-title'}, 'Model calls'), inspector(events, records));
+  // The waterfall and the model calls, from the run's events as the stream
+  // below delivered them (every stored event, once each, in seq order).
+  const history = [];
+  function drawObservations() {
+    replace(waterfallBox, h('h2', {id: 'waterfall-title'}, 'Waterfall'), waterfall(history));
+    replace(callsBox, h('h2', {id: 'calls-title'}, 'Model calls'), inspector(history, lastRecords));
   }
   function soon() {
     if (pending) return;
@@ -269,6 +262,7 @@ export async function runPage(ctx, id) {
     const ev = msg.data || {};
     if (seen.has(ev.seq)) return;  // never shown twice, even across a reconnect
     seen.add(ev.seq);
+    history.push(ev);
     timeline.appendChild(eventLine(ev));
     soon();
   }, (s) => replace(live, s === 'live' ? '(live)' : s === 'reconnecting' ? '(reconnecting…)' : '(ended)'));

@@ -7,7 +7,7 @@
 // then run.started by the next executor) are marked across every row, and an
 // attempt its executor never finished ends at the lease's expiry.
 
-import {h, replace} from './dom.js';
+import {h} from './dom.js';
 
 // The events that let a step start: the moment one of them happened is when
 // the next attempt could begin.
@@ -134,22 +134,4 @@ export function waterfall(events, now) {
       `${fmtMs(k.at - k.expiredAt)} later (attempt ${k.attempt}).`)))
     : null;
   return h('div', {class: 'waterfall', role: 'table', 'aria-label': 'Step attempts over time'}, legend, rows, takeovers);
-}
-
-// Reads every event of the run (JSON pages of up to 1000, at most `max`).
-export async function allEvents(get, path, max) {
-  const out = [];
-  let after = 0;
-  while (out.length < max) {
-    const page = await get(`${path}/events?after=${after}&limit=1000`);
-    const list = (page && page.events) || [];
-    out.push(...list);
-    if (list.length < 1000) break;
-    after = list[list.length - 1].seq;
-  }
-  return out;
-}
-
-export function replaceWaterfall(box, events) {
-  replace(box, h('h2', {}, 'Waterfall'), waterfall(events));
 }

@@ -164,8 +164,8 @@ TEST_F(ApiUiTest, RunFiltersRefuseBadValuesAndWriteNothing) {
   ExpectBad("/api/v1/runs?created_after=" + std::string(100, '9'), "created_after");
   ExpectBad("/api/v1/runs?tenant=" + std::string(300, 't'), "tenant");
   ExpectBad("/api/v1/runs?input_id=" + std::string(300, 'i'), "input_id");
-  ClientResponse reversed = Get(
-      "/api/v1/runs?created_after=2026-01-02T00:00:00Z&created_before=2026-01-01T00:00:00Z");
+  ClientResponse reversed =
+      Get("/api/v1/runs?created_after=2026-01-02T00:00:00Z&created_before=2026-01-01T00:00:00Z");
   EXPECT_EQ(reversed.status, 400) << reversed.body;
   EXPECT_THAT(reversed.json().value("message", ""), HasSubstr("created_after must be before"));
   EXPECT_EQ(CountRuns(), 1);

@@ -6,7 +6,6 @@
 #include "api/errors.h"
 #include "api/query.h"
 #include "auth/operations.h"
-#include "events/events.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -158,11 +157,11 @@ std::optional<HttpResponse> UnknownQueryParameter(const HttpRequest& request,
   for (const auto& [name, value] : request.query) {
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     std::string allowed = known.size() == 0 ? std::string("none") : absl::StrJoin(known, ", ");
-    return ErrorResponse(400, "invalid_argument",
-                         absl::StrCat("unknown query parameter '",
-                                      absl::CHexEscape(name.substr(0, kShownNameBytes)),
-                                      "'; this route takes: ", allowed),
-                         name.substr(0, kShownNameBytes));
+    return ErrorResponse(
+        400, "invalid_argument",
+        absl::StrCat("unknown query parameter '", absl::CHexEscape(name.substr(0, kShownNameBytes)),
+                     "'; this route takes: ", allowed),
+        name.substr(0, kShownNameBytes));
   }
   return std::nullopt;
 }
@@ -180,10 +179,6 @@ std::optional<HttpResponse> CheckFilter(const HttpRequest& request, const char* 
   return std::nullopt;
 }
 
-nlohmann::json MicrosOrNull(const std::optional<int64_t>& v) {
-  return v.has_value() ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 // Issue 25: every tenant's budget (limit, spent, reserved, left), or the one
 // ?tenant= names (an empty list when it has no row).
 HandlerResult ListBudgets(Engine* engine, const Call& c) {
@@ -195,11 +190,7 @@ HandlerResult ListBudgets(Engine* engine, const Call& c) {
   nlohmann::json out = nlohmann::json::array();
   for (const TenantBudget& t : *all) {
     if (only != c.request.query.end() && t.tenant != only->second) continue;
-    out.push_back({{"tenant", t.tenant},
-                   {"limit_micros", MicrosOrNull(t.figures.limit_micros)},
-                   {"spent_micros", t.figures.spent_micros},
-                   {"reserved_micros", t.figures.reserved_micros},
-                   {"left_micros", MicrosOrNull(t.figures.left_micros())}});
+    out.push_back(wire::TenantBudgetToJson(t));
   }
   return {JsonResponse(nlohmann::json{{"budgets", std::move(out)}}.dump())};
 }
@@ -216,17 +207,8 @@ HandlerResult ListLlmCaps(Engine* engine, const Call& c) {
   nlohmann::json out = nlohmann::json::array();
   for (const LlmCapInfo& cap : engine->ListLlmCaps()) {
     if (only != c.request.query.end() && cap.provider != only->second) continue;
-    const size_t keep = static_cast<size_t>(history.value.value_or(kMaxLlmCapHistory));
-    const size_t from = cap.history.size() > keep ? cap.history.size() - keep : 0;
-    nlohmann::json h = nlohmann::json::array();
-    for (size_t i = from; i < cap.history.size(); ++i) {
-      const LlmCapDecision& d = cap.history[i];
-      h.push_back({{"at", FormatEventTime(d.at)}, {"cap", d.cap}, {"reason", d.reason}});
-    }
-    out.push_back({{"provider", cap.provider},
-                   {"cap", cap.cap},
-                   {"in_flight", cap.in_flight},
-                   {"history", std::move(h)}});
+    out.push_back(
+        wire::LlmCapToJson(cap, static_cast<size_t>(history.value.value_or(kMaxLlmCapHistory))));
   }
   return {JsonResponse(
       nlohmann::json{{"caps", std::move(out)}, {"history_limit", kMaxLlmCapHistory}}.dump())};

@@ -9,8 +9,8 @@
 // developer needs (docs/operations.md). It renders every page and every
 // fixture type — each event type in the run's timeline, each run status in
 // the list, the gate panel, the step records, the writes, the workflow, the
-// dead letters (and their bulk redrive with its confirmation, issue 25) and the
-// schedules — and fails on any page error, console error or failed request.
+// dead letters (and their bulk redrive with its confirmation, issue 25), the
+// budgets and LLM caps (issue 25) and the schedules — and fails on any page error, console error or failed request.
 // Screenshots go to OUT_DIR/screenshots.
 
 import fs from 'node:fs';
@@ -174,6 +174,24 @@ try {
   await page.locator('#toast', {hasText: `Redriven ${deadRuns.length} of ${deadRuns.length}`}).waitFor();
   check(true, 'confirming redrives each selected dead letter (the emulator answers each redrive)');
   await page.screenshot({path: path.join(shots, 'emulator-bulk-redrive-done.png'), fullPage: true});
+  // Budgets and LLM caps (issue 25): budgets.json and llm_caps.json.
+  await page.goto(`${base}?emulator#/budgets`);
+  for (const b of wire.budgets.budgets) {
+    await page.locator(`table.budgets tr[data-tenant="${b.tenant}"]`).waitFor();
+  }
+  check(await page.locator('table.budgets tr[data-tenant="research"] td').first().innerText() === 'no limit',
+    'the budgets page shows budgets.json, a tenant without a limit as "no limit"');
+  await page.screenshot({path: path.join(shots, 'emulator-budgets.png'), fullPage: true});
+  await page.goto(`${base}?emulator#/caps`);
+  for (const c of wire.llm_caps.caps) {
+    const box = page.locator(`section.cap[data-provider="${c.provider}"]`);
+    await box.waitFor();
+    check((await box.locator('.cap-now').innerText()).includes(`cap ${c.cap}`) &&
+          await box.locator('table.cap-history tbody tr').count() === c.history.length,
+    `the caps page shows ${c.provider}'s cap and its ${c.history.length} changes`);
+  }
+  await page.screenshot({path: path.join(shots, 'emulator-caps.png'), fullPage: true});
+  noProblems('the budgets and caps pages');
   // Schedules: schedules.json, each row with its last run linked (or none),
   // pause and resume answered by the emulator.
   await page.goto(`${base}?emulator#/schedules`);

@@ -51,8 +51,8 @@ void LlmCaps::Start() {
   auto* leader_gauge = leader_gauge_;
   // Every tick records the cap's history; the gauges when there is a registry.
   std::function<void(const std::string&, const CapLimits&, int)> on_tick =
-      [this, cap_gauge, in_flight_gauge, leader_gauge](
-          const std::string& provider, const CapLimits& limits, int in_flight) {
+      [this, cap_gauge, in_flight_gauge, leader_gauge](const std::string& provider,
+                                                       const CapLimits& limits, int in_flight) {
         Record(provider, limits, clock_->Now());
         if (cap_gauge == nullptr) return;
         cap_gauge->Add({{"provider", provider}}).Set(limits.cap);

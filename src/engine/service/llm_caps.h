@@ -20,8 +20,8 @@
 #pragma once
 
 #include "runloom/clock.h"
-#include "runloom/env.h"
 #include "runloom/engine.h"
+#include "runloom/env.h"
 #include "runloom/mutex.h"
 
 #include "llm/cap_board.h"

@@ -1,10 +1,11 @@
 // The llm step under its provider's concurrency cap in a running engine
 // (SQLite): parallel model calls never exceed the cap the fake provider
 // enforces, and the cap shows up as a metric once the controller ticks.
+#include "engine/service/llm_caps.h"
+
 #include "runloom/engine.h"
 #include "runloom/sqlite.h"
 
-#include "engine/service/llm_caps.h"
 #include "llm/fake_provider.h"
 #include "llm/llm_concurrency.h"
 #include "steps/builtin_steps.h"
