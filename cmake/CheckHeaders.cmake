@@ -23,6 +23,7 @@ set(RUNLOOM_PUBLIC_HEADERS
   scheduler.h
   sqlite.h
   stage_events.h
+  trace.h
   status.h
   step.h
   store.h

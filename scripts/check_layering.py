@@ -108,8 +108,9 @@ ALLOWED = {
     "engine_rules": STEP | {"workflow", "events"},
     # The public API header; the layers below the facade use its value types.
     "engine_api": STEP | {"workflow", "events", "store", "transport", "backend", "engine_rules"},
-    # What the engine reports: metrics and stage events.
-    "engine_observe": STEP | {"workflow", "events", "store"},
+    # What the engine reports: metrics, stage events and spans (a run's
+    # trace is read from its context: engine_rules).
+    "engine_observe": STEP | {"workflow", "events", "store", "engine_rules"},
     # One run's execution.
     "engine_run": STEP | {"workflow", "events", "steps", "llm", "store", "transport",
                           "engine_rules", "engine_observe"},

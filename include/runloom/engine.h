@@ -155,6 +155,10 @@ struct StartRunRequest {
   // runs of its concurrency key); nullopt = the workflow's `priority:`.
   // kInvalidArgument outside the range.
   std::optional<int> priority;
+  // A W3C traceparent (POST /runs' header): the run's span joins that trace
+  // as a child of that span (runloom/trace.h). A malformed one is ignored,
+  // as the W3C specification asks: the run starts its own trace.
+  std::string traceparent;
 };
 
 // Counters since Open(), for benchmarks and /metrics.

@@ -6,6 +6,7 @@
 // random   where jitter and lease-owner suffixes come from (seed it in tests)
 // metrics  a prometheus-cpp registry the engine adds its counters to
 // scheduler  how work runs side by side (runloom/scheduler.h)
+// spans    where the engine's trace spans go (runloom/trace.h)
 //
 // Every field has a default that works in production: the backend's time
 // authority, a logger that writes to stderr, a randomly seeded generator, and
@@ -37,6 +38,7 @@ namespace runloom {
 
 class Clock;
 class Scheduler;
+class SpanSink;
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 std::string_view ToString(LogLevel level);  // "debug", "info", "warning", "error"
@@ -107,6 +109,9 @@ struct Env {
   prometheus::Registry* metrics = nullptr;
   // nullptr = ThreadScheduler() (a thread per parallel branch).
   Scheduler* scheduler = nullptr;
+  // Where the engine's spans go (runloom/trace.h); nullptr = nothing is
+  // traced.
+  SpanSink* spans = nullptr;
 };
 
 }  // namespace runloom

@@ -31,10 +31,13 @@ struct RetentionPolicy {
   // Runs per transaction: bounded so that one batch holds the store's
   // writer (SQLite) or its row locks and dead tuples (PostgreSQL: about
   // 100 runs of ~50 rows each per commit, which autovacuum absorbs) only
-  // briefly. Each pass deletes batches while they come back full, at most
-  // max_batches_per_pass of them.
+  // briefly. Each pass deletes batches while they come back full, for at
+  // most max_pass_time (by the sweep's clock) and max_batches_per_pass
+  // batches, whichever ends first: a backlog drains at up to 10 s of every
+  // interval, and other writers get the store between batches.
   int batch_runs = 100;
-  int max_batches_per_pass = 10;
+  int max_batches_per_pass = 10'000;
+  absl::Duration max_pass_time = absl::Seconds(10);
   // How often the sweeping process makes a pass.
   absl::Duration interval = absl::Minutes(1);
 

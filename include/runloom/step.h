@@ -21,6 +21,7 @@
 #include "runloom/env.h"
 #include "runloom/mutex.h"
 #include "runloom/run.h"
+#include "runloom/trace.h"
 #include "runloom/write_ledger.h"
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -132,6 +134,15 @@ class StepContext {
   // The text streamed so far in this attempt is void (the provider sends
   // the request again).
   virtual void StreamReset() {}
+
+  // ---- Traces (issue 25, runloom/trace.h; the defaults trace nothing) ----
+  //
+  // The step attempt's span, the parent of the spans the step records and
+  // what its outbound requests carry as `traceparent`; nullopt = untraced.
+  virtual std::optional<TraceContext> trace() const { return std::nullopt; }
+  // Reports a span of the step's own work (a model call, an http request),
+  // a child of trace(). Its error message must hold no secret.
+  virtual void RecordSpan(TraceSpan /*span*/) {}
 
   // Where the step logs (never null).
   virtual Logger* logger() { return DefaultLogger(); }

@@ -106,6 +106,9 @@ class Transport {
   // ---- dead letters ----
   // Dead letters not yet redriven, oldest first; at most `limit` (<= 0: all).
   virtual absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) = 0;
+  // How many dead letters are not yet redriven (a count in the backend, not
+  // a read of them: the state gauges ask every few seconds).
+  virtual absl::StatusOr<int64_t> CountDeadLetters() = 0;
   // Delivers a dead letter's run again: a fresh message (deliveries from 1)
   // and the dead letter marked redriven, atomically. kNotFound: no such dead
   // letter, or it was redriven already.

@@ -3,6 +3,7 @@
 #include "api/errors.h"
 #include "api/query.h"
 #include "auth/operations.h"
+#include "core/escape.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,7 +24,8 @@ std::optional<std::vector<std::string>> Match(absl::string_view pattern, absl::s
   for (size_t i = 0; i < want.size(); ++i) {
     if (absl::StartsWith(want[i], "{")) {
       std::optional<std::string> p =
-          have[i].empty() ? std::nullopt : PercentDecode(std::string(have[i]), false);
+          have[i].empty() ? std::nullopt
+                          : PercentDecode(std::string_view(have[i].data(), have[i].size()), false);
       if (!p) return std::nullopt;
       params.push_back(*std::move(p));
     } else if (want[i] != have[i]) {

@@ -51,6 +51,7 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
     }
     req.priority = static_cast<int>(priority);
   }
+  req.traceparent = c.request.traceparent;  // a malformed one is ignored (W3C)
   absl::StatusOr<CreateRunResult> started = engine->StartRun(req);
   if (!started.ok()) {
     if (absl::IsInvalidArgument(started.status())) {

@@ -29,6 +29,8 @@ struct HttpRequest {
   std::string content_type;
   std::string last_event_id;
   bool has_last_event_id = false;
+  // W3C Trace Context (POST /runs: the run joins the caller's trace).
+  std::string traceparent;
 };
 
 struct HttpResponse {

@@ -40,10 +40,6 @@ QueryTime ReadQueryTime(const HttpRequest& request, const std::string& name);
 
 namespace runloom::api {
 
-// Percent-decodes `s` ('+' is a space when `plus_is_space`, as in a query);
-// nullopt when a '%' is not followed by two hex digits.
-std::optional<std::string> PercentDecode(const std::string& s, bool plus_is_space);
-
 // Splits a query string ("a=1&b=x%20y") into decoded pairs; a repeated key
 // keeps the last value; a malformed pair is skipped.
 std::map<std::string, std::string> ParseQuery(const std::string& query);

@@ -207,6 +207,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     auto last = m.find("Last-Event-ID");
     r.has_last_event_id = last != m.end();
     if (r.has_last_event_id) r.last_event_id = std::string(last->value());
+    if (auto tp = m.find("traceparent"); tp != m.end()) r.traceparent = std::string(tp->value());
     return r;
   }
 

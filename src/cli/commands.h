@@ -107,14 +107,24 @@ struct ExecutingFlags {
   // --park-sleeps-over DURATION: a sleep at least this long parks its run
   // (EngineOptions::park_sleeps_over).
   std::string park_sleeps_over = "5m";
+  // --otlp-endpoint URL: where spans go (OTLP/HTTP JSON); "" = the
+  // OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables, else off.
+  std::string otlp_endpoint;
 };
 
 // `base` with the step kinds and tenant budgets (ConfigSetting), the stage events
-// (StageEventsSetting) and the sleep-parking threshold of `f`. Reads the configuration file and
-// opens nothing, so a command calls it before the backend: an error (kInvalidArgument or kNotFound
-// naming the flag, file or variable) leaves nothing written.
+// (StageEventsSetting), the sleep-parking threshold and the span exporter (SpansSetting) of `f`.
+// Reads the configuration file and opens nothing, so a command calls it before the backend: an
+// error (kInvalidArgument or kNotFound naming the flag, file or variable) leaves nothing written.
 absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f);
 
+// The process's span exporter for `flag` (--otlp-endpoint, else the
+// OTEL_EXPORTER_OTLP_* variables; OTEL_EXPORTER_OTLP_HEADERS are sent with
+// each post): nullptr when none is configured. It lives until the process
+// exits, which sends what is queued (at most its timeout). kInvalidArgument
+// naming the flag or variable for a URL that is not http(s) or malformed
+// headers.
+absl::StatusOr<SpanSink*> SpansSetting(const std::string& flag);
 
 // `/metrics` (Prometheus text format) of `registry`, served on `address`
 // (IPv4 HOST:PORT; port 0 picks a free one, see Exposer::GetListeningPorts)

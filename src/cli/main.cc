@@ -83,6 +83,10 @@ constexpr const char* kStageEventsHelp =
 void AddExecutingFlags(CLI::App* cmd, ExecutingFlags& f) {
   cmd->add_option("--stage-events", f.stage_events, kStageEventsHelp);
   cmd->add_option("--config", f.config, kConfigHelp);
+  cmd->add_option("--otlp-endpoint", f.otlp_endpoint,
+                  "send trace spans to this OTLP/HTTP traces URL, e.g. "
+                  "http://127.0.0.1:4318/v1/traces (else $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+                  "$OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces; default off)");
   cmd->add_option("--park-sleeps-over", f.park_sleeps_over,
                   "a sleep step at least this long parks its run (status waiting, no executor "
                   "held) until it is due, e.g. 1m")

@@ -5,6 +5,7 @@
 #include "core/crash_point.h"
 #include "core/digest.h"
 #include "core/duration.h"
+#include "core/escape.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/log_line.h"
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -138,6 +140,19 @@ TEST(LogLine, FormatNames) {
   EXPECT_EQ(ParseLogFormat("json"), LogFormat::kJson);
   EXPECT_EQ(ParseLogFormat("JSON"), std::nullopt);
   EXPECT_EQ(ParseLogFormat(""), std::nullopt);
+}
+
+TEST(Escape, PercentDecodeTakesTwoHexDigitsOfEitherCaseAndRefusesTheRest) {
+  EXPECT_EQ(PercentDecode("a%3Db%3d+c", false), "a=b=+c");
+  EXPECT_EQ(PercentDecode("a+b%20c", true), "a b c");
+  EXPECT_EQ(PercentDecode("", false), "");
+  EXPECT_EQ(PercentDecode("%00", false), std::string(1, '\0'));
+  EXPECT_EQ(PercentDecode("100%", false), std::nullopt);
+  EXPECT_EQ(PercentDecode("%4", false), std::nullopt);
+  EXPECT_EQ(PercentDecode("%zz", false), std::nullopt);
+  EXPECT_EQ(HexValue('f'), 15);
+  EXPECT_EQ(HexValue('F'), 15);
+  EXPECT_EQ(HexValue('g'), -1);
 }
 
 TEST(Digest, Sha256KnownVector) {

@@ -16,6 +16,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kParkIgnoresMailbox,         InjectedBug::kChildKeyPerExecution,
     InjectedBug::kLeaseIgnoresConcurrencyLimit, InjectedBug::kScheduleKeyedByFireTime,
     InjectedBug::kDefaultTimeoutIgnored,      InjectedBug::kLostAnswerBookedFree,
+    InjectedBug::kRunSpanBeforeCommit,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -62,6 +63,8 @@ std::string_view ToString(InjectedBug b) {
       return "default_timeout_ignored";
     case InjectedBug::kLostAnswerBookedFree:
       return "lost_answer_booked_free";
+    case InjectedBug::kRunSpanBeforeCommit:
+      return "run_span_before_commit";
   }
   return "unknown";
 }

@@ -84,6 +84,10 @@ enum class InjectedBug : uint32_t {
   // before: the provider may have billed it, and a settle after recovery
   // charged the reservation replaces that charge with nothing.
   kLostAnswerBookedFree,
+  // A run's span (issue 25, traces) goes out before its terminal status
+  // commits, so a collector hears of an end that a refused commit (a lost
+  // lease) undoes, and the run's real end sends a second one.
+  kRunSpanBeforeCommit,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

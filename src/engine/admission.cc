@@ -1,5 +1,7 @@
 #include "engine/admission.h"
 
+#include "runloom/trace.h"
+
 #include "core/digest.h"
 #include "core/ids.h"
 #include "core/status_macros.h"
@@ -118,6 +120,9 @@ absl::StatusOr<CreateRunResult> Admission::StartRun(const StartRunRequest& req,
   }
   RunContext context;
   context.working_dir = WorkingDir(req);
+  if (std::optional<TraceContext> caller = ParseTraceParent(req.traceparent)) {
+    context.trace = StoredTrace{.trace_id = caller->trace_id, .parent_span_id = caller->span_id};
+  }
   // Preflight: a run its tenant cannot pay for is refused, nothing written.
   RunBudgetSpec budget = NewRunBudget(wf, run.inputs, req.budget_micros);
   if (child != nullptr) {

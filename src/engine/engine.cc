@@ -28,6 +28,7 @@
 #include "engine/observe/engine_metrics.h"
 #include "engine/observe/live_text.h"
 #include "engine/observe/live_text_relay.h"
+#include "engine/observe/run_spans.h"
 #include "engine/service/state_gauges.h"
 #include "engine/observe/stage_events.h"
 #include "engine/rules/run_context.h"
@@ -105,51 +106,52 @@ class Engine::Impl {
         metrics_(std::move(metrics)),
         stage_events_(std::move(stage_events)),
         relay_(&live_, store(), logger(),
-               absl::StrFormat("%s/%016x", options_.owner,
-                               random_.Draw([](absl::BitGenRef g) { return absl::Uniform<uint64_t>(g); }))),
+               absl::StrFormat("%s/%016x", options_.owner, random_.Draw([](absl::BitGenRef g) {
+                 return absl::Uniform<uint64_t>(g);
+               }))),
         catalog_(store(), clock()),
         declared_(store()),
         admission_(store(), clock(), options_.registry.get(), &catalog_, &declared_, &secrets_,
                    &random_, metrics_.get()),
-        launcher_(LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
-                                 logger(), metrics_.get(), options_.owner, options_.lease_ttl,
-                                 stage_events_.get(), options_.park_sleeps_over,
-                                 options_.step_timeouts,
-                                 [this](const engine_internal::ChildStart& child) {
-                                   StartRunRequest req;
-                                   req.workflow_name = child.workflow;
-                                   req.workflow_version = child.version;
-                                   req.inputs = child.inputs;
-                                   req.idempotency_key = child.idempotency_key;
-                                   req.working_dir = child.working_dir;
-                                   return admission_.StartRun(req, &child.link);
-                                 },
-                                 [this](const engine_internal::ChildEnd& child) {
-                                   TellParent(child);
-                                 },
-                                 &live_},
-                  &catalog_, &secrets_, &active_),
+        launcher_(
+            LauncherConfig{store(), clock(), options_.env.scheduler, options_.registry.get(),
+                           logger(), metrics_.get(), options_.owner, options_.lease_ttl,
+                           stage_events_.get(), options_.park_sleeps_over, options_.step_timeouts,
+                           [this](const engine_internal::ChildStart& child) {
+                             StartRunRequest req;
+                             req.workflow_name = child.workflow;
+                             req.workflow_version = child.version;
+                             req.inputs = child.inputs;
+                             req.idempotency_key = child.idempotency_key;
+                             req.working_dir = child.working_dir;
+                             req.traceparent = child.traceparent;
+                             return admission_.StartRun(req, &child.link);
+                           },
+                           [this](const engine_internal::ChildEnd& child) { TellParent(child); },
+                           &live_, options_.env.spans},
+            &catalog_, &secrets_, &active_),
         pool_(ExecutorPoolOptions{options_.owner, options_.executors, options_.batch_scheduling,
                                   options_.visibility_timeout, options_.idle_poll},
               transport(), clock(), &launcher_, logger()),
         keeper_(store(), clock(), &active_, options_.heartbeat, options_.lease_ttl, logger()),
         cancel_watch_(store(), clock(), &active_, options_.cancel_check, logger()),
-        sweeper_(store(), transport(), clock(), options_.env.scheduler, options_.sweep_interval,
-                 options_.queued_grace, logger(), metrics_.get(),
-                 [this](const RunRecord& run) { PublishFinished(run); },
-                 [this](const std::string& run_id) {
-                   return CancelHeld(run_id, "runloom (its parent run is finished)").status();
-                 }),
+        sweeper_(
+            store(), transport(), clock(), options_.env.scheduler, options_.sweep_interval,
+            options_.queued_grace, logger(), metrics_.get(),
+            [this](const RunRecord& run) { PublishFinished(run); },
+            [this](const std::string& run_id) {
+              return CancelHeld(run_id, "runloom (its parent run is finished)").status();
+            }),
         retention_(store(), clock(), options_.retention, logger()),
         watches_(store(), backend_.events.get(), clock(), [this] { return active_.size(); }),
         schedules_(store(), clock(), logger(), options_.schedule_poll,
                    engine_internal::ScheduleFirer::Hooks{
-                       .start_run = [this](const StartRunRequest& req) {
-                         return admission_.StartRun(req);
-                       },
-                       .cancel_run = [this](const std::string& run_id, const std::string& by) {
-                         return CancelHeld(run_id, by).status();
-                       }}) {}
+                       .start_run =
+                           [this](const StartRunRequest& req) { return admission_.StartRun(req); },
+                       .cancel_run =
+                           [this](const std::string& run_id, const std::string& by) {
+                             return CancelHeld(run_id, by).status();
+                           }}) {}
   ~Impl() { Stop(); }
 
   Store* store() { return backend_.store.get(); }
@@ -178,6 +180,7 @@ class Engine::Impl {
   // nobody held); executions publish their own (RunExecution::Finish).
   void PublishFinished(const RunRecord& run) {
     if (!run.parent_run_id.empty()) TellParent(engine_internal::EndOf(run));
+    engine_internal::ExportRunSpan(options_.env.spans, run, run.workflow_name, clock()->Now());
     if (stage_events_ == nullptr) return;
     absl::StatusOr<std::shared_ptr<const Workflow>> wf = catalog_.LoadPinned(run);
     if (!wf.ok()) {
@@ -263,8 +266,10 @@ class Engine::Impl {
     if (gauges_ != nullptr) gauges_->Stop();
   }
 
-  // The state gauges on env.metrics (none without a registry).
+  // The state gauges on env.metrics (none without a registry), and the
+  // sweeper's spans.
   absl::Status InitGauges() {
+    sweeper_.set_spans(options_.env.spans);
     RUNLOOM_ASSIGN_OR_RETURN(gauges_, engine_internal::StateGauges::Create(
                                           options_.env.metrics, store(), transport(), clock(),
                                           logger(), options_.state_gauges_interval));

@@ -104,6 +104,7 @@ net::HttpRequest HttpLlmProvider::BuildRequest(const LlmRequest& request,
   r.connect_timeout = p.connect_timeout;
   r.total_timeout = p.timeout;
   r.max_response_bytes = kMaxReplyBytes;
+  if (!request.traceparent.empty()) r.headers.emplace_back("traceparent", request.traceparent);
   return r;
 }
 

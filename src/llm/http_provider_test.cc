@@ -62,13 +62,17 @@ class AutoClockContext final : public StepContext {
   }
   void OnStop(std::function<void()>) override {}
   void RecordEvent(Event event) override { events.push_back(std::move(event)); }
+  std::optional<TraceContext> trace() const override { return trace_; }
+  void RecordSpan(TraceSpan span) override { spans.push_back(std::move(span)); }
 
   void set_deadline(absl::Time t) { deadline_ = t; }
+  void set_trace(TraceContext t) { trace_ = std::move(t); }
   void Stop() { stopped_ = true; }
   absl::Time Now() { return clock_.Now(); }
 
   std::vector<absl::Duration> waits;
   std::vector<Event> events;
+  std::vector<TraceSpan> spans;
 
  private:
   const std::string run_id_ = "r_0123456789abcdefghjkmn";
@@ -77,6 +81,7 @@ class AutoClockContext final : public StepContext {
   SimulatedClock clock_;
   absl::Time deadline_ = absl::InfiniteFuture();
   std::atomic<bool> stopped_{false};
+  std::optional<TraceContext> trace_;
 };
 
 struct Api {
@@ -487,6 +492,33 @@ TEST_P(HttpProviderTest, ALostAnswerIsBookedAtItsWorstCaseAndAnErrorAnswerAtNoth
   const int64_t answer = CallCostMicros(500'000, 1'500'000, 2, 2);
   EXPECT_EQ(out->output["usage"]["cost_micros"], answer + worst);
   EXPECT_EQ(dropped.events.back().data["cost_micros"], answer + worst);
+}
+
+// A traced step's model call (issue 25): the request carries the call
+// span's traceparent, and the span (a child of the step's, a client span)
+// holds the model, the usage and the booked cost.
+TEST_P(HttpProviderTest, ATracedCallSendsItsTraceparentAndRecordsItsSpan) {
+  const TraceContext step{.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736",
+                          .span_id = "00f067aa0ba902b7"};
+  ctx_.set_trace(step);
+  Script({{.body = OkBody(GetParam(), "ok", 10, 20)}});
+  ASSERT_OK(Call({{"model", "smart"}, {"prompt", "x"}}));
+  const std::string call_span = SpanIdOf(step.span_id + " llm");
+  std::vector<ScriptedHttpServer::Request> requests = server_->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].headers.at("traceparent"),
+            TraceParentOf({.trace_id = step.trace_id, .span_id = call_span}));
+  ASSERT_EQ(ctx_.spans.size(), 1u);
+  const TraceSpan& span = ctx_.spans[0];
+  EXPECT_EQ(span.span_id, call_span);
+  EXPECT_EQ(span.parent_span_id, "");  // the context fills in the step's
+  EXPECT_EQ(span.name, "llm smart");
+  EXPECT_EQ(span.kind, SpanKind::kClient);
+  EXPECT_FALSE(span.error);
+  EXPECT_EQ(span.attributes["gen_ai.request.model"], "big-model-v2");
+  EXPECT_EQ(span.attributes["gen_ai.usage.input_tokens"], 10);
+  EXPECT_EQ(span.attributes["gen_ai.usage.output_tokens"], 20);
+  EXPECT_EQ(span.attributes["runloom.cost_micros"], CallCostMicros(500'000, 1'500'000, 10, 20));
 }
 
 // Nothing reached a server that is not there: nothing is booked.

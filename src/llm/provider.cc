@@ -11,6 +11,7 @@
 
 #include <cctype>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace runloom {
@@ -75,33 +76,37 @@ std::shared_ptr<LlmProviderRegistry> LlmProviderRegistry::WithFake() {
   return registry;
 }
 
-absl::Status WithRequests(absl::Status s, int requests) {
-  if (!s.ok()) s.SetPayload(kLlmRequestsPayload, absl::Cord(absl::StrCat(requests)));
+namespace {
+
+// A count carried as a status payload: set on an error only; read back as
+// `fallback` when absent or unreadable.
+absl::Status WithCount(absl::Status s, const char* payload, int n) {
+  if (!s.ok()) s.SetPayload(payload, absl::Cord(absl::StrCat(n)));
   return s;
 }
 
-int RequestsOf(const absl::Status& s) {
-  int n = 1;
-  if (auto p = s.GetPayload(kLlmRequestsPayload)) {
-    if (!absl::SimpleAtoi(std::string(*p), &n) || n < 0) n = 1;
+int CountOf(const absl::Status& s, const char* payload, int fallback) {
+  int n = fallback;
+  if (auto p = s.GetPayload(payload)) {
+    if (!absl::SimpleAtoi(std::string(*p), &n) || n < 0) n = fallback;
   }
   return n;
 }
+
+}  // namespace
+
+absl::Status WithRequests(absl::Status s, int requests) {
+  return WithCount(std::move(s), kLlmRequestsPayload, requests);
+}
+
+int RequestsOf(const absl::Status& s) { return CountOf(s, kLlmRequestsPayload, 1); }
 
 absl::Status WithMaybeBilled(absl::Status s, int requests) {
-  if (!s.ok() && requests > 0) {
-    s.SetPayload(kLlmMaybeBilledPayload, absl::Cord(absl::StrCat(requests)));
-  }
-  return s;
+  if (requests <= 0) return s;
+  return WithCount(std::move(s), kLlmMaybeBilledPayload, requests);
 }
 
-int MaybeBilledOf(const absl::Status& s) {
-  int n = 0;
-  if (auto p = s.GetPayload(kLlmMaybeBilledPayload)) {
-    if (!absl::SimpleAtoi(std::string(*p), &n) || n < 0) n = 0;
-  }
-  return n;
-}
+int MaybeBilledOf(const absl::Status& s) { return CountOf(s, kLlmMaybeBilledPayload, 0); }
 
 int64_t CountTokens(std::string_view text) {
   int64_t words = 0;

@@ -94,6 +94,9 @@ struct LlmRequest {
   // answer said about the provider's limits. The last answer is the call's
   // own result and is not passed here. Unset = nobody listens.
   std::function<void(const absl::Status&, const RateLimitTelemetry&)> on_retry;
+  // The W3C traceparent of the call's span (runloom/trace.h), sent as the
+  // `traceparent` header by the http provider; "" = none.
+  std::string traceparent;
 };
 
 struct LlmUsage {

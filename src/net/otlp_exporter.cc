@@ -2,6 +2,8 @@
 
 #include "net/http_client.h"
 
+#include "core/escape.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +12,9 @@
 #include "absl/strings/strip.h"
 
 #include <algorithm>
+#include <csignal>
+#include <optional>
+#include <string_view>
 
 namespace runloom::net {
 namespace {
@@ -36,23 +41,6 @@ json Attributes(const json& object) {
 }
 
 std::string Nanos(absl::Time t) { return absl::StrCat(absl::ToUnixNanos(t)); }
-
-bool IsLowerHex(absl::string_view s, size_t n) {
-  if (s.size() != n) return false;
-  bool nonzero = false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-    nonzero |= c != '0';
-  }
-  return nonzero;
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 }  // namespace
 
@@ -93,13 +81,22 @@ absl::StatusOr<std::unique_ptr<OtlpExporter>> OtlpExporter::Create(OtlpOptions o
     return absl::InvalidArgumentError("OTLP exporter: queue, batch, flush and timeout must be > 0");
   }
   std::unique_ptr<OtlpExporter> out(new OtlpExporter(std::move(options)));
+  // The thread takes no asynchronous signal: a process that waits for
+  // SIGTERM on a thread of its own (the CLI's SignalWatcher, which may start
+  // after this) must be the one to get it, not this one, where the default
+  // action would end the process.
+  sigset_t all;
+  sigset_t before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   out->thread_ = std::thread([self = out.get()] { self->Loop(); });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   return out;
 }
 
 OtlpExporter::~OtlpExporter() { Stop(); }
 
-void OtlpExporter::Export(Span span) {
+void OtlpExporter::Export(TraceSpan span) {
   runloom::MutexLock l(&mu_);
   if (stopping_ || queue_.size() >= options_.max_queue) {
     dropped_.fetch_add(1);
@@ -196,16 +193,14 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOtlpHeader
           ")"));
     }
     absl::string_view raw = absl::StripAsciiWhitespace(entry.substr(eq + 1));
-    std::string value;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] == '%' && i + 2 < raw.size() && HexDigit(raw[i + 1]) >= 0 &&
-          HexDigit(raw[i + 2]) >= 0) {
-        value.push_back(static_cast<char>(HexDigit(raw[i + 1]) * 16 + HexDigit(raw[i + 2])));
-        i += 2;
-      } else {
-        value.push_back(raw[i]);
-      }
+    std::optional<std::string> decoded =
+        PercentDecode(std::string_view(raw.data(), raw.size()), /*plus_is_space=*/false);
+    if (!decoded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("OTEL_EXPORTER_OTLP_HEADERS: entry ", n, " ('", name,
+                       "') has a '%' not followed by two hex digits (write '%25' for a '%')"));
     }
+    std::string value = *std::move(decoded);
     if (value.find_first_of("\r\n") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
           "OTEL_EXPORTER_OTLP_HEADERS: entry ", n, " ('", name, "') has a line break in its value"));
@@ -213,35 +208,6 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOtlpHeader
     out.emplace_back(absl::AsciiStrToLower(name), std::move(value));
   }
   return out;
-}
-
-std::optional<TraceParent> ParseTraceParent(std::string_view text) {
-  const absl::string_view header =
-      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
-  std::vector<absl::string_view> parts = absl::StrSplit(header, '-');
-  if (parts.size() < 4) return std::nullopt;
-  const absl::string_view version = parts[0];
-  if (version.size() != 2 || HexDigit(version[0]) < 0 || HexDigit(version[1]) < 0 ||
-      version == "ff" || absl::AsciiStrToLower(version) != version) {
-    return std::nullopt;
-  }
-  // Version 00 has exactly four fields; a later version may add more.
-  if (version == "00" && parts.size() != 4) return std::nullopt;
-  if (!IsLowerHex(parts[1], 32) || !IsLowerHex(parts[2], 16)) return std::nullopt;
-  const absl::string_view flags = parts[3];
-  if (flags.size() != 2 || HexDigit(flags[0]) < 0 || HexDigit(flags[1]) < 0 ||
-      absl::AsciiStrToLower(flags) != flags) {
-    return std::nullopt;
-  }
-  return TraceParent{.trace_id = std::string(parts[1]),
-                     .span_id = std::string(parts[2]),
-                     .flags = static_cast<uint8_t>(HexDigit(flags[0]) * 16 + HexDigit(flags[1]))};
-}
-
-std::string FormatTraceParent(const TraceParent& tp) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  return absl::StrCat("00-", tp.trace_id, "-", tp.span_id, "-",
-                      std::string{kHex[tp.flags >> 4], kHex[tp.flags & 0xf]});
 }
 
 }  // namespace runloom::net

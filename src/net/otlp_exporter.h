@@ -24,9 +24,11 @@
 //   absl::StatusOr<std::unique_ptr<net::OtlpExporter>> otlp =
 //       net::OtlpExporter::Create({.endpoint = "http://127.0.0.1:4318/v1/traces"});
 //   (*otlp)->Export({.trace_id = t, .span_id = s, .name = "run blog", ...});
+//   options.env.spans = otlp->get();  // the engine's spans (runloom/trace.h)
 #pragma once
 
 #include "runloom/mutex.h"
+#include "runloom/trace.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -46,22 +48,8 @@
 
 namespace runloom::net {
 
-enum class SpanKind { kInternal = 1, kServer = 2, kClient = 3 };
-
-struct Span {
-  std::string trace_id;        // 32 lower-case hex digits, not all zero
-  std::string span_id;         // 16 lower-case hex digits, not all zero
-  std::string parent_span_id;  // "" for a root span
-  std::string name;
-  SpanKind kind = SpanKind::kInternal;
-  absl::Time start;
-  absl::Time end;
-  // Flat: string, integer, floating point or boolean values; others are
-  // sent as their JSON text.
-  nlohmann::json attributes = nlohmann::json::object();
-  bool error = false;        // status ERROR (else OK)
-  std::string error_message;  // with error
-};
+// The spans: runloom::TraceSpan (runloom/trace.h).
+using Span = TraceSpan;
 
 struct OtlpOptions {
   std::string endpoint;  // the traces URL, e.g. http://127.0.0.1:4318/v1/traces
@@ -75,18 +63,18 @@ struct OtlpOptions {
   absl::Duration timeout = absl::Seconds(5);  // each post, connect included
 };
 
-class OtlpExporter {
+class OtlpExporter final : public SpanSink {
  public:
   // Starts the thread. kInvalidArgument: an endpoint that is not an
   // http(s) URL, a zero bound.
   static absl::StatusOr<std::unique_ptr<OtlpExporter>> Create(OtlpOptions options);
   OtlpExporter(const OtlpExporter&) = delete;
   OtlpExporter& operator=(const OtlpExporter&) = delete;
-  ~OtlpExporter();
+  ~OtlpExporter() override;
 
   // Queues `span`, or drops it (counted) when the queue is full. Never
   // blocks on the network.
-  void Export(Span span) ABSL_LOCKS_EXCLUDED(mu_);
+  void Export(TraceSpan span) override ABSL_LOCKS_EXCLUDED(mu_);
   // Posts what is queued (once, within the timeout) and joins the thread;
   // later Exports are dropped. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -127,17 +115,7 @@ std::string OtlpTracesEndpoint(std::string_view flag,
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOtlpHeaders(
     std::string_view text);
 
-// W3C Trace Context (https://www.w3.org/TR/trace-context/): a traceparent
-// header, version 00: "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>".
-struct TraceParent {
-  std::string trace_id;
-  std::string span_id;
-  uint8_t flags = 1;  // 01: sampled
-};
-// nullopt for anything else (wrong length, upper-case or non-hex digits,
-// all-zero ids, version ff); a future version's longer header is read by
-// its first four fields, as the specification asks.
-std::optional<TraceParent> ParseTraceParent(std::string_view header);
-std::string FormatTraceParent(const TraceParent& tp);
+// W3C traceparent headers: runloom::ParseTraceParent and TraceParentOf
+// (runloom/trace.h).
 
 }  // namespace runloom::net

@@ -174,16 +174,19 @@ TEST(OtlpHeaders, ParsesNameValuePairsAndRefusesWithoutEchoingAValue) {
   EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("entry 2")));
   EXPECT_THAT(std::string(bad.status().message()), ::testing::Not(HasSubstr("topsecret")));
   EXPECT_THAT(ParseOtlpHeaders("a=x%0Ay"), StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> escape =
+      ParseOtlpHeaders("k=secret%zz");
+  EXPECT_THAT(escape, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'%25'")));
+  EXPECT_THAT(std::string(escape.status().message()), ::testing::Not(HasSubstr("secret")));
 }
 
 TEST(TraceParentHeader, ParsesVersion00AndRefusesMalformedOnes) {
-  std::optional<TraceParent> tp =
+  std::optional<TraceContext> tp =
       ParseTraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   ASSERT_TRUE(tp.has_value());
   EXPECT_EQ(tp->trace_id, kTrace);
   EXPECT_EQ(tp->span_id, "00f067aa0ba902b7");
-  EXPECT_EQ(tp->flags, 1);
-  EXPECT_EQ(FormatTraceParent(*tp), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(TraceParentOf(*tp), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   // A later version's extra fields are ignored.
   EXPECT_TRUE(
       ParseTraceParent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what").has_value());
@@ -199,6 +202,7 @@ TEST(TraceParentHeader, ParsesVersion00AndRefusesMalformedOnes) {
        }) {
     EXPECT_FALSE(ParseTraceParent(bad).has_value()) << bad;
   }
+  EXPECT_FALSE(ParseTraceParent(std::string(100'000, '0')).has_value());
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include "runloom/engine.h"
 #include "runloom/sqlite.h"
+#include "runloom/mutex.h"
 #include "runloom/status.h"
+#include "runloom/trace.h"
 
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -350,6 +352,24 @@ class ChargingProvider final : public LlmProvider {
   std::map<std::string, int64_t> charged_;  // tenant -> micros the provider charged
 };
 
+// The engines' spans (issue 25, runloom/trace.h), checked by Sim::CheckSpans:
+// every process's engine exports here.
+class SpanCollector final : public SpanSink {
+ public:
+  void Export(TraceSpan span) override {
+    runloom::MutexLock l(&mu_);
+    pending_.push_back(std::move(span));
+  }
+  std::vector<TraceSpan> Take() {
+    runloom::MutexLock l(&mu_);
+    return std::exchange(pending_, {});
+  }
+
+ private:
+  runloom::Mutex mu_;
+  std::vector<TraceSpan> pending_ ABSL_GUARDED_BY(mu_);
+};
+
 // One simulated process: its lives, each an engine over the shared backend.
 struct Process {
   int id = 0;
@@ -410,6 +430,9 @@ class Sim {
   // Concurrency keys (issue 23): never more runs of a key running than its
   // limit, in one snapshot of the store.
   void CheckConcurrency();
+  // Every span once; a run span only for a terminal revision, once; each
+  // step span under its revision's run span, in its run's one trace.
+  void CheckSpans();
   void CheckEnd();
   // A stage event as it is published, against the store at that moment.
   void CheckStageEvent(const std::string& who, const std::string& channel,
@@ -452,6 +475,14 @@ class Sim {
   Backend base_;
   std::unique_ptr<SimService> service_;
   std::shared_ptr<ChargingProvider> provider_;
+  // Spans (CheckSpans): those not yet checked, and what the checked ones
+  // showed: each run's trace, the span ids seen, the run spans by run and
+  // revision (their status).
+  SpanCollector spans_;
+  std::map<std::string, std::string> trace_of_;
+  std::set<std::string> span_ids_;
+  std::map<std::pair<std::string, int64_t>, std::string> run_span_status_;
+  int64_t spans_checked_ = 0;
   std::shared_ptr<StepRegistry> registry_;
   // The LLM cap board every process shares (the Redis of a deployment), on
   // world time, and the checker's record of its protocol.
@@ -590,6 +621,7 @@ std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
   o.env.logger = NullLogger();
   o.env.random = absl::BitGenRef(*p.random);
   o.env.scheduler = world_.scheduler();
+  o.env.spans = &spans_;
   o.owner = p.inc->name;
   o.executors = params_.executors;
   o.batch_scheduling = false;
@@ -1176,6 +1208,51 @@ void Sim::CheckConcurrency() {
   }
 }
 
+void Sim::CheckSpans() {
+  for (TraceSpan& s : spans_.Take()) {
+    ++spans_checked_;
+    const nlohmann::json& a = s.attributes;
+    const std::string run_id = a.value("runloom.run_id", "");
+    if (!span_ids_.insert(s.span_id).second) {
+      world_.Violate(
+          absl::StrCat("span ", s.name, " (", s.span_id, ") of run ", run_id, " exported twice"));
+      return;
+    }
+    if (run_id.empty()) continue;  // a model call's or an http request's: no run attribute
+    auto [trace, fresh] = trace_of_.try_emplace(run_id, s.trace_id);
+    if (!fresh && trace->second != s.trace_id) {
+      world_.Violate(absl::StrCat("run ", run_id, " has spans in two traces: ", trace->second,
+                                  " and ", s.trace_id, " (", s.name, ")"));
+      return;
+    }
+    if (absl::StartsWith(s.name, "run ")) {
+      const int64_t revision = a.value("runloom.revision", int64_t{0});
+      const std::string status = a.value("runloom.status", "");
+      const std::optional<RunStatus> parsed = ParseRunStatus(status);
+      if (!parsed.has_value() || !IsTerminal(*parsed)) {
+        world_.Violate(absl::StrCat("a run span for run ", run_id, " revision ", revision,
+                                    " whose status is '", status, "'"));
+        return;
+      }
+      run_span_status_[{run_id, revision}] = status;
+      if (IsPruned(run_id)) continue;
+      absl::StatusOr<RunRecord> now = base_.store->GetRun(run_id);
+      if (now.ok() && now->revision == revision && now->status != *parsed) {
+        world_.Violate(absl::StrCat("a run span says run ", run_id, " revision ", revision,
+                                    " ended ", status, " but the run is ", Name(now->status)));
+        return;
+      }
+    } else if (absl::StartsWith(s.name, "step ")) {
+      const int64_t revision = a.value("runloom.revision", int64_t{0});
+      if (s.parent_span_id != RunSpanIdOf(run_id, revision)) {
+        world_.Violate(absl::StrCat("step span ", s.name, " of run ", run_id, " revision ",
+                                    revision, " is not under its run span"));
+        return;
+      }
+    }
+  }
+}
+
 void Sim::Check() {
   if (!world_.violation().empty()) return;
   // Nothing reached the store since the last check: nothing can have changed.
@@ -1196,6 +1273,7 @@ void Sim::Check() {
     if (n > 1) world_.Violate(absl::StrCat("external write ", key, " applied ", n, " times"));
   }
   CheckConcurrency();
+  CheckSpans();
   // spent + reserved <= limit, for every tenant and run, at every step.
   auto overspent = [](const BudgetFigures& f) {
     return f.limit_micros.has_value() && f.spent_micros + f.reserved_micros > *f.limit_micros;
@@ -1747,6 +1825,8 @@ SimResult Sim::Run() {
   if (world_.violation().empty()) CheckEnd();
   if (world_.violation().empty()) CheckSchedule();
   if (world_.violation().empty()) CheckChildren();
+  if (world_.violation().empty()) CheckSpans();
+  result.spans = spans_checked_;
   for (const std::string& id : runs_) {
     if (IsPruned(id)) {  // it ended (the checker saw it finished) and retention deleted it
       ++result.runs_ended;

@@ -43,6 +43,7 @@ struct SimResult {
   int runs = 0;            // runs started
   int runs_ended = 0;      // terminal at the end (deleted by retention included)
   int runs_pruned = 0;     // of them, deleted by retention (issue 25)
+  int64_t spans = 0;       // spans the engines exported, each checked (issue 25)
   int runs_at_gate = 0;    // paused at a gate at the end
   int runs_at_wait = 0;    // waiting for a signal with no timeout at the end
   int signals_kept = 0;      // signals the store kept (issue 23)

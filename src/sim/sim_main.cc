@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     options.bugs.push_back(*runloom::ParseInjectedBug(name));
   const auto start = std::chrono::steady_clock::now();
   int64_t operations = 0, crashes = 0, faults = 0, runs = 0, kept = 0, resolved = 0, scheduled = 0,
-          children = 0, pruned = 0;
+          children = 0, pruned = 0, spans = 0;
   int64_t keyed = 0, over_limit = 0;
   for (uint64_t s = seed; s < seed + seeds; ++s) {
     options.seed = s;
@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     scheduled += r.schedule_runs;
     children += r.child_runs;
     pruned += r.runs_pruned;
+    spans += r.spans;
     keyed += r.keyed_leases;
     over_limit += r.over_limit;
     if (history || !r.ok()) {
@@ -78,12 +79,13 @@ int main(int argc, char** argv) {
       "operations, %lld crashes, %lld other faults, %lld signals kept (%lld resolving a resting "
       "wait), %lld runs started by schedules, %lld child runs, %lld leases of runs with a "
       "concurrency key (%lld refused over the limit), %lld finished runs deleted by retention, "
-      "%.1f s\n",
+      "%lld spans checked, %.1f s\n",
       static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + seeds - 1),
       static_cast<long long>(runs), static_cast<long long>(operations),
       static_cast<long long>(crashes), static_cast<long long>(faults), static_cast<long long>(kept),
       static_cast<long long>(resolved), static_cast<long long>(scheduled),
       static_cast<long long>(children), static_cast<long long>(keyed),
-      static_cast<long long>(over_limit), static_cast<long long>(pruned), secs);
+      static_cast<long long>(over_limit), static_cast<long long>(pruned),
+      static_cast<long long>(spans), secs);
   return 0;
 }

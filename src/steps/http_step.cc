@@ -80,10 +80,45 @@ class HttpStep final : public StepKind {
   }
   absl::Duration DefaultTimeout() const override { return kDefaultTimeout; }
 
+  // The step's request(s) under one span (runloom/trace.h), a child of the
+  // attempt's, which each request carries as its traceparent.
   absl::StatusOr<StepOutput> Execute(StepContext& ctx, const nlohmann::json& config) override {
+    const std::optional<TraceContext> step_trace = ctx.trace();
+    if (!step_trace.has_value()) return ExecuteOnce(ctx, config, "");
+    const std::string span_id = SpanIdOf(step_trace->span_id + " http");
+    const absl::Time start = ctx.clock()->Now();
+    absl::StatusOr<StepOutput> out =
+        ExecuteOnce(ctx, config, TraceParentOf({step_trace->trace_id, span_id}));
+    const std::string method = config.value("method", std::string("GET"));
+    TraceSpan span{.span_id = span_id,
+                   .name = absl::StrCat("http ", method),
+                   .kind = SpanKind::kClient,
+                   .start = start,
+                   .end = ctx.clock()->Now()};
+    span.attributes = {{"http.request.method", method}};
+    if (auto url = config.find("url"); url != config.end() && url->is_string()) {
+      span.attributes["url.full"] = net::RedactUrl(url->get<std::string>());
+    }
+    if (out.ok() && out->output.is_object()) {
+      if (auto st = out->output.find("status"); st != out->output.end() && st->is_number()) {
+        span.attributes["http.response.status_code"] = *st;
+      }
+    }
+    if (!out.ok()) {
+      span.error = true;
+      span.error_message = std::string(out.status().message());
+    }
+    ctx.RecordSpan(std::move(span));
+    return out;
+  }
+
+ private:
+  absl::StatusOr<StepOutput> ExecuteOnce(StepContext& ctx, const nlohmann::json& config,
+                                         const std::string& traceparent) const {
     RUNLOOM_ASSIGN_OR_RETURN(HttpStepConfig cfg,
                              steps_internal::ParseHttpConfig(config, /*unresolved=*/false));
     Exchange request;
+    if (!traceparent.empty()) request.headers.emplace_back("traceparent", traceparent);
     request.method = cfg.method;
     request.url = cfg.url;
     request.max_response_bytes = cfg.max_response_bytes;
@@ -112,7 +147,6 @@ class HttpStep final : public StepKind {
     return Write(ctx, cfg, std::move(request));
   }
 
- private:
   absl::StatusOr<StepOutput> Write(StepContext& ctx, const HttpStepConfig& cfg,
                                    Exchange request) const;
   // The reconciliation of an intent with no result: the recorded output

@@ -186,9 +186,42 @@ class LlmStep final : public StepKind {
       call.request.on_delta = [&ctx](std::string_view text) { ctx.StreamDelta(text); };
       call.request.on_stream_reset = [&ctx] { ctx.StreamReset(); };
     }
+    // The call's span (runloom/trace.h): a child of the step attempt's; the
+    // request carries it as traceparent.
+    const std::optional<TraceContext> step_trace = ctx.trace();
+    std::string call_span;
+    if (step_trace.has_value()) {
+      call_span = SpanIdOf(step_trace->span_id + " llm");
+      call.request.traceparent = TraceParentOf({step_trace->trace_id, call_span});
+    }
     const absl::Time start = ctx.clock()->Now();
     absl::StatusOr<LlmResponse> response = call.route.provider->Complete(ctx, call.request);
-    record.latency_ms = absl::ToInt64Milliseconds(ctx.clock()->Now() - start);
+    const absl::Time end = ctx.clock()->Now();
+    record.latency_ms = absl::ToInt64Milliseconds(end - start);
+    // Attributes after the OpenTelemetry GenAI conventions (gen_ai.*).
+    auto trace_call = [&](int64_t booked) {
+      if (call_span.empty()) return;
+      TraceSpan span{.span_id = call_span,
+                     .name = absl::StrCat("llm ", call.alias),
+                     .kind = SpanKind::kClient,
+                     .start = start,
+                     .end = end};
+      span.attributes = {
+          {"gen_ai.request.model", call.route.model},
+          {"gen_ai.system", call.route.provider_name},
+          {"runloom.model", call.alias},
+          {"runloom.cost_micros", booked},
+          {"runloom.requests", response.ok() ? response->requests : RequestsOf(response.status())}};
+      if (response.ok()) {
+        span.attributes["gen_ai.usage.input_tokens"] = response->usage.prompt_tokens;
+        span.attributes["gen_ai.usage.output_tokens"] = response->usage.completion_tokens;
+        span.attributes["gen_ai.response.model"] = response->model;
+      } else {
+        span.error = true;
+        span.error_message = std::string(response.status().message());
+      }
+      ctx.RecordSpan(std::move(span));
+    };
     if (slot) {
       slot->Finish(response.status(),
                    response.ok() ? response->rate_limit : RateLimitOf(response.status()));
@@ -204,6 +237,7 @@ class LlmStep final : public StepKind {
       Settle(ctx, budgeted,
              RUNLOOM_INJECTED_BUG(InjectedBug::kLostAnswerBookedFree) ? 0 : charged);
       record.cost_micros = charged;
+      trace_call(charged);
       record.outcome = "error";
       record.error_class = ErrorClassOf(response.status());
       record.requests = RequestsOf(response.status());
@@ -215,6 +249,7 @@ class LlmStep final : public StepKind {
     // call whose answer was lost (it may have been billed too).
     const int64_t cost = CostMicros(call.route, response->usage) + response->maybe_billed * worst;
     Settle(ctx, budgeted, cost);
+    trace_call(cost);
     record.input_tokens = response->usage.prompt_tokens;
     record.output_tokens = response->usage.completion_tokens;
     record.cost_micros = cost;

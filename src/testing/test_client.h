@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace runloom::api::testing {
@@ -28,8 +29,10 @@ struct ClientResponse {
 };
 
 // One request per connection; `token` "" = no Authorization header.
-inline ClientResponse Request(uint16_t port, const std::string& method, const std::string& target,
-                              const std::string& body = "", const std::string& token = "") {
+inline ClientResponse Request(
+    uint16_t port, const std::string& method, const std::string& target,
+    const std::string& body = "", const std::string& token = "",
+    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   boost::asio::io_context ioc;
@@ -39,6 +42,7 @@ inline ClientResponse Request(uint16_t port, const std::string& method, const st
   req.method_string(method);
   req.set(http::field::host, "127.0.0.1");
   if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+  for (const auto& [name, value] : headers) req.set(name, value);
   if (!body.empty()) req.set(http::field::content_type, "application/json");
   req.body() = body;
   req.prepare_payload();

@@ -36,6 +36,7 @@ class TransportWrapper : public Transport {
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override {
     return inner_->ListDeadLetters(limit);
   }
+  absl::StatusOr<int64_t> CountDeadLetters() override { return inner_->CountDeadLetters(); }
   absl::Status Redrive(const std::string& id) override { return inner_->Redrive(id); }
   absl::StatusOr<int> RedriveAll() override { return inner_->RedriveAll(); }
 

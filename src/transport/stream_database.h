@@ -45,6 +45,7 @@ class StreamDatabase : public Outbox {
   // letter redriven and writes an outbox row in one transaction (the relay
   // publishes it), so a redrive is never half done.
   virtual absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) = 0;
+  virtual absl::StatusOr<int64_t> CountDeadLetters() = 0;
   virtual absl::Status Redrive(const std::string& dead_letter_id) = 0;
   virtual absl::StatusOr<int> RedriveAll() = 0;
 

@@ -179,6 +179,7 @@ TEST_P(QueueConformanceTest, RedriveDeliversTheRunAgain) {
   ASSERT_OK(dl);
   ASSERT_THAT(*dl, SizeIs(2));
   EXPECT_THAT(transport_->ListDeadLetters(1), IsOkAndHolds(SizeIs(1)));
+  EXPECT_THAT(transport_->CountDeadLetters(), IsOkAndHolds(2));
   const DeadLetter& first = (*dl)[0].run_id == a ? (*dl)[0] : (*dl)[1];
 
   ASSERT_OK(transport_->Redrive(first.id));
@@ -186,6 +187,7 @@ TEST_P(QueueConformanceTest, RedriveDeliversTheRunAgain) {
       << "a dead letter is redriven once";
   EXPECT_THAT(transport_->ListDeadLetters(0),
               IsOkAndHolds(ElementsAre(Field(&DeadLetter::run_id, b))));
+  EXPECT_THAT(transport_->CountDeadLetters(), IsOkAndHolds(1)) << "a redriven one is not counted";
   absl::StatusOr<MessagePresence> p = transport_->FindMessages({a, b});
   ASSERT_OK(p);
   EXPECT_THAT(p->pending, ElementsAre(a));
@@ -196,6 +198,7 @@ TEST_P(QueueConformanceTest, RedriveDeliversTheRunAgain) {
   EXPECT_THAT(transport_->RedriveAll(), IsOkAndHolds(1));
   EXPECT_THAT(transport_->RedriveAll(), IsOkAndHolds(0));
   EXPECT_THAT(transport_->ListDeadLetters(0), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(transport_->CountDeadLetters(), IsOkAndHolds(0));
   EXPECT_THAT(ClaimAll("c2"), ElementsAre(Field(&QueueMessage::run_id, b)));
 }
 

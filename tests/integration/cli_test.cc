@@ -922,6 +922,11 @@ TEST(Cli, BackupTakesItsFileNameLiterallyAndRefusesWhatItCannotWrite) {
   EXPECT_THAT(no_db.out, ::testing::HasSubstr("no database at"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/y.db"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/none.db"));
+  // A name no file system takes: refused, and not echoed back in full.
+  Result long_name = RunCli({"backup", "--to", dir + "/" + std::string(5000, 'x'), "--db", db});
+  EXPECT_EQ(long_name.code, 2) << long_name.out.substr(0, 300);
+  EXPECT_THAT(long_name.out, ::testing::HasSubstr("name a shorter one"));
+  EXPECT_LT(long_name.out.size(), 500u);
 }
 
 // Issue 25, retention: `runloom prune` counts (--dry-run) and deletes the

@@ -12,6 +12,7 @@ constexpr std::string_view kBudget = "budget";
 constexpr std::string_view kPendingGate = "pending_gate";
 constexpr std::string_view kTimer = "timer";
 constexpr std::string_view kParent = "parent";
+constexpr std::string_view kTrace = "trace";
 
 std::string StringAt(const nlohmann::json& j, std::string_view key) {
   auto it = j.find(key);
@@ -55,9 +56,14 @@ RunContext DecodeRunContext(const nlohmann::json& stored) {
                               .depth = depth->get<int>()};
     }
   }
+  if (auto t = stored.find(kTrace); t != stored.end() && t->is_object()) {
+    StoredTrace trace{.trace_id = StringAt(*t, "trace_id"),
+                      .parent_span_id = StringAt(*t, "parent_span_id")};
+    if (!trace.trace_id.empty()) c.trace = std::move(trace);
+  }
   for (const auto& [key, value] : stored.items()) {
     if (key != kWorkingDir && key != kFeedback && key != kRerunFrom && key != kBudget &&
-        key != kPendingGate && key != kTimer && key != kParent) {
+        key != kPendingGate && key != kTimer && key != kParent && key != kTrace) {
       c.unknown[key] = value;
     }
   }
@@ -86,7 +92,19 @@ nlohmann::json EncodeRunContext(const RunContext& c) {
                                  {"revision", c.parent->revision},
                                  {"depth", c.parent->depth}};
   }
+  if (c.trace.has_value()) {
+    out[std::string(kTrace)] = {{"trace_id", c.trace->trace_id},
+                                {"parent_span_id", c.trace->parent_span_id}};
+  }
   return out;
+}
+
+// The run's span: its trace (the stored traceparent's, else derived from
+// the run id) and its own id (derived from the run id).
+TraceContext RunTraceOf(const RunRecord& run) {
+  const RunContext c = ContextOf(run);
+  return TraceContext{.trace_id = c.trace ? c.trace->trace_id : TraceIdOf(run.id),
+                      .span_id = RunSpanIdOf(run.id, run.revision)};
 }
 
 RunContext ContextOf(const RunRecord& run) { return DecodeRunContext(run.context); }

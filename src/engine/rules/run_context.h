@@ -7,7 +7,8 @@
 // Stored keys: "working_dir", "feedback", "rerun_from", "budget" {tenant,
 // limit_micros}, "pending_gate" (PendingGateToJson, runloom/gate.h), "timer"
 // {step_path, revision, until_micros} (a parked sleep, issue 23), "parent"
-// {run_id, step_path, revision, depth} (a child run, issue 23). A key
+// {run_id, step_path, revision, depth} (a child run, issue 23), "trace"
+// {trace_id, parent_span_id} (a traceparent given at admission, issue 25). A key
 // this binary does not know (written by a newer one) is kept as it is on
 // every write, so a rolling upgrade loses nothing.
 //
@@ -15,6 +16,7 @@
 #pragma once
 
 #include "runloom/run.h"
+#include "runloom/trace.h"
 
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
@@ -49,6 +51,14 @@ struct StoredParent {
   int depth = 1;
 };
 
+// The trace a run joins (issue 25, runloom/trace.h): the traceparent given
+// to StartRun (POST /runs). Without one the run's trace id is derived from
+// its id (TraceIdOf) and nothing is stored.
+struct StoredTrace {
+  std::string trace_id;
+  std::string parent_span_id;  // the caller's span: the run span's parent
+};
+
 struct RunContext {
   // Where exec steps run, from the workflow file's directory at admission;
   // "" = the engine's working directory.
@@ -64,6 +74,7 @@ struct RunContext {
   nlohmann::json pending_gate;
   std::optional<StoredTimer> timer;
   std::optional<StoredParent> parent;
+  std::optional<StoredTrace> trace;
   // Keys this binary does not know, kept as they are.
   nlohmann::json unknown = nlohmann::json::object();
 };
@@ -76,5 +87,9 @@ nlohmann::json EncodeRunContext(const RunContext& context);
 
 // DecodeRunContext(run.context).
 RunContext ContextOf(const RunRecord& run);
+
+// The trace and span id of the run's span in its current revision
+// (runloom/trace.h).
+TraceContext RunTraceOf(const RunRecord& run);
 
 }  // namespace runloom::engine_internal

@@ -204,7 +204,8 @@ absl::StatusOr<StepResult> RunExecution::RunChild(const StepDef& step, const std
                    .inputs = config->inputs,
                    .idempotency_key = ChildKey(run_.id, run_.revision, path, attempt),
                    .working_dir = context.working_dir,
-                   .link = link};
+                   .link = link,
+                   .traceparent = config_.spans != nullptr ? TraceParentOf(RunTraceOf(run_)) : ""};
     if (RUNLOOM_INJECTED_BUG(InjectedBug::kChildKeyPerExecution)) {
       absl::StrAppend(&req.idempotency_key, "@", run_.attempts, "-", run_.last_event_seq);
     }

@@ -44,6 +44,9 @@ struct ChildStart {
   std::string idempotency_key;
   std::string working_dir;  // the parent's
   ChildLink link;
+  // The parent run's span as a W3C traceparent: the child's run span joins
+  // the parent's trace under it (runloom/trace.h); "" = untraced.
+  std::string traceparent;
 };
 // The engine's admission of a child (Admission::StartRun with a ChildLink).
 using StartChildFn = std::function<absl::StatusOr<CreateRunResult>(const ChildStart&)>;

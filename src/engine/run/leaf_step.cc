@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/observe/live_text.h"
+#include "engine/observe/run_spans.h"
 #include "engine/rules/retry_policy.h"
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_budget.h"
@@ -51,6 +52,10 @@ class LeafContext final : public StepContext {
     std::string write_decision;
     // Where streamed text goes; nullptr = nowhere.
     LiveText* live = nullptr;
+    // Where the step's own spans go, and the attempt's span (their parent);
+    // nullptr = untraced.
+    SpanSink* spans = nullptr;
+    TraceContext trace;
   };
   LeafContext(const std::string& run_id, const std::string& path, int attempt,
               const std::string& working_dir, Clock* clock, absl::Time deadline, StopSource& stop,
@@ -119,6 +124,17 @@ class LeafContext final : public StepContext {
   // The execution's logger, with this attempt's run, step, attempt and
   // worker, and the run's secrets scrubbed.
   Logger* logger() override { return &logger_; }
+  std::optional<TraceContext> trace() const override {
+    if (reach_.spans == nullptr) return std::nullopt;
+    return reach_.trace;
+  }
+  void RecordSpan(TraceSpan span) override {
+    if (reach_.spans == nullptr) return;
+    span.trace_id = reach_.trace.trace_id;
+    if (span.parent_span_id.empty()) span.parent_span_id = reach_.trace.span_id;
+    if (span.error) reach_.scrubber->Scrub(span.error_message);
+    reach_.spans->Export(std::move(span));
+  }
   void StreamDelta(std::string_view text) override {
     if (reach_.live != nullptr) reach_.live->Append(run_id_, path_, attempt_, text);
   }
@@ -267,7 +283,11 @@ RunExecution::Attempt RunExecution::ExecuteAttempt(StepKind& kind, const StepDef
          .on_reserving = [this] { reserved_any_ = true; },
          .on_fenced = [this] { root_.RequestStop(StopReason::kLeaseLost); },
          .write_decision = WriteDecisionFor(path),
-         .live = config_.live});
+         .live = config_.live,
+         .spans = config_.spans,
+         .trace = config_.spans != nullptr
+                      ? StepAttemptTrace(run_, path, attempt, writer_.lease().token)
+                      : TraceContext{}});
     a.out = kind.Execute(ctx, *config);
     a.events = ctx.TakeEvents();
   }
@@ -347,7 +367,25 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     }
     const absl::Time now = config_.clock->Now();
     config_.metrics->StepDuration(step.kind, now - started);
+    // The attempt's span (runloom/trace.h), whatever became of it.
+    auto span = [&](std::string_view outcome, const absl::Status& err, ErrorClass cls) {
+      if (config_.spans == nullptr) return;
+      std::string error(err.message());
+      scrubber_.Scrub(error);
+      ExportStepAttemptSpan(config_.spans, run_,
+                            {.path = path,
+                             .kind = step.kind,
+                             .attempt = attempt,
+                             .lease_token = writer_.lease().token,
+                             .worker = run_.lease_owner,
+                             .start = started,
+                             .end = now,
+                             .outcome = std::string(outcome),
+                             .error = std::move(error),
+                             .error_class = err.ok() ? "" : std::string(ToString(cls))});
+    };
     if (out.ok()) {
+      span("succeeded", absl::OkStatus(), ErrorClass::kInvalid);
       result.state = StepState::kSucceeded;
       result.output = std::move(out->output);
       const int64_t ms = absl::ToInt64Milliseconds(now - started);
@@ -371,7 +409,10 @@ absl::StatusOr<StepResult> RunExecution::RunLeaf(const StepDef& step, const std:
     }
     ErrorClass cls = AttemptErrorClass(err);
     LogAttemptFailed(path, attempt, cls, err);
-    if (ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline)) {
+    const bool retried =
+        ShouldRetry(step.retry, attempt, cls, stop.reason() == StopReason::kDeadline);
+    span(retried ? "retried" : "failed", err, cls);
+    if (retried) {
       absl::Duration delay = Backoff(step.retry, attempt);
       RunWrite w;
       w.events =

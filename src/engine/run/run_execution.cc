@@ -7,6 +7,7 @@
 #include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "engine/observe/run_spans.h"
 #include "engine/rules/outcome.h"
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_budget.h"
@@ -128,6 +129,15 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   const bool early = RUNLOOM_INJECTED_BUG(InjectedBug::kStageEventBeforeCommit) &&
                      config_.stage_events != nullptr && workflow_ != nullptr;
   if (early) config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
+  auto export_span = [&] {
+    if (config_.spans == nullptr) return;
+    RunRecord ended = run_;
+    ended.status = status;
+    ended.error = error;
+    ExportRunSpan(config_.spans, ended, run_.workflow_name, config_.clock->Now());
+  };
+  const bool span_early = RUNLOOM_INJECTED_BUG(InjectedBug::kRunSpanBeforeCommit);
+  if (span_early) export_span();
   absl::Status s = Write(std::move(w));
   if (!s.ok()) return WriteFailed("writing its terminal status", s);
   // Right after the commit, before any other store call, so a rerun that
@@ -137,6 +147,7 @@ Disposition RunExecution::Finish(RunStatus status, const std::string& outcome,
   if (config_.stage_events != nullptr && workflow_ != nullptr && !early) {
     config_.stage_events->Publish(run_, *workflow_, TerminalStageUpdate(status, error));
   }
+  if (!span_early) export_span();
   ReleaseLeftoverReservations();
   final_status_ = status;
   final_error_ = error;

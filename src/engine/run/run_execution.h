@@ -93,6 +93,9 @@ struct ExecutionConfig {
   // Where a step's streamed reply goes (StepContext::StreamDelta); nullptr =
   // nowhere. Not owned.
   LiveText* live = nullptr;
+  // Where the run's, its step attempts' and its steps' own spans go
+  // (Env::spans, runloom/trace.h); nullptr = untraced. Not owned.
+  SpanSink* spans = nullptr;
 };
 
 // How the execution ended.

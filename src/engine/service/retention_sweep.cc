@@ -11,10 +11,15 @@
 
 namespace runloom::engine_internal {
 
-absl::Status RetentionSweep::Batches(PruneRequest request, PruneResult& total) {
+absl::Status RetentionSweep::Batches(PruneRequest request, absl::Time deadline, int& batches,
+                                     PruneResult& total) {
   request.limit = std::max(1, policy_.batch_runs);
-  for (int i = 0; i < std::max(1, policy_.max_batches_per_pass); ++i) {
+  // At least one batch for each request of a pass, so that a slow store
+  // still makes progress and one workflow's backlog starves no other.
+  for (int mine = 0;
+       mine == 0 || (batches < policy_.max_batches_per_pass && clock_->Now() < deadline); ++mine) {
     RUNLOOM_ASSIGN_OR_RETURN(PruneResult got, store_->PruneRuns(request));
+    ++batches;
     total.runs += got.runs;
     total.rows += got.rows;
     if (got.runs < request.limit) break;  // nothing more is old enough now
@@ -31,6 +36,8 @@ absl::StatusOr<PruneResult> RetentionSweep::PassOnce() {
                                       : now - policy_.audit_horizon;
   // A run with a write row created at or after InfinitePast() (every run
   // with one) is kept: an infinite audit horizon keeps them all.
+  const absl::Time deadline = clock_->Now() + policy_.max_pass_time;
+  int batches = 0;
   std::vector<std::string> own;
   for (const auto& [name, keep] : policy_.keep_runs_by_workflow) {
     own.push_back(name);
@@ -38,13 +45,13 @@ absl::StatusOr<PruneResult> RetentionSweep::PassOnce() {
     RUNLOOM_RETURN_IF_ERROR(Batches(
         PruneRequest{
             .finished_before = now - keep, .audit_before = audit_before, .workflow_name = name},
-        total));
+        deadline, batches, total));
   }
   if (policy_.keep_runs != absl::InfiniteDuration()) {
     RUNLOOM_RETURN_IF_ERROR(Batches(PruneRequest{.finished_before = now - policy_.keep_runs,
                                                  .audit_before = audit_before,
                                                  .except_workflows = own},
-                                    total));
+                                    deadline, batches, total));
   }
   return total;
 }

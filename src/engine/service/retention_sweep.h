@@ -28,6 +28,7 @@ class RetentionSweep {
   // `store`, `clock` and `logger` must outlive the sweep.
   RetentionSweep(Store* store, Clock* clock, RetentionPolicy policy, Logger* logger)
       : store_(store),
+        clock_(clock),
         logger_(logger),
         policy_(std::move(policy)),
         task_(clock, policy_.interval, [this] { Tick(); }) {}
@@ -49,12 +50,15 @@ class RetentionSweep {
  private:
   // One period: a pass, its failure logged.
   void Tick();
-  // Batches of `request` while they come back full, at most the policy's
-  // max_batches_per_pass; adds what they deleted to `total`.
-  absl::Status Batches(PruneRequest request, PruneResult& total);
+  // Batches of `request` while they come back full: one at least, more
+  // until the pass's `deadline` or the policy's max_batches_per_pass
+  // (counted in `batches` across the pass); adds what they deleted to
+  // `total`.
+  absl::Status Batches(PruneRequest request, absl::Time deadline, int& batches, PruneResult& total);
 
   // Constant after construction.
   Store* const store_;
+  Clock* const clock_;
   Logger* const logger_;
   const RetentionPolicy policy_;
   PeriodicTask task_;  // last: its thread uses the members above

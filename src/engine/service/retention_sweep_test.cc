@@ -117,6 +117,27 @@ TEST_F(RetentionSweepTest, APassTakesBoundedBatchesUpToItsCap) {
   EXPECT_EQ(got->runs, 3);
 }
 
+TEST_F(RetentionSweepTest, APassPastItsTimeStillTakesOneBatchForEachWorkflow) {
+  RetentionPolicy policy;
+  policy.keep_runs = kDay;
+  policy.keep_runs_by_workflow["chat"] = kDay;
+  policy.batch_runs = 2;
+  policy.max_pass_time = absl::ZeroDuration();  // past its time at once
+  RetentionSweep sweep(store(), &clock_, policy, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    Run("blog");
+    Run("chat");
+  }
+  clock_.Advance(2 * kDay);
+  absl::StatusOr<PruneResult> got = sweep.PassOnce();
+  ASSERT_OK(got);
+  EXPECT_EQ(got->runs, 4);  // one batch of 2 for chat, one for the rest
+  for (int pass = 0; pass < 2; ++pass) ASSERT_OK(sweep.PassOnce());
+  got = sweep.PassOnce();
+  ASSERT_OK(got);
+  EXPECT_EQ(got->runs, 0);  // 4 + 4 + 2: all ten gone in three passes
+}
+
 TEST_F(RetentionSweepTest, TheDefaultPolicyKeepsEverything) {
   RetentionPolicy policy;  // the library's default
   EXPECT_FALSE(policy.enabled());

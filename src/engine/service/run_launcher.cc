@@ -100,6 +100,7 @@ absl::StatusOr<RunRecord> RunLauncher::ExecuteRunAsRead(
   config.step_timeouts = &config_.step_timeouts;
   config.start_child = config_.start_child;
   config.live = config_.live;
+  config.spans = config_.spans;
   config.working_dir = ContextOf(run).working_dir;
   config.entry = entry;
   config.secrets = secrets_->Get(run_id);

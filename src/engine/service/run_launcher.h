@@ -65,6 +65,8 @@ struct LauncherConfig {
   std::function<void(const ChildEnd&)> child_finished;
   // Where streamed model replies go (ExecutionConfig::live); nullptr = nowhere.
   LiveText* live = nullptr;
+  // Where spans go (ExecutionConfig::spans); nullptr = untraced.
+  SpanSink* spans = nullptr;
 };
 
 class RunLauncher {

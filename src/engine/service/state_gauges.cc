@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<StateGauges>> StateGauges::Create(
                       .Register(*registry);
     out->dead_letters_ = &prometheus::BuildGauge()
                               .Name("runloom_dead_letters")
-                              .Help("Queue messages dead-lettered, counted up to 10,000")
+                              .Help("Queue messages dead-lettered and not yet redriven")
                               .Register(*registry)
                               .Add({});
     out->limit_ = &prometheus::BuildGauge()
@@ -91,9 +91,9 @@ void StateGauges::RefreshOnce() {
     failed = true;
     Log(logger_, LogLevel::kWarning, "state gauges: counting runs: ", counts.status().ToString());
   }
-  absl::StatusOr<std::vector<DeadLetter>> dead = transport_->ListDeadLetters(kDeadLetterBound);
+  absl::StatusOr<int64_t> dead = transport_->CountDeadLetters();
   if (dead.ok()) {
-    dead_letters_->Set(static_cast<double>(dead->size()));
+    dead_letters_->Set(static_cast<double>(*dead));
   } else {
     failed = true;
     Log(logger_, LogLevel::kWarning, "state gauges: dead letters: ", dead.status().ToString());

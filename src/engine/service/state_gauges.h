@@ -2,8 +2,8 @@
 // process that exports metrics (`serve`, `worker --metrics-listen`):
 //   runloom_runs_active{status}          runs queued (the queue depth),
 //                                        running, paused and waiting
-//   runloom_dead_letters                 queue messages dead-lettered (counted
-//                                        up to kDeadLetterBound)
+//   runloom_dead_letters                 queue messages dead-lettered and not
+//                                        redriven (Transport::CountDeadLetters)
 //   runloom_budget_limit_micros{tenant}  a tenant's limit (tenants with one)
 //   runloom_budget_spent_micros{tenant}  booked: settled and charged calls
 //   runloom_budget_reserved_micros{tenant}  open reservations: calls in flight
@@ -45,7 +45,6 @@ namespace runloom::engine_internal {
 
 class StateGauges {
  public:
-  static constexpr int kDeadLetterBound = 10'000;
   static constexpr int kTenantBound = 1'000;
 
   // Registers the families on `registry` (null: the result does nothing)

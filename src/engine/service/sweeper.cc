@@ -3,6 +3,7 @@
 #include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "engine/observe/run_spans.h"
 #include "engine/run/event_helpers.h"
 
 #include "absl/strings/str_cat.h"
@@ -208,6 +209,7 @@ absl::StatusOr<bool> Sweeper::RecoverExpired(const RecoveryCandidate& c) {
       "); queued again for another executor");
   metrics_->LeaseExpired();
   metrics_->Swept(SweepAction::kRequeued);
+  if (run.ok()) ExportTakeoverSpan(spans_, *run, owner, "sweeper", clock_->Now());
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include "runloom/env.h"
 #include "runloom/scheduler.h"
 #include "runloom/store.h"
+#include "runloom/trace.h"
 
 #include "core/periodic_task.h"
 #include "engine/observe/engine_metrics.h"
@@ -60,6 +61,8 @@ class Sweeper {
         timer_task_(clock, std::min(interval, kTimerPoll), [this] { TimerTick(); }),
         task_(clock, interval, [this] { Tick(); }) {}
   ~Sweeper() { Stop(); }
+  // Where a takeover's span goes (runloom/trace.h); set before Start().
+  void set_spans(SpanSink* spans) { spans_ = spans; }
   Sweeper(const Sweeper&) = delete;
   Sweeper& operator=(const Sweeper&) = delete;
 
@@ -109,6 +112,7 @@ class Sweeper {
   const absl::Duration interval_;
   const absl::Duration queued_grace_;
   Logger* const logger_;
+  SpanSink* spans_ = nullptr;  // set before Start(); read on the task's thread
   EngineMetrics* const metrics_;
   Reconciler reconciler_;
   PeriodicTask timer_task_;  // its thread uses the members above

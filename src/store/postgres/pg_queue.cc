@@ -60,6 +60,7 @@ constexpr char kDeadLetteredOf[] =
 constexpr char kListDeadLetters[] =
     "SELECT id, message_id, run_id, deliveries, reason, at FROM dead_letters "
     "WHERE redriven_at IS NULL ORDER BY id LIMIT $1";
+constexpr char kCountDeadLetters[] = "SELECT count(*) FROM dead_letters WHERE redriven_at IS NULL";
 constexpr char kDeadLetterById[] =
     "SELECT run_id FROM dead_letters WHERE id = $1 AND redriven_at IS NULL FOR UPDATE";
 constexpr char kMarkRedriven[] = "UPDATE dead_letters SET redriven_at = $2 WHERE id = $1";
@@ -108,6 +109,7 @@ class PgTransport final : public Transport {
   absl::Status Publish(const std::string& run_id) override;
   absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override;
+  absl::StatusOr<int64_t> CountDeadLetters() override;
   absl::Status Redrive(const std::string& dead_letter_id) override;
 
  private:
@@ -219,6 +221,16 @@ absl::StatusOr<std::vector<DeadLetter>> PgTransport::ListDeadLetters(int limit) 
     return absl::OkStatus();
   }));
   return out;
+}
+
+absl::StatusOr<int64_t> PgTransport::CountDeadLetters() {
+  int64_t n = 0;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kCountDeadLetters, PgParams()));
+    n = r.row(0).ColumnInt(0);
+    return absl::OkStatus();
+  }));
+  return n;
 }
 
 absl::Status PgTransport::Redrive(const std::string& dead_letter_id) {

@@ -158,6 +158,7 @@ class PgStreamDatabase final : public transport_internal::StreamDatabase {
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override {
     return table_->ListDeadLetters(limit);
   }
+  absl::StatusOr<int64_t> CountDeadLetters() override { return table_->CountDeadLetters(); }
   absl::Status Redrive(const std::string& dead_letter_id) override {
     return table_->Redrive(dead_letter_id);
   }

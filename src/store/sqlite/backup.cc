@@ -28,6 +28,14 @@ absl::Status BackupSqlite(const std::string& path, const std::string& to) {
     return absl::InvalidArgumentError("backup: an in-memory database has no file to copy");
   }
   if (to.empty()) return absl::InvalidArgumentError("backup: --to names no file");
+  // No file can have a longer name (Linux's PATH_MAX): refused without
+  // echoing it, so a hostile argument does not fill the terminal.
+  constexpr size_t kPathMax = 4096;
+  if (to.size() >= kPathMax) {
+    return absl::InvalidArgumentError(absl::StrCat("backup: --to is ", to.size(),
+                                                   " bytes long; a file name is at most ",
+                                                   kPathMax - 1, " bytes: name a shorter one"));
+  }
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat("backup: database ", path, " does not exist"));

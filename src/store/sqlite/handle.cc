@@ -130,6 +130,11 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
   }
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec(sync_pragma));
   RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec("PRAGMA foreign_keys = ON"));
+  // The WAL file grows to the largest burst of writes between checkpoints
+  // and, without a limit, keeps that size forever (a retention backlog
+  // deleted in one afternoon would leave a WAL of gigabytes). With one, each
+  // checkpoint that resets the WAL truncates the file back to 64 MiB.
+  RUNLOOM_RETURN_IF_ERROR(h->writer_->Exec("PRAGMA journal_size_limit = 67108864"));
   RUNLOOM_RETURN_IF_ERROR(ApplyMigrations(*h->writer_));
 
   h->memory_ = memory;

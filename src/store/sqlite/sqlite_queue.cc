@@ -50,6 +50,7 @@ constexpr char kDeadLetteredOf[] =
 constexpr char kListDeadLetters[] =
     "SELECT id, message_id, run_id, deliveries, reason, at FROM dead_letters "
     "WHERE redriven_at IS NULL ORDER BY id LIMIT ?1";
+constexpr char kCountDeadLetters[] = "SELECT count(*) FROM dead_letters WHERE redriven_at IS NULL";
 constexpr char kDeadLetterById[] =
     "SELECT run_id FROM dead_letters WHERE id = ?1 AND redriven_at IS NULL";
 constexpr char kMarkRedriven[] = "UPDATE dead_letters SET redriven_at = ?2 WHERE id = ?1";
@@ -197,6 +198,7 @@ class SqliteTransport final : public Transport {
   absl::Status Publish(const std::string& run_id) override;
   absl::StatusOr<MessagePresence> FindMessages(const std::vector<std::string>& run_ids) override;
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override;
+  absl::StatusOr<int64_t> CountDeadLetters() override;
   absl::Status Redrive(const std::string& dead_letter_id) override;
 
  private:
@@ -371,6 +373,15 @@ absl::StatusOr<std::vector<DeadLetter>> SqliteTransport::ListDeadLetters(int lim
                                st.ColumnText(4), st.ColumnTime(5)});
     }
     return out;
+  });
+}
+
+absl::StatusOr<int64_t> SqliteTransport::CountDeadLetters() {
+  return h_->Read([&](Db& db) -> absl::StatusOr<int64_t> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kCountDeadLetters));
+    RUNLOOM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return absl::InternalError("counting dead letters: no row");
+    return st.ColumnInt(0);
   });
 }
 

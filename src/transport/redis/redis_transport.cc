@@ -261,6 +261,7 @@ class RedisTransport final : public Transport {
   absl::StatusOr<std::vector<DeadLetter>> ListDeadLetters(int limit) override {
     return db_->ListDeadLetters(limit);
   }
+  absl::StatusOr<int64_t> CountDeadLetters() override { return db_->CountDeadLetters(); }
   absl::Status Redrive(const std::string& dead_letter_id) override {
     return db_->Redrive(dead_letter_id);
   }
