@@ -71,22 +71,11 @@ void LlmCaps::Stop() {
   running.reset();  // stops the controllers outside mu_
 }
 
-namespace {
-
-std::string ShowLimit(const std::optional<int>& v) { return v ? absl::StrCat(*v) : "-"; }
-
-}  // namespace
-
-std::string LlmCaps::DescribeLimits(const CapLimits& limits) {
-  return absl::StrCat("aimd ", limits.aimd, ", telemetry ", ShowLimit(limits.telemetry), ", pool ",
-                      ShowLimit(limits.pool), ", cpu ", ShowLimit(limits.cpu));
-}
-
 void LlmCaps::Record(const std::string& provider, const CapLimits& limits, absl::Time at) {
   runloom::MutexLock l(&history_mu_);
   std::deque<LlmCapDecision>& h = history_[provider];
   if (!h.empty() && h.back().cap == limits.cap) return;
-  h.push_back(LlmCapDecision{.at = at, .cap = limits.cap, .reason = DescribeLimits(limits)});
+  h.push_back(LlmCapDecision{.at = at, .cap = limits.cap, .reason = DescribeCapLimits(limits)});
   while (h.size() > static_cast<size_t>(kMaxLlmCapHistory)) h.pop_front();
 }
 

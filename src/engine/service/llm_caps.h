@@ -66,10 +66,6 @@ class LlmCaps {
   // Every cap (LlmConcurrency::Caps) with the changes recorded for it.
   std::vector<LlmCapInfo> Snapshot() const ABSL_LOCKS_EXCLUDED(history_mu_);
 
-  // The history entry a controller's decision makes ("aimd 2, telemetry -,
-  // pool -, cpu 1", as concurrency_controller.cc logs it).
-  static std::string DescribeLimits(const CapLimits& limits);
-
   // Records `limits` for `provider` at `at` when its cap differs from the
   // last one recorded; keeps the newest kMaxLlmCapHistory.
   void Record(const std::string& provider, const CapLimits& limits, absl::Time at)
