@@ -226,10 +226,9 @@ struct RunQuery {
   int limit = 50;
   // "" = the first page; else the next_cursor of a previous page.
   std::string cursor;
-  // Issue 25's search. These filter the runs the store returns for the
-  // fields above, scanning at most kMaxRunScan of them per call: a page may
-  // then hold fewer than `limit` runs (even none) and still have a
-  // next_cursor, where the next call goes on scanning.
+  // Issue 25's search, done by the store's statement with the fields
+  // above (RunFilter's tenant, input_value, created_since and paging
+  // position): a page holds `limit` runs unless it is the last.
   // Only runs of this budget tenant ("" = any).
   std::string tenant;
   // Only runs whose idempotency key is this, or one of whose top-level
@@ -241,10 +240,6 @@ struct RunQuery {
   std::optional<absl::Time> created_after;
   std::optional<absl::Time> created_before;
 };
-
-// The most runs one ListRuns call reads from the store when it filters by
-// tenant, input id or time range.
-inline constexpr int kMaxRunScan = 5000;
 
 // One decision of an adaptive LLM concurrency cap, as its controller logged
 // it: when, the cap, and the limiters it was the minimum of ("aimd 2,

@@ -11,7 +11,6 @@
 #include "runloom/engine.h"
 
 #include "core/status_macros.h"
-#include "engine/rules/run_context.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -81,68 +80,24 @@ absl::StatusOr<RunPosition> DecodeCursor(const std::string& cursor) {
   return RunPosition{absl::FromUnixMicros(micros), std::string(parts[2])};
 }
 
-bool IsSearch(const RunQuery& q) {
-  return !q.tenant.empty() || !q.input_id.empty() || q.created_after.has_value() ||
-         q.created_before.has_value();
-}
-
-bool MatchesInputId(const RunRecord& run, const std::string& id) {
-  if (run.idempotency_key == id) return true;
-  if (!run.inputs.is_object()) return false;
-  for (const auto& [key, v] : run.inputs.items()) {
-    if (v.is_string() && v.get_ref<const std::string&>() == id) return true;
-    if (v.is_number_integer() && v.dump() == id) return true;
-  }
-  return false;
-}
-
-bool Matches(const RunQuery& q, const RunRecord& run) {
-  if (!q.tenant.empty()) {
-    const engine_internal::RunContext c = engine_internal::ContextOf(run);
-    if (!c.budget.has_value() || c.budget->tenant != q.tenant) return false;
-  }
-  return q.input_id.empty() || MatchesInputId(run, q.input_id);
-}
-
-// ListRuns with issue 25's filters: the store filters status, workflow and
-// parent, and the time range by position (created_before is the paging
-// position when it comes before the cursor's); the rest is checked here on at
-// most kMaxRunScan runs, read in chunks. Stopping at the scan bound, the page
-// ends at the last run read, so the next call goes on from there.
-absl::StatusOr<RunPage> SearchRuns(Store& store, const RunQuery& q, RunFilter filter, int limit) {
-  constexpr int kScanChunk = 500;
+// Issue 25's search fields onto the store's filter (the store checks them
+// in its statement, so a page is a page whatever they are): created_before
+// is the paging position when it comes before the cursor's.
+absl::Status AddSearch(const RunQuery& q, RunFilter& filter) {
   if (!q.tenant.empty()) RUNLOOM_RETURN_IF_ERROR(CheckName("tenant", q.tenant));
   if (!q.input_id.empty()) RUNLOOM_RETURN_IF_ERROR(CheckName("input_id", q.input_id));
   if (q.created_after && q.created_before && *q.created_after >= *q.created_before) {
     return absl::InvalidArgumentError("created_after must be before created_before");
   }
+  filter.tenant = q.tenant;
+  filter.input_value = q.input_id;
+  filter.created_since = q.created_after;
   if (q.created_before &&
       (!filter.after.has_value() || filter.after->created_at >= *q.created_before)) {
     // (created_at, id) < (created_before, ""): created strictly before it.
     filter.after = RunPosition{*q.created_before, ""};
   }
-  RunPage page;
-  int scanned = 0;
-  while (scanned < kMaxRunScan) {
-    filter.limit = std::min(kScanChunk, kMaxRunScan - scanned);
-    RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store.ListRuns(filter));
-    for (RunRecord& run : runs) {
-      ++scanned;
-      // Newest first: past created_after, no later run can match.
-      if (q.created_after && run.created_at < *q.created_after) return page;
-      filter.after = RunPosition{run.created_at, run.id};
-      if (!Matches(q, run)) continue;
-      if (static_cast<int>(page.runs.size()) == limit) {
-        page.next_cursor = EncodeCursor(page.runs.back());
-        return page;
-      }
-      page.runs.push_back(std::move(run));
-    }
-    if (static_cast<int>(runs.size()) < filter.limit) return page;  // no more runs
-  }
-  page.next_cursor = absl::WebSafeBase64Escape(absl::StrCat(
-      kCursorVersion, ":", absl::ToUnixMicros(filter.after->created_at), ":", filter.after->id));
-  return page;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -173,7 +128,7 @@ absl::StatusOr<RunPage> Engine::ListRuns(const RunQuery& query) {
   if (!query.cursor.empty()) {
     RUNLOOM_ASSIGN_OR_RETURN(filter.after, DecodeCursor(query.cursor));
   }
-  if (IsSearch(query)) return SearchRuns(*store(), query, std::move(filter), limit);
+  RUNLOOM_RETURN_IF_ERROR(AddSearch(query, filter));
   // One more than the page: whether it comes back says if there is a next
   // page, so the last page never ends in an empty one.
   filter.limit = limit + 1;
