@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace runloom {
 namespace {
@@ -48,18 +49,23 @@ struct LlmCall {
 // secrets from a step's output before it is stored (engine/run/secrets.h).
 constexpr size_t kMaxRecordedPromptBytes = 16 * 1024;
 
+// The first kMaxRecordedPromptBytes of `text` or fewer, ending before a
+// UTF-8 continuation byte (0b10xxxxxx), so no character is split.
+std::string_view RecordedPrefix(std::string_view text) {
+  if (text.size() <= kMaxRecordedPromptBytes) return text;
+  size_t end = kMaxRecordedPromptBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 nlohmann::json RecordedPrompt(const LlmRequest& request) {
-  auto cut = [](const std::string& text, bool* truncated) {
-    if (text.size() <= kMaxRecordedPromptBytes) return text;
-    size_t end = kMaxRecordedPromptBytes;
-    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-    *truncated = true;
-    return text.substr(0, end);
-  };
-  bool truncated = false;
-  nlohmann::json out = {{"user", cut(request.prompt, &truncated)}};
-  if (!request.system.empty()) out["system"] = cut(request.system, &truncated);
-  if (truncated) out["truncated"] = true;
+  const std::string_view user = RecordedPrefix(request.prompt);
+  const std::string_view system = RecordedPrefix(request.system);
+  nlohmann::json out = {{"user", user}};
+  if (!request.system.empty()) out["system"] = system;
+  if (user.size() < request.prompt.size() || system.size() < request.system.size()) {
+    out["truncated"] = true;
+  }
   return out;
 }
 
