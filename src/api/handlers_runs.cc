@@ -66,8 +66,8 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
 // The longest tenant or input id a search takes (the engine's bound on names).
 constexpr size_t kMaxSearchBytes = 256;
 
-// Filters: status, workflow, parent (the store's); tenant, input_id,
-// created_after, created_before (issue 25: the engine's bounded scan).
+// Filters: status, workflow, parent; tenant, input_id, created_after,
+// created_before (issue 25). The store's statement checks them all.
 HandlerResult ListRuns(Engine* engine, const Call& c) {
   RunQuery q;
   if (auto it = c.request.query.find("status"); it != c.request.query.end()) {
