@@ -17,21 +17,11 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
+import {check, prepareRun} from '../node_helpers.mjs';
 
-const [emulatorDir, sourceDir, outDir] = process.argv.slice(2);
-if (!emulatorDir || !sourceDir || !outDir) {
-  console.error('usage: node emulator_test.mjs EMULATOR_DIR SOURCE_DIR OUT_DIR');
-  process.exit(2);
-}
-const shots = path.join(outDir, 'screenshots');
-fs.rmSync(outDir, {recursive: true, force: true});
-fs.mkdirSync(shots, {recursive: true});
+const {args: [emulatorDir, sourceDir, outDir], shots} =
+  prepareRun('emulator_test.mjs', ['EMULATOR_DIR', 'SOURCE_DIR', 'OUT_DIR']);
 const WAIT = 15000;
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-  console.log(`ok - ${what}`);
-}
 
 function readJson(dir, name) {
   return JSON.parse(fs.readFileSync(path.join(sourceDir, dir, name), 'utf8'));

@@ -32,17 +32,11 @@ import {execFileSync, spawn} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
-import {apiClient, check, createToken, freePort, login as signIn, serverReady,
+import {check, createToken, login as signIn, loopbackAddress, prepareRun, serverReady,
   waitFor as waitForMs} from '../node_helpers.mjs';
 
-const [binary, sourceDir, outDir] = process.argv.slice(2);
-if (!binary || !sourceDir || !outDir) {
-  console.error('usage: node ops_test.mjs RUNLOOM_BINARY SOURCE_DIR OUT_DIR');
-  process.exit(2);
-}
-const shots = path.join(outDir, 'screenshots');
-fs.rmSync(outDir, {recursive: true, force: true});
-fs.mkdirSync(shots, {recursive: true});
+const {args: [binary, sourceDir, outDir], shots} =
+  prepareRun('ops_test.mjs', ['RUNLOOM_BINARY', 'SOURCE_DIR', 'OUT_DIR']);
 const db = path.join(outDir, 'ops.db');
 const WAIT = 30000;
 const waitFor = (what, fn) => waitForMs(what, fn, WAIT);
@@ -50,9 +44,7 @@ const SECRET = 'sk-ops-test-0f9e8d7c6b5a';
 
 const token = (name, role) => createToken(binary, db, name, role);
 
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const api = apiClient(base);
+const {port, base, api} = await loopbackAddress();
 const operator = token('olga', 'operator');
 const viewer = token('vera', 'viewer');
 const admin = token('root', 'admin');

@@ -38,26 +38,18 @@ import {execFileSync, spawn, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
-import {apiClient, check, createToken, freePort, login as signIn, serverReady as serverReadyAt,
-  waitFor as waitForMs} from '../node_helpers.mjs';
+import {check, createToken, login as signIn, loopbackAddress, prepareRun,
+  serverReady as serverReadyAt, waitFor as waitForMs} from '../node_helpers.mjs';
 
-const [binary, sourceDir, outDir] = process.argv.slice(2);
-if (!binary || !sourceDir || !outDir) {
-  console.error('usage: node ui_test.mjs RUNLOOM_BINARY SOURCE_DIR OUT_DIR');
-  process.exit(2);
-}
-const shots = path.join(outDir, 'screenshots');
-fs.rmSync(outDir, {recursive: true, force: true});
-fs.mkdirSync(shots, {recursive: true});
+const {args: [binary, sourceDir, outDir], shots} =
+  prepareRun('ui_test.mjs', ['RUNLOOM_BINARY', 'SOURCE_DIR', 'OUT_DIR']);
 const db = path.join(outDir, 'ui.db');
 const WAIT = 20000;
 const waitFor = (what, fn) => waitForMs(what, fn, WAIT);
 
 const token = (name, role) => createToken(binary, db, name, role);
 
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const api = apiClient(base);
+const {port, base, api} = await loopbackAddress();
 const approver = token('alice', 'approver');
 const approver2 = token('bob', 'approver');
 const viewer = token('vera', 'viewer');
