@@ -39,14 +39,14 @@ constexpr char kInsertRun[] =
 // on runs_created_id); tenant and input value are checked on each row the
 // walk visits (no index serves them). $8, $9: the paging position, or $8
 // updated_since.
-#define RUNLOOM_PG_RUN_FILTER                                                                 \
-  " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "    \
-  "AND ($4 = '' OR parent_run_id = $4) "                                                       \
-  "AND ($5 = '' OR (context::jsonb -> 'budget' ->> 'tenant') = $5) "                           \
-  "AND ($6 = '' OR idempotency_key = $6 OR (jsonb_typeof(inputs::jsonb) = 'object' AND "       \
-  "EXISTS (SELECT 1 FROM jsonb_each(inputs::jsonb) AS j WHERE (jsonb_typeof(j.value) = "       \
-  "'string' AND j.value #>> '{}' = $6) OR (jsonb_typeof(j.value) = 'number' AND "              \
-  "j.value::text ~ '^-?[0-9]+$' AND j.value::text = $6)))) "                                   \
+#define RUNLOOM_PG_RUN_FILTER                                                               \
+  " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) " \
+  "AND ($4 = '' OR parent_run_id = $4) "                                                    \
+  "AND ($5 = '' OR (context::jsonb -> 'budget' ->> 'tenant') = $5) "                        \
+  "AND ($6 = '' OR idempotency_key = $6 OR (jsonb_typeof(inputs::jsonb) = 'object' AND "    \
+  "EXISTS (SELECT 1 FROM jsonb_each(inputs::jsonb) AS j WHERE (jsonb_typeof(j.value) = "    \
+  "'string' AND j.value #>> '{}' = $6) OR (jsonb_typeof(j.value) = 'number' AND "           \
+  "j.value::text ~ '^-?[0-9]+$' AND j.value::text = $6)))) "                                \
   "AND created_at >= $7::bigint "
 constexpr char kListRuns[] = "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
                              "ORDER BY created_at DESC, id DESC LIMIT $3";

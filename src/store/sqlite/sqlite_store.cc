@@ -32,32 +32,29 @@ constexpr char kInsertRun[] =
 // on each row the walk visits (no index serves them), ?9 created_since as a
 // lower bound of the walk on runs_created_id (bound to the smallest time
 // when there is none, so that the bound is always a plain range).
-#define RUNLOOM_SQLITE_RUN_SEARCH                                                              \
-  "AND (?7 = '' OR json_extract(context, '$.budget.tenant') = ?7) "                            \
-  "AND (?8 = '' OR idempotency_key = ?8 OR (json_type(inputs) = 'object' AND EXISTS ("          \
-  "SELECT 1 FROM json_each(runs.inputs) AS j WHERE (j.type = 'text' AND j.value = ?8) "       \
-  "OR (j.type = 'integer' AND CAST(j.value AS TEXT) = ?8)))) "                                  \
+#define RUNLOOM_SQLITE_RUN_SEARCH                                                       \
+  "AND (?7 = '' OR json_extract(context, '$.budget.tenant') = ?7) "                     \
+  "AND (?8 = '' OR idempotency_key = ?8 OR (json_type(inputs) = 'object' AND EXISTS ("  \
+  "SELECT 1 FROM json_each(runs.inputs) AS j WHERE (j.type = 'text' AND j.value = ?8) " \
+  "OR (j.type = 'integer' AND CAST(j.value AS TEXT) = ?8)))) "                          \
   "AND created_at >= ?9 "
 // Both walk the index runs_created_id backwards (no sort); the second starts
 // after a page's last run (a row-value range on that index).
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
-    "AND (?6 = '' OR parent_run_id = ?6) "
-    RUNLOOM_SQLITE_RUN_SEARCH
+    "AND (?6 = '' OR parent_run_id = ?6) " RUNLOOM_SQLITE_RUN_SEARCH
     "ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kListRunsAfter[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
-    "AND (?6 = '' OR parent_run_id = ?6) "
-    RUNLOOM_SQLITE_RUN_SEARCH
+    "AND (?6 = '' OR parent_run_id = ?6) " RUNLOOM_SQLITE_RUN_SEARCH
     "AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3";
 // RunFilter::updated_since: checks updated_at on each row the walk visits.
 constexpr char kListRunsUpdatedSince[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
-    "AND (?6 = '' OR parent_run_id = ?6) "
-    RUNLOOM_SQLITE_RUN_SEARCH
+    "AND (?6 = '' OR parent_run_id = ?6) " RUNLOOM_SQLITE_RUN_SEARCH
     "AND updated_at >= ?4 ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
