@@ -179,6 +179,17 @@ struct RunFilter {
   // `workflow_name`; does not combine with `after` or `updated_since`
   // (kInvalidArgument). "" = any.
   std::string idempotency_key;
+  // The operators' search (issue 25), in the store's statement, so a page
+  // is a page whatever the filters (no index serves them: the walk down
+  // runs_created_id checks each row, as with updated_since).
+  // Only runs whose budget context names this tenant ("" = any).
+  std::string tenant;
+  // Only runs whose idempotency key is this, or one of whose top-level
+  // inputs is this string or this integer written in decimal ("" = any).
+  std::string input_value;
+  // Only runs created at or after this (the store's time). An upper bound
+  // is `after` at that time with an empty id.
+  std::optional<absl::Time> created_since;
 };
 
 // An API token as the store keeps it: never the token itself, and the hash

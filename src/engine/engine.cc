@@ -179,6 +179,7 @@ class Engine::Impl {
   RunLauncher& launcher() { return launcher_; }
   Sweeper& sweeper() { return sweeper_; }
   EngineStats stats() const { return launcher_.stats(); }
+  std::vector<LlmCapInfo> LlmCapsNow() const { return llm_caps_->Snapshot(); }
   int ActiveRuns() { return active_.size(); }
 
   engine_internal::DecisionContext Decisions() {
@@ -487,6 +488,7 @@ absl::StatusOr<int> Engine::ResetAll(const std::string& by) {
 }
 int Engine::ActiveRuns() const { return impl_->ActiveRuns(); }
 EngineStats Engine::stats() const { return impl_->stats(); }
+std::vector<LlmCapInfo> Engine::ListLlmCaps() const { return impl_->LlmCapsNow(); }
 TokenStore* Engine::tokens() { return impl_->store(); }
 Store* Engine::store() { return impl_->store(); }
 Transport* Engine::transport() { return impl_->transport(); }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -32,21 +33,29 @@ constexpr char kInsertRun[] =
     "priority) "
     "VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, 1, 'fresh', $11, 0, $9, $10, "
     "runloom_now(), runloom_now(), $12, $13, $14, $15) RETURNING created_at";
-// $4: RunFilter::parent_run_id ('' = any parent or none).
-constexpr char kListRuns[] =
-    "SELECT " RUNLOOM_RUN_COLUMNS
-    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND ($4 = '' OR parent_run_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3";
+// $4: RunFilter::parent_run_id ('' = any parent or none). $5, $6, $7: the
+// search fields (RunFilter::tenant, input_value, created_since; the last is
+// the smallest time when there is none, so that it is always a plain range
+// on runs_created_id); tenant and input value are checked on each row the
+// walk visits (no index serves them). $8, $9: the paging position, or $8
+// updated_since.
+#define RUNLOOM_PG_RUN_FILTER                                                               \
+  " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) " \
+  "AND ($4 = '' OR parent_run_id = $4) "                                                    \
+  "AND ($5 = '' OR (context::jsonb -> 'budget' ->> 'tenant') = $5) "                        \
+  "AND ($6 = '' OR idempotency_key = $6 OR (jsonb_typeof(inputs::jsonb) = 'object' AND "    \
+  "EXISTS (SELECT 1 FROM jsonb_each(inputs::jsonb) AS j WHERE (jsonb_typeof(j.value) = "    \
+  "'string' AND j.value #>> '{}' = $6) OR (jsonb_typeof(j.value) = 'number' AND "           \
+  "j.value::text ~ '^-?[0-9]+$' AND j.value::text = $6)))) "                                \
+  "AND created_at >= $7::bigint "
+constexpr char kListRuns[] = "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
+                             "ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kListRunsAfter[] =
-    "SELECT " RUNLOOM_RUN_COLUMNS
-    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND ($4 = '' OR parent_run_id = $4) "
-    "AND (created_at, id) < ($5::bigint, $6::text) ORDER BY created_at DESC, id DESC LIMIT $3";
+    "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
+    "AND (created_at, id) < ($8::bigint, $9::text) ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kListRunsUpdatedSince[] =
-    "SELECT " RUNLOOM_RUN_COLUMNS
-    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND ($4 = '' OR parent_run_id = $4) "
-    "AND updated_at >= $5::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
+    "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
+    "AND updated_at >= $8::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES ($1, $2, $3, $4, $5, $6)";
@@ -311,6 +320,12 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter
       p.Null();
     }
     p.Text(filter.workflow_name).OptionalInt(SqlLimit(filter.limit)).Text(filter.parent_run_id);
+    p.Text(filter.tenant).Text(filter.input_value);
+    if (filter.created_since.has_value()) {
+      p.Time(*filter.created_since);
+    } else {
+      p.Int(std::numeric_limits<int64_t>::min());
+    }
     if (filter.after.has_value()) p.Time(filter.after->created_at).Text(filter.after->id);
     if (filter.updated_since.has_value()) p.Time(*filter.updated_since);
     const char* sql = filter.after.has_value()           ? kListRunsAfter
