@@ -106,7 +106,12 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   EXPECT_GT(children, 0);   // run steps started children (a third of the seeds)
   EXPECT_GT(kept, resolved);
   EXPECT_GT(keyed, 0);       // runs with a concurrency key ran (half the workflows have one)
-  EXPECT_GT(over_limit, 0);  // and some lease found its key full
+  // And some lease found its key full: a rare path (seeds 206, 241 and 293 of
+  // the 300, measured on 634838e), so only the Release build's campaign,
+  // which runs all of them, can require it.
+  if (kCampaignSeeds == kSeeds) {
+    EXPECT_GT(over_limit, 0);
+  }
   EXPECT_GT(pruned, 0);      // retention deleted finished runs (issue 25), each seen finished
   EXPECT_GT(ended_early, 0);  // a restarted life ended its dead predecessor's leases (issue 27)
 }
