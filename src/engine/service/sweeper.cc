@@ -6,6 +6,7 @@
 #include "engine/observe/run_spans.h"
 #include "engine/run/event_helpers.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
@@ -36,9 +37,15 @@ int Sweeper::EndDeadHoldersLeases() {
     return 0;
   }
   int ended = 0;
+  // One process holds many leases under one owner name: ask about each
+  // holder once a pass (the check reads /proc), not once per lease.
+  absl::flat_hash_map<std::string, bool> dead;
   for (const LiveLease& lease : *live) {
     const bool unchecked = RUNLOOM_INJECTED_BUG(InjectedBug::kLeasesEndedUnchecked);
-    if (!unchecked && (lease.owner.empty() || !holder_is_dead_(lease.owner))) continue;
+    if (!unchecked && lease.owner.empty()) continue;
+    auto [it, inserted] = dead.try_emplace(lease.owner, false);
+    if (inserted) it->second = holder_is_dead_(lease.owner);
+    if (!unchecked && !it->second) continue;
     const absl::Status s = store_->ExpireLease(lease.run_id, lease.token);
     const LogFields fields{.run_id = lease.run_id, .worker = lease.owner};
     if (s.ok()) {
