@@ -175,6 +175,15 @@ export interface StreamMessage<T = unknown> {
   data: T;
 }
 
+/** The data of llm.delta, llm.reset and llm.end: a streamed model call's text (not stored, no id). */
+export interface LiveFrame {
+  path: string;
+  attempt: number;
+  /** The byte offset of `text` in the call's text. */
+  offset: number;
+  text: string;
+}
+
 export interface ClientOptions {
   /** A token of `runloom token create`; omit for a server run with --insecure-no-auth. */
   token?: string;
@@ -314,7 +323,9 @@ export declare class RunloomClient {
    * A run's events until it is finished, reconnecting with Last-Event-ID after
    * a cut: every seq exactly once, in order.
    */
-  follow(runId: string, opts?: CallOptions & {after?: number; live?: boolean}): AsyncGenerator<StreamMessage<Event>>;
+  follow(runId: string, opts?: CallOptions & {after?: number; live?: false}): AsyncGenerator<StreamMessage<Event>>;
+  /** With live: also the streamed model text (llm.delta, llm.reset, llm.end; id and seq null). */
+  follow(runId: string, opts: CallOptions & {after?: number; live: true}): AsyncGenerator<StreamMessage<Event | LiveFrame>>;
   /** Every run's status changes; endless, reconnecting with Last-Event-ID. */
   watchRuns(opts?: CallOptions & {after?: number}): AsyncGenerator<
     StreamMessage<{run_id: string; status: RunStatus; last_event_seq: number} | {reason: string}>>;

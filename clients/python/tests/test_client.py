@@ -116,7 +116,8 @@ class CuttingProxy:
     `cut_after[n % len]` bytes from the server (mid-message, mid-line), and
     passes connections whole once `cuts` connections were cut."""
 
-    def __init__(self, target_port: int, cut_after: list[int], cuts: int):
+    def __init__(self, target_port: int, cut_after: list[int], cuts: int, stall: bool = False):
+        self.stall = stall  # instead of closing at the cut, go silent and keep the connection open
         self.target_port = target_port
         self.cut_after = cut_after
         self.cuts_left = cuts
@@ -152,6 +153,8 @@ class CuttingProxy:
             while data := upstream.recv(65536):
                 if limit is not None and sent + len(data) >= limit:
                     client.sendall(data[: limit - sent])  # a part of a message, then the cut
+                    if self.stall:
+                        client.recv(1)  # silent until the client gives up on it and closes
                     break
                 client.sendall(data)
                 sent += len(data)
@@ -169,21 +172,9 @@ class CuttingProxy:
         self.sock.close()
 
 
-STEPS_YAML = "name: cl_steps\nsteps:\n" + "".join(
-    f"  - {{id: s{i}, kind: sleep, duration: 150ms}}\n" for i in range(1, 17)
-)
-GATE_YAML = """name: cl_gate
-steps:
-  - {id: draft, kind: noop, phase: draft}
-  - {id: review, kind: approval, phase: review, title: Review, proposal: {action: ship}, allow: [approve, edit, reject]}
-  - {id: done, kind: noop, phase: finish}
-"""
-WAIT_YAML = """name: cl_wait
-steps:
-  - {id: paid, kind: wait, signal: payment, timeout: 1h}
-  - {id: after, kind: noop}
-"""
-TICK_YAML = "name: cl_tick\nsteps:\n  - {id: tick, kind: noop}\n"
+# The workflows both clients' tests register (cl_steps, cl_gate, cl_wait,
+# cl_tick, cl_stream), shared with clients/ts/test/client.test.mjs.
+WORKFLOWS = HERE.parents[2] / "tests" / "clients" / "workflows"
 
 server: Server
 admin: Client
@@ -199,8 +190,8 @@ def setUpModule() -> None:
     admin = Client(server.url, SECRETS[0], timeout=10)
     approver = Client(server.url, SECRETS[1], timeout=10)
     viewer = Client(server.url, SECRETS[2], timeout=10)
-    for y in (STEPS_YAML, GATE_YAML, WAIT_YAML, TICK_YAML):
-        admin.register_workflow(y)
+    for f in sorted(WORKFLOWS.glob("*.yaml")):
+        admin.register_workflow(f.read_text())
 
 
 def tearDownModule() -> None:
@@ -428,6 +419,45 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(msgs[-1].event, "run.finished")
         self.assertEqual(viewer.get_run(run["id"])["status"], "completed")
         self.assertEqual(got, [e["seq"] for e in viewer.events(run["id"])])
+
+    def test_stream_that_goes_silent_is_reopened(self) -> None:
+        # the first connection stops mid-event and stays open: after
+        # stream_idle_timeout the client counts it as cut and reconnects
+        run = admin.start_run("cl_steps")
+        proxy = CuttingProxy(server.port, cut_after=[600], cuts=1, stall=True)
+        try:
+            c = Client(f"http://127.0.0.1:{proxy.port}", SECRETS[2], timeout=10, stream_idle_timeout=1)
+            t0 = time.monotonic()
+            got = seqs(list(c.follow(run["id"])))
+        finally:
+            proxy.close()
+        self.assertEqual(got, [e["seq"] for e in viewer.events(run["id"])])
+        self.assertEqual(got, list(range(1, len(got) + 1)))
+        self.assertEqual(proxy.connections, 2)
+        self.assertLess(time.monotonic() - t0, 10)
+
+    def test_stream_errors(self) -> None:
+        with self.assertRaises(ApiError) as cm:
+            list(viewer.follow("r_does_not_exist"))
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        # nobody listening: it retries, then gives up after reconnect_timeout
+        probe = socket.create_server(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+        probe.close()
+        c = Client(f"http://127.0.0.1:{free}", SECRETS[2], timeout=2, reconnect_timeout=1)
+        t0 = time.monotonic()
+        with self.assertRaises(TransportError):
+            list(c.follow("r_any"))
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_follow_live_model_text(self) -> None:
+        run = admin.start_run("cl_stream")
+        msgs = list(viewer.follow(run["id"], live=True))
+        live = [m for m in msgs if m.id is None]
+        self.assertTrue(live, "streamed text came")
+        self.assertTrue(all(m.event.startswith("llm.") and m.data["path"] == "talk" for m in live))
+        self.assertEqual(seqs(msgs), [e["seq"] for e in viewer.events(run["id"])])
+        self.assertEqual([m for m in viewer.follow(run["id"]) if m.id is None], [])
 
     def test_watch_runs(self) -> None:
         stream = viewer.watch_runs()

@@ -76,7 +76,8 @@ const waitFor = (what, fn, ms = 15000) => waitForMs(what, fn, ms);
 // A TCP proxy to the server that cuts the n-th connection after
 // cutAfter[n % length] bytes from the server (mid-message), and passes
 // connections whole once `cuts` were cut.
-function cuttingProxy(targetPort, cutAfter, cuts) {
+// With `stall`, a cut connection goes silent and stays open instead.
+function cuttingProxy(targetPort, cutAfter, cuts, stall = false) {
   const state = {connections: 0, cutsLeft: cuts};
   const server = net.createServer((client) => {
     const limit = state.cutsLeft > 0 ? cutAfter[state.connections % cutAfter.length] : null;
@@ -90,9 +91,15 @@ function cuttingProxy(targetPort, cutAfter, cuts) {
         client.write(data);
         return;
       }
+      if (sent >= limit) return; // stalled
       if (sent + data.length >= limit) {
-        client.end(data.subarray(0, limit - sent)); // a part of a message, then the cut
-        upstream.destroy();
+        if (stall) {
+          client.write(data.subarray(0, limit - sent)); // a part of a message, then silence
+          upstream.pause();
+        } else {
+          client.end(data.subarray(0, limit - sent)); // a part of a message, then the cut
+          upstream.destroy();
+        }
         sent = limit;
         return;
       }
@@ -111,20 +118,9 @@ function cuttingProxy(targetPort, cutAfter, cuts) {
   }));
 }
 
-const STEPS_YAML = 'name: cl_steps\nsteps:\n' +
-  Array.from({length: 16}, (_, i) => `  - {id: s${i + 1}, kind: sleep, duration: 150ms}\n`).join('');
-const GATE_YAML = `name: cl_gate
-steps:
-  - {id: draft, kind: noop, phase: draft}
-  - {id: review, kind: approval, phase: review, title: Review, proposal: {action: ship}, allow: [approve, edit, reject]}
-  - {id: done, kind: noop, phase: finish}
-`;
-const WAIT_YAML = `name: cl_wait
-steps:
-  - {id: paid, kind: wait, signal: payment, timeout: 1h}
-  - {id: after, kind: noop}
-`;
-const TICK_YAML = 'name: cl_tick\nsteps:\n  - {id: tick, kind: noop}\n';
+// The workflows both clients' tests register (cl_steps, cl_gate, cl_wait,
+// cl_tick, cl_stream), shared with clients/python/tests/test_client.py.
+const workflowsDir = new URL('../../../tests/clients/workflows/', import.meta.url);
 
 const seqs = (msgs) => msgs.map((m) => m.seq).filter((s) => s !== null);
 const range = (from, n) => Array.from({length: n}, (_, i) => from + i);
@@ -156,7 +152,9 @@ describe('runloom-client against runloom serve', () => {
     admin = new RunloomClient(server.url, {token: secrets[0], timeoutMs: 10000});
     approver = new RunloomClient(server.url, {token: secrets[1], timeoutMs: 10000});
     viewer = new RunloomClient(server.url, {token: secrets[2], timeoutMs: 10000});
-    for (const y of [STEPS_YAML, GATE_YAML, WAIT_YAML, TICK_YAML]) await admin.registerWorkflow(y);
+    for (const f of fs.readdirSync(workflowsDir).filter((n) => n.endsWith('.yaml')).sort()) {
+      await admin.registerWorkflow(fs.readFileSync(new URL(f, workflowsDir), 'utf8'));
+    }
   });
 
   after(async () => {
@@ -361,6 +359,47 @@ describe('runloom-client against runloom serve', () => {
     assert.equal(msgs.at(-1).event, 'run.finished');
     assert.equal((await viewer.getRun(run.id)).status, 'completed');
     assert.deepEqual(got, (await viewer.events(run.id)).map((e) => e.seq));
+  });
+
+  test('a stream that goes silent is reopened after streamIdleTimeoutMs', async () => {
+    const run = await admin.startRun('cl_steps');
+    const proxy = await cuttingProxy(server.port, [600], 1, true);
+    let got;
+    const t0 = Date.now();
+    try {
+      const c = new RunloomClient(`http://127.0.0.1:${proxy.port}`,
+        {token: secrets[2], timeoutMs: 10000, streamIdleTimeoutMs: 1000});
+      got = seqs(await collect(c.follow(run.id)));
+    } finally {
+      await proxy.close();
+    }
+    assert.deepEqual(got, (await viewer.events(run.id)).map((e) => e.seq));
+    assert.deepEqual(got, range(1, got.length));
+    assert.equal(proxy.connections, 2);
+    assert.ok(Date.now() - t0 < 10000, `took ${Date.now() - t0} ms`);
+  });
+
+  test('stream errors: 404 at once; no server: gives up after reconnectTimeoutMs', async () => {
+    await rejects(collect(viewer.follow('r_does_not_exist')),
+      (e) => assert.deepEqual([e.status, e.code], [404, 'not_found']));
+    const probe = net.createServer();
+    await new Promise((r) => probe.listen(0, '127.0.0.1', r));
+    const port = probe.address().port;
+    await new Promise((r) => probe.close(r));
+    const c = new RunloomClient(`http://127.0.0.1:${port}`, {token: secrets[2], timeoutMs: 2000, reconnectTimeoutMs: 1000});
+    const t0 = Date.now();
+    await rejects(collect(c.follow('r_any')), (e) => assert.ok(e instanceof TransportError, String(e)));
+    assert.ok(Date.now() - t0 < 5000);
+  });
+
+  test('follow with live: the streamed model text, with no id', async () => {
+    const run = await admin.startRun('cl_stream');
+    const msgs = await collect(viewer.follow(run.id, {live: true}));
+    const live = msgs.filter((m) => m.id === null);
+    assert.ok(live.length > 0, 'streamed text came');
+    assert.ok(live.every((m) => m.event.startsWith('llm.') && m.data.path === 'talk' && m.seq === null));
+    assert.deepEqual(seqs(msgs), (await viewer.events(run.id)).map((e) => e.seq));
+    assert.equal((await collect(viewer.follow(run.id))).filter((m) => m.id === null).length, 0);
   });
 
   test('watchRuns sees a run change; abort stops it', async () => {

@@ -368,6 +368,7 @@ class Client:
             extra["Content-Type"] = "application/json"
         deadline = time.monotonic() + self.timeout
         conn = self._connect(self.timeout)
+        resp: http.client.HTTPResponse | None = None
         try:
             try:
                 conn.request(method, target, body=data, headers=self._headers("application/json", extra))
@@ -388,6 +389,8 @@ class Client:
             except ValueError:
                 raise ProtocolError(f"{method} {path}: the answer is not JSON") from None
         finally:
+            if resp is not None:
+                resp.close()
             conn.close()
 
     # --------------------------------------------------------------- health
@@ -645,9 +648,11 @@ class Client:
         if parser.last_id:
             extra["Last-Event-ID"] = parser.last_id
         conn = self._connect(self.timeout)
+        resp: http.client.HTTPResponse | None = None
         try:
             try:
                 conn.request("GET", self._prefix + path, headers=self._headers("text/event-stream", extra))
+                sock = conn.sock  # getresponse() lets go of it for a Connection: close answer
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 raise TransportError(f"GET {path}: {type(e).__name__}: {e}") from None
@@ -660,8 +665,8 @@ class Client:
             if resp.status != 200 or not (resp.getheader("Content-Type") or "").startswith("text/event-stream"):
                 raise ProtocolError(f"GET {path}: not an event stream (HTTP {resp.status})")
             parser.opened = True
-            if conn.sock is not None:
-                conn.sock.settimeout(self.stream_idle_timeout)
+            if sock is not None:
+                sock.settimeout(self.stream_idle_timeout)
             while True:
                 try:
                     line = resp.readline(self.max_line_bytes + 1)
@@ -678,4 +683,6 @@ class Client:
                 if msg is not None:
                     yield msg
         finally:
+            if resp is not None:
+                resp.close()
             conn.close()
