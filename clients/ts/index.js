@@ -591,6 +591,7 @@ export class RunloomClient {
           if (text.endsWith('\r')) text = text.slice(0, -1);
           const msg = parser.line(text);
           if (msg) yield msg;
+          if (parser.ended) return; // `: end` is the stream's last bytes: no need to wait for the close
           from = nl + 1;
         }
       }

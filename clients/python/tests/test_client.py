@@ -460,20 +460,32 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([m for m in viewer.follow(run["id"]) if m.id is None], [])
 
     def test_watch_runs(self) -> None:
-        stream = viewer.watch_runs()
-        run_id: list[str] = []
+        # Resumed from an id 2 s back, the stream first sends the current state
+        # of every run changed since (the completed one); then live changes
+        # (the waiting one, cancelled once the stream is open).
+        done = admin.start_run("cl_tick")
+        wait_for("the run to complete", lambda: viewer.get_run(done["id"])["status"] == "completed")
+        waiting = admin.start_run("cl_wait")
+        wait_for("the run to wait", lambda: viewer.get_run(waiting["id"])["status"] == "waiting")
+        seen: list[tuple[str, str]] = []
 
-        def start() -> None:
-            time.sleep(0.3)
-            run_id.append(admin.start_run("cl_tick")["id"])
+        def watch() -> None:
+            stream = viewer.watch_runs(after=int((time.time() - 2) * 1e6))
+            for m in stream:
+                if m.event != "run":
+                    continue
+                seen.append((m.data["run_id"], m.data["status"]))
+                if seen[-1] == (done["id"], "completed") and seen.count(seen[-1]) == 1:  # resumes may send it twice
+                    admin.cancel(waiting["id"])
+                if seen[-1] == (waiting["id"], "cancelled"):
+                    break
+            stream.close()
 
-        threading.Thread(target=start).start()
-        deadline = time.monotonic() + 15
-        for m in stream:
-            if m.event == "run" and run_id and m.data["run_id"] == run_id[0] and m.data["status"] == "completed":
-                break
-            self.assertLess(time.monotonic(), deadline, "the change came")
-        stream.close()
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        t.join(15)
+        self.assertFalse(t.is_alive(), f"the changes came (seen: {seen})")
+        self.assertIn((done["id"], "completed"), seen)
 
 
 def main() -> int:

@@ -402,20 +402,30 @@ describe('runloom-client against runloom serve', () => {
     assert.equal((await collect(viewer.follow(run.id))).filter((m) => m.id === null).length, 0);
   });
 
-  test('watchRuns sees a run change; abort stops it', async () => {
+  test('watchRuns: resumed from an id, then live changes; abort stops it', async () => {
+    // Resumed from an id 2 s back, the stream first sends the current state of
+    // every run changed since (the completed one); then live changes (the
+    // waiting one, cancelled once the stream is open).
+    const done = await admin.startRun('cl_tick');
+    await waitFor('the run to complete', async () => (await viewer.getRun(done.id)).status === 'completed');
+    const waiting = await admin.startRun('cl_wait');
+    await waitFor('the run to wait', async () => (await viewer.getRun(waiting.id)).status === 'waiting');
     const ac = new AbortController();
-    let runId = null;
-    setTimeout(async () => {
-      runId = (await admin.startRun('cl_tick')).id;
-    }, 300);
-    const deadline = setTimeout(() => ac.abort(new Error('no change came in 15 s')), 15000);
+    const deadline = setTimeout(() => ac.abort(new Error('the changes did not come in 15 s')), 15000);
+    const seen = [];
     try {
-      for await (const m of viewer.watchRuns({signal: ac.signal})) {
-        if (m.event === 'run' && runId && m.data.run_id === runId && m.data.status === 'completed') break;
+      for await (const m of viewer.watchRuns({after: (Date.now() - 2000) * 1000, signal: ac.signal})) {
+        if (m.event !== 'run') continue;
+        seen.push(`${m.data.run_id} ${m.data.status}`);
+        if (seen.at(-1) === `${done.id} completed` && seen.indexOf(seen.at(-1)) === seen.length - 1) {  // may come twice
+          await admin.cancel(waiting.id);
+        }
+        if (seen.at(-1) === `${waiting.id} cancelled`) break;
       }
     } finally {
       clearTimeout(deadline);
     }
+    assert.ok(seen.includes(`${done.id} completed`), seen.join(', '));
     // an aborted stream throws the abort's reason
     const ac2 = new AbortController();
     const it = viewer.watchRuns({signal: ac2.signal});

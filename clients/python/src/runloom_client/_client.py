@@ -682,6 +682,8 @@ class Client:
                 msg = parser.line(text)
                 if msg is not None:
                     yield msg
+                if parser.ended:
+                    return  # `: end` is the stream's last bytes: no need to wait for the close
         finally:
             if resp is not None:
                 resp.close()
