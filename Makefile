@@ -15,9 +15,9 @@
 #                test-tsan           build-tsan/ (TSan, RUNLOOM_TESTING): the
 #                                    engine, decision, write-queue and chaos tests
 #                test-fuzz           build-fuzz/ (clang, libFuzzer+ASan+UBSan):
-#                                    the two fuzz targets in tests/fuzz, each
-#                                    run FUZZ_SECONDS (60) on a copy of its
-#                                    checked-in corpus
+#                                    the two fuzz targets in tests/fuzz, side
+#                                    by side, each run FUZZ_SECONDS (60) on a
+#                                    copy of its checked-in corpus
 #                test-setup          scripts/test-setup.sh: `setup.sh demo` in
 #                                    a fresh clone without the test-only tools
 #                and prints each step's time.
@@ -192,24 +192,36 @@ test-tsan:
 # build-fuzz/, so what it finds never lands in the repository; a crash, a
 # timeout or an out-of-memory stops make, leaving the input in
 # build-fuzz/artifacts/<target>/ (fix it, then add the input to the corpus).
+# The targets run side by side, one process each (libFuzzer uses one core):
+# each still fuzzes FUZZ_SECONDS, and the step takes FUZZ_SECONDS once, not
+# once per target.
 test-fuzz:
 	$(call cmake_configure,$(FUZZ_DIR),$(FUZZ_FLAGS))
 	cmake --build $(FUZZ_DIR) --target $(FUZZ_TARGETS:%=%_fuzz) -j$(JOBS)
+	pids=(); \
 	for t in $(FUZZ_TARGETS); do \
 	  rm -rf $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
 	  mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts/$$t; \
 	  cp -r tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; \
 	  echo "== fuzz $$t for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz-$$t.log)"; \
-	  if ! ASAN_OPTIONS="$${ASAN_OPTIONS:-$(FUZZ_ASAN_OPTIONS)}" \
-	      UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" ./$(FUZZ_DIR)/tests/fuzz/$${t}_fuzz \
-	      $(FUZZ_OPTIONS) -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ $(FUZZ_DIR)/corpus/$$t \
-	      > $(FUZZ_DIR)/fuzz-$$t.log 2>&1; then \
+	  ASAN_OPTIONS="$${ASAN_OPTIONS:-$(FUZZ_ASAN_OPTIONS)}" \
+	    UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" ./$(FUZZ_DIR)/tests/fuzz/$${t}_fuzz \
+	    $(FUZZ_OPTIONS) -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ $(FUZZ_DIR)/corpus/$$t \
+	    > $(FUZZ_DIR)/fuzz-$$t.log 2>&1 & \
+	  pids+=($$!); \
+	done; \
+	i=0; failed=0; \
+	for t in $(FUZZ_TARGETS); do \
+	  if ! wait $${pids[$$i]}; then \
 	    tail -n 60 $(FUZZ_DIR)/fuzz-$$t.log; \
 	    echo "fuzz $$t: found a problem; input in $(FUZZ_DIR)/artifacts/$$t/"; \
-	    exit 1; \
+	    failed=1; \
+	  else \
+	    grep -E '^(Done|stat::(number_of_executed_units|peak_rss_mb))' $(FUZZ_DIR)/fuzz-$$t.log; \
 	  fi; \
-	  grep -E '^(Done|stat::(number_of_executed_units|peak_rss_mb))' $(FUZZ_DIR)/fuzz-$$t.log; \
-	done
+	  i=$$((i + 1)); \
+	done; \
+	exit $$failed
 
 # The README's first command in a fresh clone of HEAD, in a private mount
 # namespace that hides the test-only tools (root only; CI is root).

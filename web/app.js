@@ -3,6 +3,8 @@
 // decides what the pages offer (the API enforces it either way).
 
 import {ApiError, get, setToken, token} from './api.js';
+import {budgetsPage} from './budgets.js';
+import {capsPage} from './caps.js';
 import {h, replace} from './dom.js';
 import {deadLettersPage} from './deadletters.js';
 import {runPage} from './run.js';
@@ -67,6 +69,8 @@ async function route() {
     else if (parts[0] === 'workflows') stop = await workflowsPage(ctx);
     else if (parts[0] === 'dead-letters') stop = await deadLettersPage(ctx);
     else if (parts[0] === 'schedules') stop = await schedulesPage(ctx);
+    else if (parts[0] === 'budgets') stop = await budgetsPage(ctx);
+    else if (parts[0] === 'caps') stop = await capsPage(ctx);
     else stop = await runsPage(ctx);
   } catch (e) {
     if (mine !== generation) return;

@@ -100,6 +100,8 @@ async function answer(method, url, init) {
         : error(404, 'not_found', `no workflow named '${parts[1]}'`);
     }
     if (path === '/dead-letters') return json(200, state.deadLetters);
+    if (path === '/budgets') return json(200, WIRE.budgets);
+    if (path === '/llm/caps') return json(200, WIRE.llm_caps);
     if (path === '/schedules') {
       // By id, after `after`, at most `limit`, as the server pages them.
       const after = q.get('after') || '';

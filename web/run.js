@@ -1,13 +1,16 @@
 // One run: its status, its graph with each step's state changing live, the
 // approval panel when it waits at a gate, the text of its streaming model
 // calls as it arrives, its step records (outputs, errors, attempts,
-// revisions), its external writes with the decision each carried out, and a
-// timeline of events that resumes after a cut.
+// revisions), its external writes with the decision each carried out, a
+// waterfall of its step attempts and an inspector of its model calls (issue
+// 25), and a timeline of events that resumes after a cut.
 
 import {follow, get, post} from './api.js';
 import {h, pretty, replace, statusBadge, toast, when} from './dom.js';
 import {gatePanel} from './gate.js';
 import {drawGraph} from './graph.js';
+import {inspector} from './inspector.js';
+import {waterfall} from './waterfall.js';
 import {TERMINAL} from './vocabulary.js';
 
 function eventLine(ev) {
@@ -162,6 +165,8 @@ export async function runPage(ctx, id) {
   const stepsBox = h('section', {}, h('p', {}, 'Loading steps…'));
   const writesBox = h('section', {'aria-label': 'External writes'});
   const childrenBox = h('section', {'aria-label': 'Child runs'});
+  const waterfallBox = h('section', {class: 'waterfall-box', 'aria-labelledby': 'waterfall-title'});
+  const callsBox = h('section', {class: 'calls-box', 'aria-labelledby': 'calls-title'});
   const timeline = h('ol', {class: 'timeline', 'aria-label': 'Events'});
   const live = h('span', {class: 'live', 'aria-live': 'polite'});
   const streaming = liveCalls();
@@ -222,6 +227,15 @@ export async function runPage(ctx, id) {
     replace(writesBox, writesTable(writes.writes || []));
     replace(childrenBox, childrenTable(kids.runs || []));
     await refreshGate();
+    drawObservations();
+  }
+
+  // The waterfall and the model calls, from the run's events as the stream
+  // below delivered them (every stored event, once each, in seq order).
+  const history = [];
+  function drawObservations() {
+    replace(waterfallBox, h('h2', {id: 'waterfall-title'}, 'Waterfall'), waterfall(history));
+    replace(callsBox, h('h2', {id: 'calls-title'}, 'Model calls'), inspector(history, lastRecords));
   }
   function soon() {
     if (pending) return;
@@ -233,7 +247,7 @@ export async function runPage(ctx, id) {
 
   replace(ctx.main, head,
     h('section', {'aria-label': 'Graph', class: 'graphbox'}, graph.element),
-    gateBox, streaming.element, stepsBox, childrenBox, writesBox,
+    gateBox, streaming.element, waterfallBox, callsBox, stepsBox, childrenBox, writesBox,
     h('section', {}, h('h2', {}, 'Timeline ', live), timeline));
   drawHead();
   await refresh();
@@ -248,6 +262,7 @@ export async function runPage(ctx, id) {
     const ev = msg.data || {};
     if (seen.has(ev.seq)) return;  // never shown twice, even across a reconnect
     seen.add(ev.seq);
+    history.push(ev);
     timeline.appendChild(eventLine(ev));
     soon();
   }, (s) => replace(live, s === 'live' ? '(live)' : s === 'reconnecting' ? '(reconnecting…)' : '(ended)'));

@@ -21,6 +21,7 @@
 #pragma once
 
 #include "runloom/backend.h"
+#include "runloom/budget_ledger.h"
 #include "runloom/clock.h"
 #include "runloom/env.h"
 #include "runloom/event_bus.h"
@@ -65,8 +66,18 @@ struct EngineOptions {
   // from the OS, used under the engine's lock); env.metrics gets the
   // runloom_* counters and histograms (nullptr = none recorded).
   Env env;
-  // Lease owner name written on runs; "" = "<hostname>:<pid>".
+  // Lease owner name written on runs; "" = "<hostname>:<pid>~<boot id>~<pid
+  // namespace>~<start time>" (engine/service/lease_holder.h), or
+  // "<hostname>:<pid>" where /proc does not tell those.
   std::string owner;
+  // Restart recovery (issue 27; docs/operations.md "Restart recovery"):
+  // whether the process that holds a lease, by its owner name, is provably
+  // dead, so that the sweeper ends its leases at once instead of at their
+  // expiry. Empty = the engine's own check, which knows the default owner
+  // names only: the same host, boot and pid namespace as this process, and
+  // the holder's pid gone or reused. An owner name it cannot read is never
+  // taken early.
+  std::function<bool(const std::string& owner)> holder_is_dead;
   // Executor threads. More threads overlap more step I/O (and let the
   // store's group commit batch more writes); each thread runs one run at a time.
   int executors = 4;
@@ -225,7 +236,40 @@ struct RunQuery {
   int limit = 50;
   // "" = the first page; else the next_cursor of a previous page.
   std::string cursor;
+  // Issue 25's search, done by the store's statement with the fields
+  // above (RunFilter's tenant, input_value, created_since and paging
+  // position): a page holds `limit` runs unless it is the last.
+  // Only runs of this budget tenant ("" = any).
+  std::string tenant;
+  // Only runs whose idempotency key is this, or one of whose top-level
+  // inputs is this string (or this number, written in decimal); "" = any.
+  std::string input_id;
+  // Only runs created at or after `created_after` and before
+  // `created_before` (the store's time); nullopt = unbounded. kInvalidArgument
+  // when created_after is not before created_before.
+  std::optional<absl::Time> created_after;
+  std::optional<absl::Time> created_before;
 };
+
+// One decision of an adaptive LLM concurrency cap, as its controller logged
+// it: when, the cap, and the limiters it was the minimum of ("aimd 2,
+// telemetry -, pool -, cpu 1").
+struct LlmCapDecision {
+  absl::Time at;
+  int cap = 0;
+  std::string reason;
+};
+
+// A provider's concurrency cap as this process sees it (Engine::ListLlmCaps).
+struct LlmCapInfo {
+  std::string provider;  // the cap's name (llm config `concurrency`)
+  int cap = 0;           // in force now (published, or the static cap)
+  int in_flight = 0;     // this process's calls in flight
+  // The cap's changes this process saw, oldest first; at most
+  // kMaxLlmCapHistory, kept in memory only (a restart forgets them).
+  std::vector<LlmCapDecision> history;
+};
+inline constexpr int kMaxLlmCapHistory = 64;
 
 struct RunPage {
   std::vector<RunRecord> runs;
@@ -365,6 +409,14 @@ class Engine {
   absl::Status RedriveDeadLetter(const std::string& id);
   // Redrives every dead letter not yet redriven; returns how many.
   absl::StatusOr<int> RedriveAllDeadLetters();
+
+  // Every tenant's budget row (runloom/budget_ledger.h), by name: limit,
+  // spent, reserved, and so what is left. kUnavailable: backend unreachable.
+  absl::StatusOr<std::vector<TenantBudget>> ListTenantBudgets();
+  // The llm step's concurrency caps, by name, with the decisions this
+  // process saw (empty when this engine runs no controllers: it does not
+  // execute steps, or no provider has a `concurrency` cap).
+  std::vector<LlmCapInfo> ListLlmCaps() const;
   // ---- end of read model ----
 
   // ---- watches: woken by the backend's event bus, never a poll ----

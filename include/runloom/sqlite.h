@@ -42,6 +42,14 @@ struct SqliteOptions {
   // thread: inotify on the WAL, confirmed by PRAGMA data_version, with a 1 s
   // fallback check). Not for ":memory:".
   bool watch_other_processes = true;
+  // WAL pages between checkpoints (4,000 pages = about 16 MB): a PASSIVE
+  // checkpoint copies the WAL into the file every that many pages without
+  // waiting for anyone. Under continuous writes, readers' snapshots keep
+  // the last pages from being copied, so the WAL never starts over: at twice
+  // this many pages a RESTART checkpoint waits (up to 100 ms) for readers to
+  // move on, so the next write starts the WAL from its beginning. The WAL
+  // file is thus at most about twice this size (and never kept past 64 MiB).
+  int wal_checkpoint_pages = 4000;
 };
 
 // Opens (creating if needed) the SQLite database at `path` (":memory:" for a

@@ -143,6 +143,14 @@ struct RecoveryCandidate {
   std::string lease_token;  // the expired token (for the sweeper's fenced write)
 };
 
+// A running run's live lease and its holder (Store::ListLiveLeases).
+struct LiveLease {
+  std::string run_id;
+  std::string owner;  // the lease's owner name, as AcquireLease was given it
+  std::string token;
+  absl::Time expires_at;
+};
+
 // A place in ListRuns' order (newest first: created_at descending, then id
 // descending), e.g. the last run of the previous page.
 struct RunPosition {
@@ -171,6 +179,17 @@ struct RunFilter {
   // `workflow_name`; does not combine with `after` or `updated_since`
   // (kInvalidArgument). "" = any.
   std::string idempotency_key;
+  // The operators' search (issue 25), in the store's statement, so a page
+  // is a page whatever the filters (no index serves them: the walk down
+  // runs_created_id checks each row, as with updated_since).
+  // Only runs whose budget context names this tenant ("" = any).
+  std::string tenant;
+  // Only runs whose idempotency key is this, or one of whose top-level
+  // inputs is this string or this integer written in decimal ("" = any).
+  std::string input_value;
+  // Only runs created at or after this (the store's time). An upper bound
+  // is `after` at that time with an empty id.
+  std::optional<absl::Time> created_since;
 };
 
 // An API token as the store keeps it: never the token itself, and the hash
@@ -344,6 +363,17 @@ class RunStore {
   // nor a dead letter for it.
   virtual absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(
       absl::Duration queued_grace, int limit) = 0;
+  // Restart recovery (issue 27; engine/service/lease_holder.h): the running
+  // runs whose lease has not expired, with their holders, at most `limit`
+  // (<= 0: all), soonest expiry first.
+  virtual absl::StatusOr<std::vector<LiveLease>> ListLiveLeases(int limit) = 0;
+  // Ends lease `token` of run `run_id` now (its expiry becomes the store's
+  // now), so that FindRecoverable lists the run at once: for a holder that
+  // is provably dead. kAborted, writing nothing: the run is not running, or
+  // `token` is not its lease any more (renewed by a live holder it is not,
+  // or taken by another). Fencing is the usual one: the next lease gets a
+  // new token, and the old holder's writes are refused.
+  virtual absl::Status ExpireLease(const std::string& run_id, const std::string& token) = 0;
   // Of `run_ids`, those whose execution must stop: `running` with a cancel
   // requested, or already terminal (an admin reset cancelled it while it
   // ran, or the sweeper failed it at the attempt cap). An executor asks this
@@ -769,6 +799,12 @@ class StoreWrapper : public Store {
   absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
                                                                  int limit) override {
     return inner_->FindRecoverable(queued_grace, limit);
+  }
+  absl::StatusOr<std::vector<LiveLease>> ListLiveLeases(int limit) override {
+    return inner_->ListLiveLeases(limit);
+  }
+  absl::Status ExpireLease(const std::string& run_id, const std::string& token) override {
+    return inner_->ExpireLease(run_id, token);
   }
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override {

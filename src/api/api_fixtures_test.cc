@@ -1,5 +1,6 @@
 // The wire fixtures of the web UI's emulator (schemas/wire/fixtures, issue
-// 22.7; schedules.json, issue 23) have the shape the server answers with: for each fixture, the same
+// 22.7; schedules.json, issue 23; budgets.json and llm_caps.json, issue 25)
+// have the shape the server answers with: for each fixture, the same
 // route of a real server over HTTP (or, for a list a fresh server holds
 // nothing of, the serializer that route uses) gives an object with exactly
 // the same keys, all the way down, and values of the same JSON types. So
@@ -77,6 +78,7 @@ TEST_F(ApiTest, WireFixturesHaveTheShapeTheServerAnswersWith) {
   ASSERT_EQ(run.status, RunStatus::kPaused);
   const std::string base = "/api/v1/runs/" + run.id;
 
+  ASSERT_OK(engine()->store()->SetTenantBudget("acme", 50'000'000));
   std::map<std::string, json> real;
   for (const auto& [name, target] :
        std::map<std::string, std::string>{{"me", "/api/v1/me"},
@@ -88,7 +90,9 @@ TEST_F(ApiTest, WireFixturesHaveTheShapeTheServerAnswersWith) {
                                           {"gate", base + "/gate"},
                                           {"writes", base + "/writes"},
                                           {"dead_letters", "/api/v1/dead-letters"},
-                                          {"schedules", "/api/v1/schedules"}}) {
+                                          {"schedules", "/api/v1/schedules"},
+                                          {"budgets", "/api/v1/budgets"},
+                                          {"llm_caps", "/api/v1/llm/caps"}}) {
     ClientResponse r = Get(target);
     ASSERT_EQ(r.status, 200) << target << ": " << r.body;
     real[name] = r.json();
@@ -113,6 +117,17 @@ TEST_F(ApiTest, WireFixturesHaveTheShapeTheServerAnswersWith) {
                             .next_fire_at = absl::Now(), .last_run_id = run.id,
                             .last_fired_at = absl::Now(), .created_at = absl::Now(),
                             .updated_at = absl::Now()}));
+  // The test's engine's caps have seen no change yet: one with a history
+  // comes first (the element the fixture's are compared with).
+  ASSERT_TRUE(real["llm_caps"]["caps"].is_array());
+  real["llm_caps"]["caps"].insert(
+      real["llm_caps"]["caps"].begin(),
+      wire::LlmCapToJson({.provider = "p",
+                          .cap = 2,
+                          .history = {{.at = absl::Now(),
+                                       .cap = 2,
+                                       .reason = "aimd 2, telemetry -, pool -, cpu -"}}},
+                         kMaxLlmCapHistory));
   for (int i = 0; i < 50 && !real.contains("run_change"); ++i) {
     for (const SseEvent& e : changes.ReadEvents(1, std::chrono::milliseconds(100))) {
       if (e.event == "run") real["run_change"] = json::parse(e.data);

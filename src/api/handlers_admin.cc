@@ -7,11 +7,15 @@
 #include "api/query.h"
 #include "auth/operations.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "wire/wire.h"
+
+#include <algorithm>
+#include <initializer_list>
 
 namespace runloom::api {
 namespace {
@@ -144,6 +148,72 @@ HandlerResult Redrive(Engine* engine, const Call& c) {
   return {JsonResponse(nlohmann::json{{"redriven", c.params[0]}}.dump())};
 }
 
+// A 400 naming the first query parameter not in `known`: these read-only
+// routes take few parameters, and a misspelt filter must not silently show
+// everything.
+std::optional<HttpResponse> UnknownQueryParameter(const HttpRequest& request,
+                                                  std::initializer_list<const char*> known) {
+  constexpr size_t kShownNameBytes = 64;
+  for (const auto& [name, value] : request.query) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string allowed = known.size() == 0 ? std::string("none") : absl::StrJoin(known, ", ");
+    return ErrorResponse(
+        400, "invalid_argument",
+        absl::StrCat("unknown query parameter '", absl::CHexEscape(name.substr(0, kShownNameBytes)),
+                     "'; this route takes: ", allowed),
+        name.substr(0, kShownNameBytes));
+  }
+  return std::nullopt;
+}
+
+// A name filter: 1 to kMaxFilterBytes bytes (else a 400 naming it).
+std::optional<HttpResponse> CheckFilter(const HttpRequest& request, const char* name) {
+  constexpr size_t kMaxFilterBytes = 256;
+  auto it = request.query.find(name);
+  if (it == request.query.end()) return std::nullopt;
+  if (it->second.empty() || it->second.size() > kMaxFilterBytes) {
+    return ErrorResponse(400, "invalid_argument",
+                         absl::StrCat(name, " must be 1 to ", kMaxFilterBytes, " bytes long"),
+                         name);
+  }
+  return std::nullopt;
+}
+
+// Issue 25: every tenant's budget (limit, spent, reserved, left), or the one
+// ?tenant= names (an empty list when it has no row).
+HandlerResult ListBudgets(Engine* engine, const Call& c) {
+  if (auto bad = UnknownQueryParameter(c.request, {"tenant"})) return {*bad};
+  if (auto bad = CheckFilter(c.request, "tenant")) return {*bad};
+  absl::StatusOr<std::vector<TenantBudget>> all = engine->ListTenantBudgets();
+  if (!all.ok()) return {StatusResponse(all.status())};
+  auto only = c.request.query.find("tenant");
+  nlohmann::json out = nlohmann::json::array();
+  for (const TenantBudget& t : *all) {
+    if (only != c.request.query.end() && t.tenant != only->second) continue;
+    out.push_back(wire::TenantBudgetToJson(t));
+  }
+  return {JsonResponse(nlohmann::json{{"budgets", std::move(out)}}.dump())};
+}
+
+// Issue 25: the llm concurrency caps this process runs, each with its
+// recent changes (per process, in memory, at most kMaxLlmCapHistory;
+// ?history=N keeps the newest N, ?provider= one cap).
+HandlerResult ListLlmCaps(Engine* engine, const Call& c) {
+  if (auto bad = UnknownQueryParameter(c.request, {"provider", "history"})) return {*bad};
+  if (auto bad = CheckFilter(c.request, "provider")) return {*bad};
+  QueryInt history = ReadQueryInt(c.request, "history", 0, kMaxLlmCapHistory);
+  if (history.error) return {*history.error};
+  auto only = c.request.query.find("provider");
+  nlohmann::json out = nlohmann::json::array();
+  for (const LlmCapInfo& cap : engine->ListLlmCaps()) {
+    if (only != c.request.query.end() && cap.provider != only->second) continue;
+    out.push_back(
+        wire::LlmCapToJson(cap, static_cast<size_t>(history.value.value_or(kMaxLlmCapHistory))));
+  }
+  return {JsonResponse(
+      nlohmann::json{{"caps", std::move(out)}, {"history_limit", kMaxLlmCapHistory}}.dump())};
+}
+
 }  // namespace
 
 std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics,
@@ -165,6 +235,8 @@ std::vector<Route> AdminRoutes(Engine* engine, prometheus::Registry* metrics,
       {"GET", "/api/v1/workflows/{name}", read, bind(GetWorkflow)},
       {"GET", "/api/v1/dead-letters", read, bind(ListDeadLetters)},
       {"POST", "/api/v1/dead-letters/{id}/redrive", RequiredRole(Operation::kRedriveDeadLetter), bind(Redrive)},
+      {"GET", "/api/v1/budgets", read, bind(ListBudgets)},
+      {"GET", "/api/v1/llm/caps", read, bind(ListLlmCaps)},
   };
 }
 

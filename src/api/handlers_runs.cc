@@ -63,6 +63,11 @@ HandlerResult StartRun(Engine* engine, const Call& c) {
   return {JsonResponse(wire::RunToJson(started->run).dump(), started->created ? 201 : 200)};
 }
 
+// The longest tenant or input id a search takes (the engine's bound on names).
+constexpr size_t kMaxSearchBytes = 256;
+
+// Filters: status, workflow, parent; tenant, input_id, created_after,
+// created_before (issue 25). The store's statement checks them all.
 HandlerResult ListRuns(Engine* engine, const Call& c) {
   RunQuery q;
   if (auto it = c.request.query.find("status"); it != c.request.query.end()) {
@@ -81,6 +86,23 @@ HandlerResult ListRuns(Engine* engine, const Call& c) {
   }
   if (auto it = c.request.query.find("cursor"); it != c.request.query.end()) {
     q.cursor = it->second;
+  }
+  for (const auto& [name, field] :
+       {std::pair{"tenant", &q.tenant}, std::pair{"input_id", &q.input_id}}) {
+    auto it = c.request.query.find(name);
+    if (it == c.request.query.end()) continue;
+    if (it->second.size() > kMaxSearchBytes) {
+      return {ErrorResponse(400, "invalid_argument",
+                            absl::StrCat(name, " is at most ", kMaxSearchBytes, " bytes long"),
+                            name)};
+    }
+    *field = it->second;
+  }
+  for (const auto& [name, field] : {std::pair{"created_after", &q.created_after},
+                                    std::pair{"created_before", &q.created_before}}) {
+    QueryTime t = ReadQueryTime(c.request, name);
+    if (t.error) return {*t.error};
+    *field = t.value;
   }
   QueryInt limit = ReadQueryInt(c.request, "limit", 1, kMaxReadLimit);
   if (limit.error) return {*limit.error};

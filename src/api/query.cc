@@ -31,6 +31,23 @@ QueryInt ReadQueryInt(const HttpRequest& request, const std::string& name, int64
   return ParseInt(it->second, name, min, max);
 }
 
+QueryTime ReadQueryTime(const HttpRequest& request, const std::string& name) {
+  QueryTime out;
+  auto it = request.query.find(name);
+  if (it == request.query.end()) return out;
+  absl::Time t;
+  std::string err;
+  if (it->second.size() > kMaxQueryTimeBytes ||
+      !absl::ParseTime(absl::RFC3339_full, it->second, &t, &err)) {
+    out.error = ErrorResponse(
+        400, "invalid_argument",
+        absl::StrCat(name, " must be an RFC 3339 time such as 2026-01-02T15:04:05Z"), name);
+    return out;
+  }
+  out.value = t;
+  return out;
+}
+
 }  // namespace runloom::api
 
 namespace runloom::api {

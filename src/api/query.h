@@ -6,6 +6,8 @@
 
 #include "api/http_types.h"
 
+#include "absl/time/time.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -23,6 +25,16 @@ QueryInt ParseInt(const std::string& text, const std::string& name, int64_t min,
 // The query parameter `name`, if present, as ParseInt.
 QueryInt ReadQueryInt(const HttpRequest& request, const std::string& name, int64_t min,
                       int64_t max);
+
+struct QueryTime {
+  std::optional<absl::Time> value;    // nullopt: absent (and no error)
+  std::optional<HttpResponse> error;  // set: answer with it
+};
+
+// The query parameter `name`, if present, as an RFC 3339 time
+// ("2026-12-06T05:00:00Z"); at most kMaxQueryTimeBytes long, else a 400.
+inline constexpr size_t kMaxQueryTimeBytes = 64;
+QueryTime ReadQueryTime(const HttpRequest& request, const std::string& name);
 
 }  // namespace runloom::api
 

@@ -16,7 +16,7 @@ constexpr std::array kAllBugs = {
     InjectedBug::kParkIgnoresMailbox,         InjectedBug::kChildKeyPerExecution,
     InjectedBug::kLeaseIgnoresConcurrencyLimit, InjectedBug::kScheduleKeyedByFireTime,
     InjectedBug::kDefaultTimeoutIgnored,      InjectedBug::kLostAnswerBookedFree,
-    InjectedBug::kRunSpanBeforeCommit,
+    InjectedBug::kRunSpanBeforeCommit,        InjectedBug::kLeasesEndedUnchecked,
 };
 
 std::atomic<uint32_t> injected_bugs{0};
@@ -65,6 +65,8 @@ std::string_view ToString(InjectedBug b) {
       return "lost_answer_booked_free";
     case InjectedBug::kRunSpanBeforeCommit:
       return "run_span_before_commit";
+    case InjectedBug::kLeasesEndedUnchecked:
+      return "leases_ended_unchecked";
   }
   return "unknown";
 }

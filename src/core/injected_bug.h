@@ -88,6 +88,10 @@ enum class InjectedBug : uint32_t {
   // commits, so a collector hears of an end that a refused commit (a lost
   // lease) undoes, and the run's real end sends a second one.
   kRunSpanBeforeCommit,
+  // The sweeper ends every live lease it lists (issue 27, restart
+  // recovery) without asking whether its holder is provably dead, so a
+  // live process loses its runs mid-step.
+  kLeasesEndedUnchecked,
 };
 
 // "store_skips_token_check", ... (the enumerator in snake case).

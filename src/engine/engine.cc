@@ -37,6 +37,7 @@
 #include "engine/service/active_runs.h"
 #include "engine/service/cancel_watch.h"
 #include "engine/service/executor_pool.h"
+#include "engine/service/lease_holder.h"
 #include "engine/service/lease_keeper.h"
 #include "engine/service/llm_caps.h"
 #include "engine/service/pinned_catalog.h"
@@ -83,7 +84,19 @@ EngineOptions WithDefaults(EngineOptions options, Store* store) {
   if (options.env.clock == nullptr) options.env.clock = store->clock();
   if (options.env.logger == nullptr) options.env.logger = DefaultLogger();
   if (options.env.scheduler == nullptr) options.env.scheduler = ThreadScheduler();
-  if (options.owner.empty()) options.owner = DefaultOwner();
+  const std::optional<engine_internal::LeaseHolder> self = engine_internal::SelfHolder();
+  if (options.owner.empty()) {
+    options.owner = self.has_value() ? engine_internal::OwnerName(*self) : DefaultOwner();
+  }
+  if (!options.holder_is_dead && self.has_value()) {
+    options.holder_is_dead = [self = *self](const std::string& owner) {
+      const std::optional<engine_internal::LeaseHolder> holder =
+          engine_internal::ParseOwnerName(owner);
+      return holder.has_value() && engine_internal::CheckHolder(*holder, self,
+                                                                engine_internal::LiveProcFs()) ==
+                                       engine_internal::HolderState::kDead;
+    };
+  }
   if (options.registry == nullptr) options.registry = StepRegistry::WithLocalBuiltins();
   if (options.heartbeat <= absl::ZeroDuration()) options.heartbeat = options.lease_ttl / 3;
   if (options.cancel_check <= absl::ZeroDuration()) options.cancel_check = absl::Milliseconds(250);
@@ -166,6 +179,7 @@ class Engine::Impl {
   RunLauncher& launcher() { return launcher_; }
   Sweeper& sweeper() { return sweeper_; }
   EngineStats stats() const { return launcher_.stats(); }
+  std::vector<LlmCapInfo> LlmCapsNow() const { return llm_caps_->Snapshot(); }
   int ActiveRuns() { return active_.size(); }
 
   engine_internal::DecisionContext Decisions() {
@@ -269,6 +283,7 @@ class Engine::Impl {
   // sweeper's spans.
   absl::Status InitGauges() {
     sweeper_.set_spans(options_.env.spans);
+    sweeper_.set_holder_check(options_.holder_is_dead);
     RUNLOOM_ASSIGN_OR_RETURN(gauges_, engine_internal::StateGauges::Create(
                                           options_.env.metrics, store(), transport(), clock(),
                                           logger(), options_.state_gauges_interval));
@@ -473,6 +488,7 @@ absl::StatusOr<int> Engine::ResetAll(const std::string& by) {
 }
 int Engine::ActiveRuns() const { return impl_->ActiveRuns(); }
 EngineStats Engine::stats() const { return impl_->stats(); }
+std::vector<LlmCapInfo> Engine::ListLlmCaps() const { return impl_->LlmCapsNow(); }
 TokenStore* Engine::tokens() { return impl_->store(); }
 Store* Engine::store() { return impl_->store(); }
 Transport* Engine::transport() { return impl_->transport(); }

@@ -80,6 +80,26 @@ absl::StatusOr<RunPosition> DecodeCursor(const std::string& cursor) {
   return RunPosition{absl::FromUnixMicros(micros), std::string(parts[2])};
 }
 
+// Issue 25's search fields onto the store's filter (the store checks them
+// in its statement, so a page is a page whatever they are): created_before
+// is the paging position when it comes before the cursor's.
+absl::Status AddSearch(const RunQuery& q, RunFilter& filter) {
+  if (!q.tenant.empty()) RUNLOOM_RETURN_IF_ERROR(CheckName("tenant", q.tenant));
+  if (!q.input_id.empty()) RUNLOOM_RETURN_IF_ERROR(CheckName("input_id", q.input_id));
+  if (q.created_after && q.created_before && *q.created_after >= *q.created_before) {
+    return absl::InvalidArgumentError("created_after must be before created_before");
+  }
+  filter.tenant = q.tenant;
+  filter.input_value = q.input_id;
+  filter.created_since = q.created_after;
+  if (q.created_before &&
+      (!filter.after.has_value() || filter.after->created_at >= *q.created_before)) {
+    // (created_at, id) < (created_before, ""): created strictly before it.
+    filter.after = RunPosition{*q.created_before, ""};
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<PendingGate>> PendingGateOfPaused(const RunRecord& run) {
@@ -105,12 +125,13 @@ absl::StatusOr<RunPage> Engine::ListRuns(const RunQuery& query) {
     RUNLOOM_RETURN_IF_ERROR(CheckName("parent", query.parent_run_id));
     filter.parent_run_id = query.parent_run_id;
   }
-  // One more than the page: whether it comes back says if there is a next
-  // page, so the last page never ends in an empty one.
-  filter.limit = limit + 1;
   if (!query.cursor.empty()) {
     RUNLOOM_ASSIGN_OR_RETURN(filter.after, DecodeCursor(query.cursor));
   }
+  RUNLOOM_RETURN_IF_ERROR(AddSearch(query, filter));
+  // One more than the page: whether it comes back says if there is a next
+  // page, so the last page never ends in an empty one.
+  filter.limit = limit + 1;
   RUNLOOM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store()->ListRuns(filter));
   RunPage page;
   if (static_cast<int>(runs.size()) > limit) {
@@ -207,5 +228,9 @@ absl::Status Engine::RedriveDeadLetter(const std::string& id) {
 }
 
 absl::StatusOr<int> Engine::RedriveAllDeadLetters() { return transport()->RedriveAll(); }
+
+absl::StatusOr<std::vector<TenantBudget>> Engine::ListTenantBudgets() {
+  return store()->ListTenantBudgets();
+}
 
 }  // namespace runloom

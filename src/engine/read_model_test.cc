@@ -108,6 +108,50 @@ TEST_F(ReadModelTest, RunsCreatedAfterTheFirstPageDoNotShiftTheNext) {
   EXPECT_TRUE(again->next_cursor.empty());
 }
 
+// Issue 25's search: tenant, input id and time range are checked by the
+// engine over the store's pages; a page ends at `limit` matches and the
+// next goes on after its last run, with no empty last page.
+TEST_F(ReadModelTest, SearchFiltersTenantInputIdAndTimeAcrossPages) {
+  auto wf = LoadWorkflowYaml(
+      "name: tenanted\ntenant: team\ninputs:\n  team: {type: string}\n  n: {type: integer}\n"
+      "steps:\n  - {id: a, kind: count}\n",
+      "tenanted.yaml");
+  ASSERT_OK(wf);
+  std::vector<std::string> red;
+  for (int i = 0; i < 6; ++i) {
+    auto started = engine().StartRun(
+        {.workflow = *wf, .inputs = {{"team", i % 2 == 0 ? "red" : "blue"}, {"n", 100 + i}}});
+    ASSERT_OK(started);
+    if (i % 2 == 0) red.push_back(started->run.id);
+  }
+  Start(engine(), "other");
+  // Newest first, as the unfiltered list orders them.
+  std::vector<std::string> want;
+  for (const std::string& id : AllPages(engine(), {.limit = 100}).ids) {
+    if (std::find(red.begin(), red.end(), id) != red.end()) want.push_back(id);
+  }
+  ASSERT_EQ(want.size(), 3u);
+  Pages by_tenant = AllPages(engine(), {.limit = 1, .tenant = "red"});
+  EXPECT_EQ(by_tenant.ids, want);
+  EXPECT_EQ(by_tenant.pages, 3);
+  EXPECT_EQ(AllPages(engine(), {.limit = 2, .tenant = "red"}).ids, want);
+  EXPECT_EQ(AllPages(engine(), {.limit = 5, .input_id = "104"}).ids,
+            std::vector<std::string>{red[2]});
+  EXPECT_TRUE(AllPages(engine(), {.limit = 5, .tenant = "blue", .input_id = "104"}).ids.empty());
+
+  // Every run was created at the clock's now: before is strict, after is not.
+  const absl::Time now = clock_.Now();
+  EXPECT_TRUE(AllPages(engine(), {.limit = 10, .created_before = now}).ids.empty());
+  EXPECT_EQ(AllPages(engine(), {.limit = 10, .created_after = now}).ids.size(), 7u);
+  EXPECT_EQ(
+      AllPages(engine(), {.limit = 10, .created_before = now + absl::Microseconds(1)}).ids.size(),
+      7u);
+  EXPECT_THAT(engine().ListRuns({.created_after = now, .created_before = now}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("created_after")));
+  EXPECT_THAT(engine().ListRuns({.tenant = std::string(300, 't')}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tenant")));
+}
+
 TEST_F(ReadModelTest, BadCursorsAndLimitsAreInvalidArguments) {
   static constexpr char kNasty[] = "\0\xff'; DROP TABLE runs; --";
   for (int i = 0; i < 3; ++i) Start(engine(), "blog");

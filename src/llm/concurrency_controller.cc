@@ -12,8 +12,6 @@
 namespace runloom {
 namespace {
 
-std::string Show(const std::optional<int>& v) { return v ? absl::StrCat(*v) : "-"; }
-
 // Reads of the report stream per tick: 5,000 reports, far more than a
 // tick's; the rest waits for the next tick.
 constexpr int kReadsPerTick = 5;
@@ -28,6 +26,12 @@ int LittlesLaw(int64_t per_minute, absl::Duration latency, int min_cap) {
 int64_t Grown(int64_t now, int64_t before) { return now >= before ? now - before : now; }
 
 }  // namespace
+
+std::string DescribeCapLimits(const CapLimits& limits) {
+  auto show = [](const std::optional<int>& v) { return v ? absl::StrCat(*v) : std::string("-"); };
+  return absl::StrCat("aimd ", limits.aimd, ", telemetry ", show(limits.telemetry), ", pool ",
+                      show(limits.pool), ", cpu ", show(limits.cpu));
+}
 
 ConcurrencyController::ConcurrencyController(std::string provider, ConcurrencyOptions options,
                                              ControllerDeps deps)
@@ -351,8 +355,7 @@ CapLimits ConcurrencyController::Tick() {
   if (leading) {
     if (limits.cap != before) {
       Log(logger_, LogLevel::kInfo, "llm concurrency: provider ", provider_, " cap ", before,
-          " -> ", limits.cap, " (aimd ", limits.aimd, ", telemetry ", Show(limits.telemetry),
-          ", pool ", Show(limits.pool), ", cpu ", Show(limits.cpu), ")");
+          " -> ", limits.cap, " (", DescribeCapLimits(limits), ")");
     }
     const absl::StatusOr<bool> published =
         deps_.board->Publish(provider_, id_, limits.cap, options_.ttl);

@@ -120,6 +120,10 @@ struct CapLimits {
   int in_flight = 0;    // calls in flight in every process that reported
 };
 
+// "aimd 2, telemetry -, pool -, cpu 1": the limiters a cap is the minimum
+// of, as the controller logs a change and the cap history shows it.
+std::string DescribeCapLimits(const CapLimits& limits);
+
 struct ControllerDeps {
   Clock* clock = nullptr;           // required
   Logger* logger = nullptr;         // nullptr = DefaultLogger()

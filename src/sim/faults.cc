@@ -189,6 +189,30 @@ absl::StatusOr<std::vector<RecoveryCandidate>> FaultStore::FindRecoverable(
   return StoreWrapper::FindRecoverable(queued_grace, limit);
 }
 
+absl::StatusOr<std::vector<LiveLease>> FaultStore::ListLiveLeases(int limit) {
+  if (absl::Status s = Before("ListLiveLeases", false); !s.ok()) return s;
+  return StoreWrapper::ListLiveLeases(limit);
+}
+
+absl::Status FaultStore::ExpireLease(const std::string& run_id, const std::string& token) {
+  if (absl::Status s = Before("ExpireLease", true); !s.ok()) return s;
+  // Restart recovery's promise (issue 27): a lease is ended before its
+  // expiry only when its holder is dead; a live one (a stopped one too)
+  // keeps it until it expires.
+  if (absl::StatusOr<RunRecord> run = base_->GetRun(run_id);
+      run.ok() && run->status == RunStatus::kRunning && run->lease_token == token) {
+    std::shared_ptr<Incarnation> holder = world_->Find(run->lease_owner);
+    if (holder != nullptr && holder->alive) {
+      world_->Violate(absl::StrCat("the live lease of run ", run_id, " held by ", run->lease_owner,
+                                   ", alive, was ended early by ", inc_->name));
+    }
+  }
+  absl::Status s = StoreWrapper::ExpireLease(run_id, token);
+  if (s.ok()) ++faults_->leases_ended;
+  if (s.ok() && ReplyLost("ExpireLease")) return absl::UnavailableError("injected: reply lost");
+  return s;
+}
+
 absl::StatusOr<std::vector<std::string>> FaultStore::FindCancelRequested(
     const std::vector<std::string>& run_ids) {
   if (absl::Status s = Before("FindCancelRequested", false); !s.ok()) return s;

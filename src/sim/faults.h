@@ -54,6 +54,7 @@ struct FaultState {
   int signal_parks = 0;      // moves to waiting for a signal
   int over_limit = 0;        // leases refused over a concurrency limit (issue 23)
   int keyed_leases = 0;      // leases taken on runs with a concurrency key
+  int leases_ended = 0;      // leases ended early: their holder was dead (issue 27)
 };
 
 class FaultStore final : public StoreWrapper {
@@ -80,6 +81,8 @@ class FaultStore final : public StoreWrapper {
                                                     std::optional<int64_t> revision) override;
   absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
                                                                  int limit) override;
+  absl::StatusOr<std::vector<LiveLease>> ListLiveLeases(int limit) override;
+  absl::Status ExpireLease(const std::string& run_id, const std::string& token) override;
   absl::StatusOr<std::vector<std::string>> FindCancelRequested(
       const std::vector<std::string>& run_ids) override;
   absl::Status Enqueue(const std::string& run_id, std::vector<Event> events) override;

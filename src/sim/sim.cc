@@ -49,6 +49,15 @@
 namespace runloom::sim {
 namespace {
 
+// "p2.1" -> process 2, life 1; false for any other name.
+bool SplitLifeName(const std::string& name, int* process, int* gen) {
+  if (name.size() < 4 || name[0] != 'p') return false;
+  const size_t dot = name.find('.');
+  return dot != std::string::npos &&
+         absl::SimpleAtoi(absl::string_view(name).substr(1, dot - 1), process) &&
+         absl::SimpleAtoi(absl::string_view(name).substr(dot + 1), gen);
+}
+
 using engine_internal::EngineDriver;
 
 template <typename T>
@@ -623,6 +632,15 @@ std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
   o.env.scheduler = world_.scheduler();
   o.env.spans = &spans_;
   o.owner = p.inc->name;
+  // Restart recovery (issue 27), as the engine's /proc check decides it:
+  // the lives of one simulated process are one host's processes one after
+  // another, so a later life proves an earlier one dead; another process is
+  // another host, whose holders are never provably dead.
+  o.holder_is_dead = [inc = p.inc](const std::string& owner) {
+    int process = 0;
+    int gen = 0;
+    return SplitLifeName(owner, &process, &gen) && process == inc->process && gen < inc->gen;
+  };
   o.executors = params_.executors;
   o.batch_scheduling = false;
   o.lease_ttl = params_.ttl;
@@ -674,6 +692,7 @@ void Sim::StartLife(Process& p) {
                   .gen = gen,
                   .name = absl::StrCat("p", p.id, ".", gen),
                   .skew = absl::Milliseconds(static_cast<int64_t>(rng.Below(801)) - 400)});
+  world_.Register(p.inc);
   p.engines.push_back(NewEngine(p, /*injects=*/true));
   Engine* engine = p.engines.back().get();
   if (engine == nullptr) return;
@@ -1016,7 +1035,12 @@ void Sim::FaultTick() {
   ++crashes_;
   world_.Record(absl::StrCat(world_.Stamp(), " CRASH ", p.inc->name));
   const absl::Duration down = rng.Millis(200, 3000);
-  world_.At(world_.now() + down, nullptr, [this, &p] { StartLife(p); });
+  // Unless the end of the faults brought it back first (Sim::Run): one
+  // process has one life at a time, or a later life could not prove an
+  // earlier one dead (restart recovery, issue 27).
+  world_.At(world_.now() + down, nullptr, [this, &p] {
+    if (!p.inc->alive) StartLife(p);
+  });
 }
 
 // Events fold to the run's row: status, attempts; decisions one per pause;
@@ -1439,7 +1463,8 @@ void Sim::CheckCapEnd() {
                              " timers woken; ", faults_.signals_kept, " signals kept, ",
                              faults_.signals_resolved, " resolving a wait; ",
                              faults_.keyed_leases, " leases of keyed runs, ", faults_.over_limit,
-                             " refused over a concurrency limit"));
+                             " refused over a concurrency limit; ", faults_.leases_ended,
+                             " leases of dead holders ended early"));
 }
 
 void Sim::CheckEnd() {
@@ -1855,6 +1880,7 @@ SimResult Sim::Run() {
   result.schedule_runs = schedule_runs_;
   result.child_runs = children_;
   result.keyed_leases = faults_.keyed_leases;
+  result.leases_ended = faults_.leases_ended;
   result.over_limit = faults_.over_limit;
   result.history = std::move(world_.history());
   return result;

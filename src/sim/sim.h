@@ -51,6 +51,7 @@ struct SimResult {
   int schedule_runs = 0;     // runs the seed's schedule started (issue 23; a third of the seeds)
   int child_runs = 0;        // child runs of `run` steps (issue 23; a third of the seeds)
   int keyed_leases = 0;      // leases taken on runs with a concurrency key (issue 23)
+  int leases_ended = 0;      // leases of dead holders ended early (issue 27)
   int over_limit = 0;        // leases refused over a concurrency limit (issue 23)
   int64_t operations = 0;  // store calls made through the fault wrappers
   int crashes = 0;

@@ -83,6 +83,14 @@ class World {
   void Pop() { stack_.pop_back(); }
   std::shared_ptr<Incarnation> acting() const { return stack_.empty() ? nullptr : stack_.back(); }
 
+  // Every incarnation by its name (Sim::StartLife registers each), for the
+  // checks that ask whether a lease's holder is alive.
+  void Register(const std::shared_ptr<Incarnation>& inc) { incarnations_[inc->name] = inc; }
+  std::shared_ptr<Incarnation> Find(const std::string& name) const {
+    auto it = incarnations_.find(name);
+    return it == incarnations_.end() ? nullptr : it->second;
+  }
+
   void Record(std::string line);
   std::vector<std::string>& history() { return history_; }
 
@@ -111,6 +119,7 @@ class World {
   int depth_ = 0;
   int fired_ = 0;
   std::vector<std::shared_ptr<Incarnation>> stack_;
+  std::map<std::string, std::shared_ptr<Incarnation>> incarnations_;
   std::vector<std::string> history_;
   std::string violation_;
   std::unique_ptr<Clock> clock_;

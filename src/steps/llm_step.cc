@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace runloom {
 namespace {
@@ -41,6 +42,32 @@ struct LlmCall {
   ModelRoute route;                    // route.provider is null while the model is a template
   std::shared_ptr<JsonSchema> schema;  // the compiled response_schema, if any
 };
+
+// The prompt a step record keeps for the operators' model-call inspector
+// (issue 25): the first kMaxRecordedPromptBytes, cut at a UTF-8 character
+// boundary, with "truncated" set when cut. The engine scrubs the run's
+// secrets from a step's output before it is stored (engine/run/secrets.h).
+constexpr size_t kMaxRecordedPromptBytes = 16 * 1024;
+
+// The first kMaxRecordedPromptBytes of `text` or fewer, ending before a
+// UTF-8 continuation byte (0b10xxxxxx), so no character is split.
+std::string_view RecordedPrefix(std::string_view text) {
+  if (text.size() <= kMaxRecordedPromptBytes) return text;
+  size_t end = kMaxRecordedPromptBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+nlohmann::json RecordedPrompt(const LlmRequest& request) {
+  const std::string_view user = RecordedPrefix(request.prompt);
+  const std::string_view system = RecordedPrefix(request.system);
+  nlohmann::json out = {{"user", user}};
+  if (!request.system.empty()) out["system"] = system;
+  if (user.size() < request.prompt.size() || system.size() < request.system.size()) {
+    out["truncated"] = true;
+  }
+  return out;
+}
 
 // Models often wrap JSON in a ```json fence; accept that.
 std::string StripCodeFence(const std::string& text) {
@@ -245,7 +272,8 @@ class LlmStep final : public StepKind {
                    {{"prompt_tokens", response->usage.prompt_tokens},
                     {"completion_tokens", response->usage.completion_tokens},
                     {"cost_micros", cost}}},
-                  {"latency_ms", record.latency_ms}};
+                  {"latency_ms", record.latency_ms},
+                  {"prompt", RecordedPrompt(call.request)}};
     if (!calls.empty()) out.output["tool_calls"] = std::move(calls);
     // An agent's turn that calls tools is not its answer: only a reply
     // without tool calls is held to the JSON reply and its schema.

@@ -142,5 +142,28 @@ TEST_F(LlmStepRecordTest, ABadSchemaIsRefusedAtValidate) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("needs response_format: json"));
 }
 
+// Issue 25's model-call inspector: the output keeps the prompt as sent,
+// each part at most 16 KiB, cut before a character that would not fit.
+TEST_F(LlmStepRecordTest, TheOutputRecordsThePromptCutAtACharacterBoundary) {
+  absl::StatusOr<StepOutput> out = Run({{"prompt", "hi"}, {"system", "be brief"}});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output["prompt"], json({{"user", "hi"}, {"system", "be brief"}}));
+
+  out = Run({{"prompt", "hi"}});
+  ASSERT_OK(out);
+  EXPECT_EQ(out->output["prompt"], json({{"user", "hi"}}));
+
+  constexpr size_t kLimit = 16 * 1024;
+  // "é" is two bytes: an odd prefix puts one across the limit.
+  std::string long_prompt = "a";
+  while (long_prompt.size() <= kLimit) long_prompt += "\xc3\xa9";
+  out = Run({{"prompt", long_prompt}});
+  ASSERT_OK(out);
+  const std::string user = out->output["prompt"]["user"];
+  EXPECT_EQ(user.size(), kLimit - 1);
+  EXPECT_EQ(user, long_prompt.substr(0, kLimit - 1));
+  EXPECT_EQ(out->output["prompt"]["truncated"], true);
+}
+
 }  // namespace
 }  // namespace runloom

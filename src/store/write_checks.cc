@@ -299,10 +299,33 @@ absl::Status CheckRunFilter(const RunFilter& filter) {
   return absl::OkStatus();
 }
 
+bool MatchesInputValue(const RunRecord& run, const std::string& value) {
+  if (run.idempotency_key == value) return true;
+  if (!run.inputs.is_object()) return false;
+  for (const auto& [key, v] : run.inputs.items()) {
+    if (v.is_string() && v.get_ref<const std::string&>() == value) return true;
+    if (v.is_number_integer() && v.dump() == value) return true;
+  }
+  return false;
+}
+
 bool PassesKeyedFilter(const RunFilter& filter, const RunRecord& run) {
   // (Any limit, <= 0 meaning none, lets the one run through.)
-  return (!filter.status.has_value() || run.status == *filter.status) &&
-         (filter.parent_run_id.empty() || run.parent_run_id == filter.parent_run_id);
+  if (filter.status.has_value() && run.status != *filter.status) return false;
+  if (!filter.parent_run_id.empty() && run.parent_run_id != filter.parent_run_id) return false;
+  if (!filter.tenant.empty()) {
+    const nlohmann::json* tenant = nullptr;
+    if (run.context.is_object()) {
+      auto budget = run.context.find("budget");
+      if (budget != run.context.end() && budget->is_object()) {
+        auto t = budget->find("tenant");
+        if (t != budget->end()) tenant = &*t;
+      }
+    }
+    if (tenant == nullptr || !tenant->is_string() || *tenant != filter.tenant) return false;
+  }
+  if (!filter.input_value.empty() && !MatchesInputValue(run, filter.input_value)) return false;
+  return !filter.created_since.has_value() || run.created_at >= *filter.created_since;
 }
 
 }  // namespace runloom::store_internal

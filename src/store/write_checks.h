@@ -177,7 +177,9 @@ bool RidesOnLease(const RunWrite& w);
 // filter's fields refuse).
 absl::Status CheckRunFilter(const RunFilter& filter);
 // Whether the run an idempotency-key lookup found passes the filter's other
-// fields (status, parent).
+// fields (status, parent, tenant, input value, created_since).
 bool PassesKeyedFilter(const RunFilter& filter, const RunRecord& run);
+// RunFilter::input_value's test, as the stores' SQL does it.
+bool MatchesInputValue(const RunRecord& run, const std::string& value);
 
 }  // namespace runloom::store_internal

@@ -155,6 +155,30 @@ nlohmann::json DeadLetterToJson(const DeadLetter& d) {
           {"at", FormatEventTime(d.at)}};
 }
 
+nlohmann::json TenantBudgetToJson(const TenantBudget& t) {
+  auto or_null = [](const std::optional<int64_t>& v) {
+    return v.has_value() ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  return {{"tenant", t.tenant},
+          {"limit_micros", or_null(t.figures.limit_micros)},
+          {"spent_micros", t.figures.spent_micros},
+          {"reserved_micros", t.figures.reserved_micros},
+          {"left_micros", or_null(t.figures.left_micros())}};
+}
+
+nlohmann::json LlmCapToJson(const LlmCapInfo& cap, size_t keep) {
+  const size_t from = cap.history.size() > keep ? cap.history.size() - keep : 0;
+  nlohmann::json history = nlohmann::json::array();
+  for (size_t i = from; i < cap.history.size(); ++i) {
+    const LlmCapDecision& d = cap.history[i];
+    history.push_back({{"at", FormatEventTime(d.at)}, {"cap", d.cap}, {"reason", d.reason}});
+  }
+  return {{"provider", cap.provider},
+          {"cap", cap.cap},
+          {"in_flight", cap.in_flight},
+          {"history", std::move(history)}};
+}
+
 nlohmann::json TokenToJson(const TokenRecord& t) {
   return {{"id", t.id},
           {"name", t.name},

@@ -47,6 +47,13 @@ nlohmann::json RunPageToJson(const RunPage& page);
 // A dead letter (runloom/transport.h): id, run_id, message_id, deliveries,
 // reason, at.
 nlohmann::json DeadLetterToJson(const DeadLetter& d);
+// A tenant's budget row (runloom/budget_ledger.h), GET /api/v1/budgets:
+// tenant, limit_micros, spent_micros, reserved_micros, left_micros (limit
+// and left null when the tenant has no limit).
+nlohmann::json TenantBudgetToJson(const TenantBudget& t);
+// An llm concurrency cap, GET /api/v1/llm/caps: provider, cap, in_flight,
+// and history, its newest `keep` changes, oldest first: {at, cap, reason}.
+nlohmann::json LlmCapToJson(const LlmCapInfo& cap, size_t keep);
 // An API token (runloom/store.h): id, name, role, created_at, revoked_at
 // (null while active). Never the token or its hash: the record has neither.
 nlohmann::json TokenToJson(const TokenRecord& t);

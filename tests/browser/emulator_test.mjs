@@ -9,28 +9,19 @@
 // developer needs (docs/operations.md). It renders every page and every
 // fixture type — each event type in the run's timeline, each run status in
 // the list, the gate panel, the step records, the writes, the workflow, the
-// dead letters and the schedules — and fails on any page error, console error or failed
-// request. Screenshots go to OUT_DIR/screenshots.
+// dead letters (and their bulk redrive with its confirmation, issue 25), the
+// budgets and LLM caps (issue 25) and the schedules — and fails on any page error, console error or failed request.
+// Screenshots go to OUT_DIR/screenshots.
 
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
+import {check, prepareRun} from '../node_helpers.mjs';
 
-const [emulatorDir, sourceDir, outDir] = process.argv.slice(2);
-if (!emulatorDir || !sourceDir || !outDir) {
-  console.error('usage: node emulator_test.mjs EMULATOR_DIR SOURCE_DIR OUT_DIR');
-  process.exit(2);
-}
-const shots = path.join(outDir, 'screenshots');
-fs.rmSync(outDir, {recursive: true, force: true});
-fs.mkdirSync(shots, {recursive: true});
+const {args: [emulatorDir, sourceDir, outDir], shots} =
+  prepareRun('emulator_test.mjs', ['EMULATOR_DIR', 'SOURCE_DIR', 'OUT_DIR']);
 const WAIT = 15000;
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-  console.log(`ok - ${what}`);
-}
 
 function readJson(dir, name) {
   return JSON.parse(fs.readFileSync(path.join(sourceDir, dir, name), 'utf8'));
@@ -152,6 +143,45 @@ try {
   await page.locator('main', {hasText: wire.dead_letters.dead_letters[0].reason}).waitFor();
   check(true, 'the dead-letter page shows dead_letters.json');
   await page.screenshot({path: path.join(shots, 'emulator-dead-letters.png'), fullPage: true});
+  // Bulk redrive (issue 25): select all, a confirmation naming the runs, and
+  // only then one redrive each; "Keep them" sends none.
+  const deadRuns = wire.dead_letters.dead_letters.map((d) => d.run_id);
+  await page.locator('#select-all-dead').check();
+  await page.locator('#bulk-redrive').click();
+  const confirm = page.locator('dialog.confirm');
+  await confirm.waitFor();
+  const named = await confirm.locator('li').allInnerTexts();
+  check(named.length === deadRuns.length && deadRuns.every((r) => named.includes(r)),
+    'the bulk redrive confirmation names the dead letters\' runs');
+  await page.screenshot({path: path.join(shots, 'emulator-bulk-redrive-confirm.png'), fullPage: true});
+  await confirm.getByRole('button', {name: 'Keep them'}).click();
+  await confirm.waitFor({state: 'detached'});
+  check(await page.locator('table.dead-letters tbody tr').count() === deadRuns.length, '"Keep them" redrives nothing');
+  await page.locator('#select-all-dead').check();
+  await page.locator('#bulk-redrive').click();
+  await confirm.getByRole('button', {name: /^Redrive \d+ dead letter/}).click();
+  await page.locator('main', {hasText: 'No dead letters.'}).waitFor();
+  await page.locator('#toast', {hasText: `Redriven ${deadRuns.length} of ${deadRuns.length}`}).waitFor();
+  check(true, 'confirming redrives each selected dead letter (the emulator answers each redrive)');
+  await page.screenshot({path: path.join(shots, 'emulator-bulk-redrive-done.png'), fullPage: true});
+  // Budgets and LLM caps (issue 25): budgets.json and llm_caps.json.
+  await page.goto(`${base}?emulator#/budgets`);
+  for (const b of wire.budgets.budgets) {
+    await page.locator(`table.budgets tr[data-tenant="${b.tenant}"]`).waitFor();
+  }
+  check(await page.locator('table.budgets tr[data-tenant="research"] td').first().innerText() === 'no limit',
+    'the budgets page shows budgets.json, a tenant without a limit as "no limit"');
+  await page.screenshot({path: path.join(shots, 'emulator-budgets.png'), fullPage: true});
+  await page.goto(`${base}?emulator#/caps`);
+  for (const c of wire.llm_caps.caps) {
+    const box = page.locator(`section.cap[data-provider="${c.provider}"]`);
+    await box.waitFor();
+    check((await box.locator('.cap-now').innerText()).includes(`cap ${c.cap}`) &&
+          await box.locator('table.cap-history tbody tr').count() === c.history.length,
+    `the caps page shows ${c.provider}'s cap and its ${c.history.length} changes`);
+  }
+  await page.screenshot({path: path.join(shots, 'emulator-caps.png'), fullPage: true});
+  noProblems('the budgets and caps pages');
   // Schedules: schedules.json, each row with its last run linked (or none),
   // pause and resume answered by the emulator.
   await page.goto(`${base}?emulator#/schedules`);

@@ -38,29 +38,18 @@ import {execFileSync, spawn, spawnSync} from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
-import {apiClient, check, freePort, waitFor as waitForMs} from '../node_helpers.mjs';
+import {check, createToken, login as signIn, loopbackAddress, prepareRun,
+  serverReady as serverReadyAt, waitFor as waitForMs} from '../node_helpers.mjs';
 
-const [binary, sourceDir, outDir] = process.argv.slice(2);
-if (!binary || !sourceDir || !outDir) {
-  console.error('usage: node ui_test.mjs RUNLOOM_BINARY SOURCE_DIR OUT_DIR');
-  process.exit(2);
-}
-const shots = path.join(outDir, 'screenshots');
-fs.rmSync(outDir, {recursive: true, force: true});
-fs.mkdirSync(shots, {recursive: true});
+const {args: [binary, sourceDir, outDir], shots} =
+  prepareRun('ui_test.mjs', ['RUNLOOM_BINARY', 'SOURCE_DIR', 'OUT_DIR']);
 const db = path.join(outDir, 'ui.db');
 const WAIT = 20000;
 const waitFor = (what, fn) => waitForMs(what, fn, WAIT);
 
-function token(name, role) {
-  const out = execFileSync(binary, ['token', 'create', '--name', name, '--role', role, '--db', db, '--json'],
-    {encoding: 'utf8'});
-  return JSON.parse(out).token;
-}
+const token = (name, role) => createToken(binary, db, name, role);
 
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const api = apiClient(base);
+const {port, base, api} = await loopbackAddress();
 const approver = token('alice', 'approver');
 const approver2 = token('bob', 'approver');
 const viewer = token('vera', 'viewer');
@@ -104,15 +93,7 @@ function startServer() {
 }
 startServer();
 
-async function serverReady() {
-  await waitFor('the server to be ready', async () => {
-    try {
-      return (await fetch(`${base}/readyz`)).ok;
-    } catch (e) {
-      return false;
-    }
-  });
-}
+const serverReady = () => serverReadyAt(base, waitFor);
 
 async function pausedRun() {
   const r = await api('POST', '/runs', approver, {workflow: 'blog', inputs: {}});
@@ -122,17 +103,7 @@ async function pausedRun() {
   return id;
 }
 
-async function login(context, tok) {
-  const page = await context.newPage();
-  page.setDefaultTimeout(WAIT);
-  await page.goto(`${base}/`);
-  // Keyboard only: the token field has focus; Enter submits.
-  await page.locator('#token').waitFor();
-  await page.keyboard.type(tok);
-  await page.keyboard.press('Enter');
-  await page.locator('#who').filter({hasText: '('}).waitFor();
-  return page;
-}
+const login = (context, tok) => signIn(context, base, tok, WAIT);
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',

@@ -597,10 +597,14 @@ std::string Percentiles(std::vector<absl::Duration> d, std::string_view unit) {
 }
 
 // "host:pid" -> pid; -1 when malformed.
+// "<host>:<pid>", or the default owner name with the holder's identity
+// after it, "<host>:<pid>~<boot id>~<pid ns>~<start time>"
+// (engine/service/lease_holder.h).
 pid_t OwnerPid(const std::string& owner) {
   int pid = -1;
-  const size_t colon = owner.rfind(':');
-  if (colon == std::string::npos || !absl::SimpleAtoi(owner.substr(colon + 1), &pid)) return -1;
+  const std::string name = owner.substr(0, owner.find('~'));
+  const size_t colon = name.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(name.substr(colon + 1), &pid)) return -1;
   return pid;
 }
 

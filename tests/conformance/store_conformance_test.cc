@@ -236,6 +236,75 @@ TEST_P(StoreConformanceTest, ListRunsNewestFirstWithFilters) {
   EXPECT_THAT(store_->ListRuns(limited), IsOkAndHolds(SizeIs(2)));
 }
 
+// The operators' search (issue 25) in the store's statement: tenant (the
+// budget context's), input value (the idempotency key, or a top-level
+// input string or integer, never a nested one or a float), created_since,
+// each with the others and with paging, so a page is a page.
+TEST_P(StoreConformanceTest, ListRunsSearchesByTenantInputValueAndCreationTime) {
+  auto create = [&](const std::string& tenant, nlohmann::json inputs, const std::string& key) {
+    NewRun r = MakeRun("wf", key);
+    r.inputs = std::move(inputs);
+    if (!tenant.empty()) {
+      r.context = {{"budget", {{"tenant", tenant}, {"limit_micros", 1000}}}};
+    }
+    absl::StatusOr<CreateRunResult> made = store_->CreateRun(r, {Ev("run.created")});
+    EXPECT_OK(made);
+    Advance(absl::Seconds(1));
+    return made.ok() ? made->run.id : "";
+  };
+  const std::string a = create("acme", {{"ticket", "T-7"}}, "");
+  const std::string b = create("acme", {{"ticket", 7}}, "order-9");
+  const absl::Time after_b = Now();
+  const std::string c = create("zeta", {{"nested", {{"ticket", "T-7"}}}, {"f", 7.5}}, "");
+  const std::string d = create("", {{"ticket", "T-7"}}, "");
+  auto ids = [&](const RunFilter& f) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<RunRecord>> runs = store_->ListRuns(f);
+    EXPECT_OK(runs);
+    if (runs.ok()) {
+      for (const RunRecord& r : *runs) out.push_back(r.id);
+    }
+    return out;
+  };
+  RunFilter by_tenant;
+  by_tenant.tenant = "acme";
+  EXPECT_THAT(ids(by_tenant), ElementsAre(b, a));
+  by_tenant.tenant = "acm";
+  EXPECT_THAT(ids(by_tenant), IsEmpty());
+  RunFilter by_input;
+  by_input.input_value = "T-7";
+  EXPECT_THAT(ids(by_input), ElementsAre(d, a));  // not c's nested one
+  by_input.input_value = "7";
+  EXPECT_THAT(ids(by_input), ElementsAre(b));  // an integer; not c's 7.5
+  by_input.input_value = "7.5";
+  EXPECT_THAT(ids(by_input), IsEmpty());
+  by_input.input_value = "order-9";
+  EXPECT_THAT(ids(by_input), ElementsAre(b));
+  RunFilter since;
+  since.created_since = after_b;
+  EXPECT_THAT(ids(since), ElementsAre(d, c));
+  since.tenant = "zeta";
+  EXPECT_THAT(ids(since), ElementsAre(c));
+  // Paged: one at a time, each page one run, then none.
+  RunFilter page;
+  page.input_value = "T-7";
+  page.limit = 1;
+  EXPECT_THAT(ids(page), ElementsAre(d));
+  absl::StatusOr<RunRecord> first = store_->GetRun(d);
+  ASSERT_OK(first);
+  page.after = RunPosition{first->created_at, d};
+  EXPECT_THAT(ids(page), ElementsAre(a));
+  absl::StatusOr<RunRecord> second = store_->GetRun(a);
+  ASSERT_OK(second);
+  page.after = RunPosition{second->created_at, a};
+  EXPECT_THAT(ids(page), IsEmpty());
+  // Hostile values are values: no statement is built from them.
+  RunFilter hostile;
+  hostile.tenant = "acme' OR '1'='1";
+  hostile.input_value = "%' OR 1=1 --";
+  EXPECT_THAT(ids(hostile), IsEmpty());
+}
+
 // RunFilter::updated_since (the resume of the all-runs event stream): the
 // runs whose last state write is at or after the time, however old they are.
 TEST_P(StoreConformanceTest, ListRunsUpdatedSinceFindsRunsWrittenSinceThatTime) {
@@ -518,6 +587,55 @@ TEST_P(StoreConformanceTest, AcquireLeaseAfterExpiryFencesTheOldHolder) {
   EXPECT_THAT(store_->Commit(stale), StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(store_->RenewLease(id, first.token, absl::Seconds(30)),
               StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
+}
+
+// Restart recovery (issue 27): the live leases with their holders, and a
+// lease ended now by its token, so that the run is recoverable at once and
+// its old holder is fenced as after an expiry; a stale token, an expired
+// lease or a run that is not running is refused with nothing written.
+TEST_P(StoreConformanceTest, ExpireLeaseEndsALiveLeaseNowAndFencesItsHolder) {
+  const std::string id = Create();
+  const std::string other = Create();
+  const std::string queued = Create();
+  const Lease first = Acquire(id, absl::Seconds(30));
+  Advance(absl::Seconds(1));
+  const Lease second = Acquire(other, absl::Seconds(10));
+  absl::StatusOr<std::vector<LiveLease>> live = store_->ListLiveLeases(0);
+  ASSERT_OK(live);
+  ASSERT_THAT(*live, SizeIs(2));
+  EXPECT_EQ((*live)[0].run_id, other);  // soonest expiry first
+  EXPECT_EQ((*live)[0].owner, "worker-a");
+  EXPECT_EQ((*live)[0].token, second.token);
+  EXPECT_EQ((*live)[1].run_id, id);
+  EXPECT_EQ((*live)[1].token, first.token);
+  EXPECT_THAT(store_->ListLiveLeases(1), IsOkAndHolds(SizeIs(1)));
+
+  EXPECT_THAT(store_->ExpireLease(id, "0123"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease(queued, first.token), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease("r_missing", first.token), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease(id, ""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->ListLiveLeases(0), IsOkAndHolds(SizeIs(2))) << "the refusals wrote nothing";
+
+  ASSERT_OK(store_->ExpireLease(id, first.token));
+  EXPECT_THAT(store_->ListLiveLeases(0),
+              IsOkAndHolds(ElementsAre(Field(&LiveLease::run_id, other))));
+  EXPECT_THAT(store_->ExpireLease(id, first.token), StatusIs(absl::StatusCode::kAborted))
+      << "an expired lease is not ended twice";
+  absl::StatusOr<std::vector<RecoveryCandidate>> c = store_->FindRecoverable(absl::Minutes(1), 10);
+  ASSERT_OK(c);
+  EXPECT_THAT(*c, ElementsAre(Field(&RecoveryCandidate::run_id, id)));
+  EXPECT_THAT(store_->RenewLease(id, first.token, absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<Lease> taken =
+      store_->AcquireLease(id, "worker-b", absl::Seconds(30), {Ev("run.started")});
+  ASSERT_OK(taken);
+  EXPECT_EQ(taken->attempt, 2);
+  RunWrite stale = ExecutorWrite(first);
+  stale.new_status = RunStatus::kCompleted;
+  EXPECT_THAT(store_->Commit(stale), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(store_->ExpireLease(id, first.token), StatusIs(absl::StatusCode::kAborted))
+      << "the old token does not end the new lease";
   EXPECT_EQ(StatusOf(id), RunStatus::kRunning);
 }
 

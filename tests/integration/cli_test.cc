@@ -73,6 +73,60 @@ TEST(Cli, KilledRunIsFinishedByWorkerWithoutRedoingSteps) {
   EXPECT_TRUE(expired) << "the event log records the interruption";
 }
 
+// Issue 27, restart recovery: a `runloom run` SIGKILLed mid-step holds its
+// run under a lease of an hour; a worker started on the same host proves
+// the holder dead (its pid is gone) and takes the run back at once, without
+// waiting out the lease. A holder that is alive keeps its run: a second
+// worker started beside it leaves it alone.
+TEST(Cli, AKilledHoldersRunIsTakenBackAtOnceAndALiveHoldersIsLeftAlone) {
+  const std::string dir = MakeTempDir("restart");
+  const std::string db = dir + "/restart.db";
+  const std::string counter = dir + "/counter.txt";
+  std::string yaml = "name: three\nsteps:\n";
+  for (int i = 1; i <= 3; ++i) {
+    yaml += "  - id: s" + std::to_string(i) + "\n    kind: exec\n    command: \"echo s" +
+            std::to_string(i) + " >> " + counter + "; sleep 0.4; echo '{}'\"\n";
+  }
+  WriteFile(dir + "/three.yaml", yaml);
+  Child run({"run", dir + "/three.yaml", "--db", db, "--lease-ttl", "1h"}, dir + "/run.log");
+  for (int i = 0; i < 1000; ++i) {
+    if (ReadFile(counter).find("s2") != std::string::npos) break;
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  run.Kill(SIGKILL);
+  EXPECT_EQ(run.Wait(), 128 + SIGKILL);
+  const std::string run_id = RunIdFrom(ReadFile(dir + "/run.log"));
+  ASSERT_FALSE(run_id.empty()) << ReadFile(dir + "/run.log");
+  EXPECT_EQ(StatusJson(db, run_id)["status"], "running");
+
+  Result worker = RunCli({"worker", "--db", db, "--until-idle", "--lease-ttl", "1h"});
+  EXPECT_EQ(worker.code, 0) << worker.out;
+  EXPECT_THAT(worker.out, ::testing::HasSubstr("is gone; its lease ends now"));
+  nlohmann::json st = StatusJson(db, run_id);
+  EXPECT_EQ(st["status"], "completed") << st.dump(2);
+  EXPECT_EQ(st["attempts"], 2);
+  const std::string ran = ReadFile(counter);
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), '\n'), 4) << ran << " (s2 twice, the others once)";
+
+  // A live holder: a run in a 3 s step, and a worker beside it.
+  WriteFile(dir + "/slow.yaml",
+            "name: slow\nsteps:\n  - {id: wait, kind: exec, command: \"sleep 3; echo '{}'\"}\n");
+  Child live({"run", dir + "/slow.yaml", "--db", db, "--lease-ttl", "1h"}, dir + "/live.log");
+  std::string live_id;
+  for (int i = 0; i < 500 && live_id.empty(); ++i) {
+    live_id = RunIdFrom(ReadFile(dir + "/live.log"));
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(live_id.empty()) << ReadFile(dir + "/live.log");
+  Result beside = RunCli({"worker", "--db", db, "--until-idle"});
+  EXPECT_EQ(beside.code, 0) << beside.out;
+  EXPECT_THAT(beside.out, ::testing::Not(::testing::HasSubstr("its lease ends now")));
+  EXPECT_EQ(live.Wait(), 0) << ReadFile(dir + "/live.log");
+  nlohmann::json done = StatusJson(db, live_id);
+  EXPECT_EQ(done["status"], "completed") << done.dump(2);
+  EXPECT_EQ(done["attempts"], 1) << "the live holder kept its lease";
+}
+
 // The id of the run `runloom run` logs to `log`, once the run is waiting
 // (polled for about 5 s each); "" when no id came.
 std::string AwaitParked(const std::string& log, const std::string& db) {

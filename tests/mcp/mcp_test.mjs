@@ -30,7 +30,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {Client} from '@modelcontextprotocol/sdk/client/index.js';
 import {StdioClientTransport} from '@modelcontextprotocol/sdk/client/stdio.js';
-import {apiClient, check, freePort, waitFor as waitForMs} from '../node_helpers.mjs';
+import {check, loopbackAddress, serverReady, waitFor as waitForMs} from '../node_helpers.mjs';
 
 const [binary, outDir] = process.argv.slice(2);
 if (!binary || !outDir) {
@@ -72,9 +72,7 @@ const viewer = token('vera', 'viewer');
 const tokens = [admin, viewer];
 
 // `runloom serve` executes the runs (and answers the HTTP comparisons).
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const api = apiClient(base);
+const {port, base, api} = await loopbackAddress();
 let serveOutput = '';
 const serve = spawn(binary, ['serve', '--db', db, '--listen', `127.0.0.1:${port}`],
   {stdio: ['ignore', 'pipe', 'pipe']});
@@ -109,13 +107,7 @@ async function call(session, name, args) {
 let failed = null;
 const sessions = [];
 try {
-  await waitFor('the server to be ready', async () => {
-    try {
-      return (await fetch(`${base}/readyz`)).ok;
-    } catch (e) {
-      return false;
-    }
-  });
+  await serverReady(base, waitFor);
   const ada = await connect(admin);
   const vera = await connect(viewer);
   sessions.push(ada, vera);

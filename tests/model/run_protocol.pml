@@ -494,6 +494,16 @@ end_idle:
  * Lease expiry is time passing, not a write. The lease of a holder that is
  * gone expires freely; that of one still executing (slow, paused, its clock
  * behind) expires as a fault.
+ *
+ * Restart recovery (issue 27: the sweeper's EndDeadHoldersLeases and
+ * Store::ExpireLease) is the first transition taken at once rather than at
+ * the TTL: a lease ends early only when its holder is provably gone (!held).
+ * It writes no status (the run stays RUNNING until the sweeper's recovery
+ * below), so no row of transitions.txt is new. Ending a live holder's lease
+ * early, as a wrong liveness check would, is the second transition: the
+ * protocol holds under it because the new token fences the old holder; the
+ * simulator checks that the check itself never errs that way (FaultStore's
+ * ExpireLease and the injected bug leases_ended_unchecked).
  */
 proctype Clock() {
 end_clock:

@@ -33,19 +33,23 @@ constexpr uint64_t kCampaignSeeds = kSeeds;
 // missing here is searched in seed order.
 uint64_t CaughtAt(InjectedBug bug) {
   const std::string name(ToString(bug));
-  if (name == "park_ignores_mailbox") return 176;
-  if (name == "write_key_ignores_decision") return 162;
-  if (name == "lease_ignores_concurrency_limit") return 67;
-  if (name == "catalog_error_fails_run") return 41;
-  if (name == "lease_taken_while_live") return 31;
-  if (name == "rerun_keeps_cancel") return 28;
+  if (name == "lease_ignores_concurrency_limit") return 241;
+  if (name == "rerun_keeps_cancel") return 160;
+  if (name == "park_ignores_mailbox") return 50;
+  if (name == "write_key_ignores_decision") return 19;
   if (name == "store_skips_token_check") return 17;
-  if (name == "write_intent_not_recorded") return 8;
-  if (name == "reservation_kept_on_takeover") return 8;
-  if (name == "release_frees_unsettled_calls") return 8;
+  if (name == "release_frees_unsettled_calls") return 10;
   if (name == "lost_answer_booked_free") return 8;
+  if (name == "decision_ignores_digest") return 6;
+  if (name == "reservation_kept_on_takeover") return 6;
+  if (name == "write_intent_not_recorded") return 5;
+  if (name == "lease_taken_while_live") return 4;
+  if (name == "catalog_error_fails_run") return 3;
   if (name == "timer_due_early") return 3;
   if (name == "child_key_per_execution") return 3;
+  if (name == "cap_publish_ignores_lease") return 2;
+  if (name == "schedule_keyed_by_fire_time") return 2;
+  if (name == "default_timeout_ignored") return 2;
   return 1;
 }
 
@@ -71,7 +75,7 @@ TEST(Simulation, OneSeedReplaysByteForByte) {
 TEST(Simulation, EverySeedHoldsEveryInvariant) {
   int64_t runs = 0, crashes = 0, faults = 0, ended = 0, kept = 0, resolved = 0, scheduled = 0,
           children = 0;
-  int64_t keyed = 0, over_limit = 0, pruned = 0;
+  int64_t keyed = 0, over_limit = 0, pruned = 0, ended_early = 0;
   for (uint64_t seed = 1; seed <= kCampaignSeeds; ++seed) {
     SimResult r = RunSimulation({.seed = seed});
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation << "\n"
@@ -87,6 +91,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
     keyed += r.keyed_leases;
     over_limit += r.over_limit;
     pruned += r.runs_pruned;
+    ended_early += r.leases_ended;
   }
   // Not vacuous: the campaign started runs, crashed processes, injected
   // faults, sent signals that waits consumed (some resolving a resting
@@ -103,6 +108,7 @@ TEST(Simulation, EverySeedHoldsEveryInvariant) {
   EXPECT_GT(keyed, 0);       // runs with a concurrency key ran (half the workflows have one)
   EXPECT_GT(over_limit, 0);  // and some lease found its key full
   EXPECT_GT(pruned, 0);      // retention deleted finished runs (issue 25), each seen finished
+  EXPECT_GT(ended_early, 0);  // a restarted life ended its dead predecessor's leases (issue 27)
 }
 
 class InjectedBugCaught : public ::testing::TestWithParam<InjectedBug> {};

@@ -49,15 +49,16 @@ void LlmCaps::Start() {
   auto* cap_gauge = cap_gauge_;
   auto* in_flight_gauge = in_flight_gauge_;
   auto* leader_gauge = leader_gauge_;
-  std::function<void(const std::string&, const CapLimits&, int)> on_tick;
-  if (cap_gauge != nullptr) {
-    on_tick = [cap_gauge, in_flight_gauge, leader_gauge](const std::string& provider,
-                                                         const CapLimits& limits, int in_flight) {
-      cap_gauge->Add({{"provider", provider}}).Set(limits.cap);
-      in_flight_gauge->Add({{"provider", provider}}).Set(in_flight);
-      leader_gauge->Add({{"provider", provider}}).Set(limits.leader ? 1 : 0);
-    };
-  }
+  // Every tick records the cap's history; the gauges when there is a registry.
+  std::function<void(const std::string&, const CapLimits&, int)> on_tick =
+      [this, cap_gauge, in_flight_gauge, leader_gauge](const std::string& provider,
+                                                       const CapLimits& limits, int in_flight) {
+        Record(provider, limits, clock_->Now());
+        if (cap_gauge == nullptr) return;
+        cap_gauge->Add({{"provider", provider}}).Set(limits.cap);
+        in_flight_gauge->Add({{"provider", provider}}).Set(in_flight);
+        leader_gauge->Add({{"provider", provider}}).Set(limits.leader ? 1 : 0);
+      };
   running_ = caps_->Start(board_, std::move(deps), std::move(on_tick));
 }
 
@@ -68,6 +69,28 @@ void LlmCaps::Stop() {
     running = std::move(running_);
   }
   running.reset();  // stops the controllers outside mu_
+}
+
+void LlmCaps::Record(const std::string& provider, const CapLimits& limits, absl::Time at) {
+  runloom::MutexLock l(&history_mu_);
+  std::deque<LlmCapDecision>& h = history_[provider];
+  if (!h.empty() && h.back().cap == limits.cap) return;
+  h.push_back(LlmCapDecision{.at = at, .cap = limits.cap, .reason = DescribeCapLimits(limits)});
+  while (h.size() > static_cast<size_t>(kMaxLlmCapHistory)) h.pop_front();
+}
+
+std::vector<LlmCapInfo> LlmCaps::Snapshot() const {
+  std::vector<LlmCapInfo> out;
+  if (caps_ == nullptr) return out;
+  for (const LlmConcurrency::CapState& c : caps_->Caps(clock_)) {
+    out.push_back(LlmCapInfo{.provider = c.name, .cap = c.cap, .in_flight = c.in_flight});
+  }
+  runloom::MutexLock l(&history_mu_);
+  for (LlmCapInfo& info : out) {
+    auto it = history_.find(info.provider);
+    if (it != history_.end()) info.history.assign(it->second.begin(), it->second.end());
+  }
+  return out;
 }
 
 }  // namespace runloom::engine_internal

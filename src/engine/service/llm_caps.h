@@ -11,10 +11,16 @@
 //   runloom_llm_calls_in_flight{provider}   model calls in flight here
 //   runloom_llm_concurrency_leader{provider} 1 while this process decides
 //
+// It also keeps, per cap, the last kMaxLlmCapHistory changes of the cap this
+// process's controller saw (time, cap, the limiters), in memory: what
+// GET /api/v1/llm/caps shows as the cap's history. Per process and bounded;
+// a restart forgets it.
+//
 // Thread-safety: Start() and Stop() may be called from any thread.
 #pragma once
 
 #include "runloom/clock.h"
+#include "runloom/engine.h"
 #include "runloom/env.h"
 #include "runloom/mutex.h"
 
@@ -25,8 +31,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace prometheus {
 class Gauge;
@@ -53,6 +63,14 @@ class LlmCaps {
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Every cap (LlmConcurrency::Caps) with the changes recorded for it.
+  std::vector<LlmCapInfo> Snapshot() const ABSL_LOCKS_EXCLUDED(history_mu_);
+
+  // Records `limits` for `provider` at `at` when its cap differs from the
+  // last one recorded; keeps the newest kMaxLlmCapHistory.
+  void Record(const std::string& provider, const CapLimits& limits, absl::Time at)
+      ABSL_LOCKS_EXCLUDED(history_mu_);
+
  private:
   LlmCaps() = default;
 
@@ -69,6 +87,10 @@ class LlmCaps {
 
   runloom::Mutex mu_;
   std::unique_ptr<LlmConcurrency::Running> running_ ABSL_GUARDED_BY(mu_);
+
+  // Written by the controllers' ticks, read by Snapshot().
+  mutable runloom::Mutex history_mu_;
+  std::map<std::string, std::deque<LlmCapDecision>> history_ ABSL_GUARDED_BY(history_mu_);
 };
 
 }  // namespace runloom::engine_internal

@@ -1,6 +1,8 @@
 // The llm step under its provider's concurrency cap in a running engine
 // (SQLite): parallel model calls never exceed the cap the fake provider
 // enforces, and the cap shows up as a metric once the controller ticks.
+#include "engine/service/llm_caps.h"
+
 #include "runloom/engine.h"
 #include "runloom/sqlite.h"
 
@@ -102,6 +104,38 @@ TEST(EngineLlmCaps, TheCapIsAMetricWhileTheEngineRuns) {
   EXPECT_EQ(Gauge(registry, "runloom_llm_concurrency_cap", "fake"), 2);
   EXPECT_EQ(Gauge(registry, "runloom_llm_calls_in_flight", "fake"), 0);
   e.engine->Stop();
+}
+
+// Issue 25: GET /api/v1/llm/caps's history. A change of the cap is kept
+// (not a repeat), with the limiters as the controller logs them, and only
+// the newest kMaxLlmCapHistory per cap.
+TEST(EngineLlmCaps, HistoryKeepsTheNewestChangesOfEachCapWithTheirLimiters) {
+  std::shared_ptr<FakeLlmProvider> fake = NewFakeLlmProvider(FakeProviderOptions{});
+  LlmConcurrency caps;
+  caps.Add("fake", fake.get(), {.static_cap = 4});
+  SimulatedClock clock;
+  absl::StatusOr<std::unique_ptr<engine_internal::LlmCaps>> made =
+      engine_internal::LlmCaps::Create(&caps, nullptr, nullptr, Env{.clock = &clock});
+  ASSERT_OK(made);
+  engine_internal::LlmCaps& board = **made;
+  board.Record("fake", CapLimits{.aimd = 2, .cpu = 1, .cap = 1}, clock.Now());
+  board.Record("fake", CapLimits{.aimd = 2, .cpu = 1, .cap = 1}, clock.Now());  // no change
+  std::vector<LlmCapInfo> seen = board.Snapshot();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].provider, "fake");
+  EXPECT_EQ(seen[0].cap, 4);  // the static cap: no controller runs
+  ASSERT_EQ(seen[0].history.size(), 1u);
+  EXPECT_EQ(seen[0].history[0].reason, "aimd 2, telemetry -, pool -, cpu 1");
+  EXPECT_EQ(seen[0].history[0].at, clock.Now());
+
+  for (int i = 0; i < 3 * kMaxLlmCapHistory; ++i) {
+    clock.Advance(absl::Seconds(1));
+    board.Record("fake", CapLimits{.aimd = 2 + i % 2, .pool = 7, .cap = 2 + i % 2}, clock.Now());
+  }
+  seen = board.Snapshot();
+  ASSERT_EQ(seen[0].history.size(), static_cast<size_t>(kMaxLlmCapHistory));
+  EXPECT_EQ(seen[0].history.back().at, clock.Now());  // newest last
+  EXPECT_EQ(seen[0].history.back().reason, "aimd 3, telemetry -, pool 7, cpu -");
 }
 
 }  // namespace

@@ -21,6 +21,42 @@ constexpr int kSweepLimit = 1000;
 
 }  // namespace
 
+void Sweeper::Start() {
+  if (holder_is_dead_ && EndDeadHoldersLeases() > 0) Tick();
+  timer_task_.Start();
+  task_.Start();
+}
+
+int Sweeper::EndDeadHoldersLeases() {
+  if (!holder_is_dead_) return 0;
+  absl::StatusOr<std::vector<LiveLease>> live = store_->ListLiveLeases(kSweepLimit);
+  if (!live.ok()) {
+    Log(logger_, LogLevel::kWarning,
+        "sweeper: listing live leases failed: ", live.status().ToString());
+    return 0;
+  }
+  int ended = 0;
+  for (const LiveLease& lease : *live) {
+    const bool unchecked = RUNLOOM_INJECTED_BUG(InjectedBug::kLeasesEndedUnchecked);
+    if (!unchecked && (lease.owner.empty() || !holder_is_dead_(lease.owner))) continue;
+    const absl::Status s = store_->ExpireLease(lease.run_id, lease.token);
+    const LogFields fields{.run_id = lease.run_id, .worker = lease.owner};
+    if (s.ok()) {
+      ++ended;
+      Log(logger_, LogLevel::kInfo, fields, "run ", lease.run_id, ": the process that held its lease (",
+          lease.owner, ") is gone; its lease ends now instead of at ",
+          absl::FormatTime(lease.expires_at));
+    } else {
+      // kAborted: renewed by a holder that is not dead after all (cannot
+      // be: its token would match), taken by another, or finished.
+      Log(logger_, s.code() == absl::StatusCode::kAborted ? LogLevel::kDebug : LogLevel::kWarning,
+          fields, "run ", lease.run_id, ": could not end the lease of ", lease.owner, ": ",
+          s.ToString());
+    }
+  }
+  return ended;
+}
+
 void Sweeper::Tick() {
   absl::StatusOr<int> swept = SweepOnce();
   if (!swept.ok()) {
@@ -103,6 +139,7 @@ int Sweeper::CancelOrphans() {
 
 absl::StatusOr<int> Sweeper::SweepOnce() {
   int acted = CancelOrphans();
+  EndDeadHoldersLeases();  // recovered below, as expired
   absl::StatusOr<int> woken = WakeDueTimers();
   if (woken.ok()) {
     acted += *woken;

@@ -10,6 +10,11 @@
 // due timer starts again within a fraction of a second, not a whole sweep
 // interval (issue 23: within 1 s, p99). It never runs a graph and never
 // touches paused or terminal runs.
+// Restart recovery (issue 27): given a holder check (set_holder_check), a
+// sweep first ends the live leases whose holder the check proves dead
+// (Store::ListLiveLeases, Store::ExpireLease), so the same sweep recovers
+// them; Start() makes such a sweep at once, so a restarted worker takes
+// back its dead predecessor's runs without waiting out their leases.
 //
 // Thread-safety: Start(), Stop() and SweepOnce() may be called from any
 // thread (the thread is a PeriodicTask).
@@ -63,17 +68,22 @@ class Sweeper {
   ~Sweeper() { Stop(); }
   // Where a takeover's span goes (runloom/trace.h); set before Start().
   void set_spans(SpanSink* spans) { spans_ = spans; }
+  // Whether the holder of a lease, by its owner name, is provably dead
+  // (engine/service/lease_holder.h); empty = leases end by expiry only. Set
+  // before Start().
+  void set_holder_check(std::function<bool(const std::string& owner)> is_dead) {
+    holder_is_dead_ = std::move(is_dead);
+  }
   Sweeper(const Sweeper&) = delete;
   Sweeper& operator=(const Sweeper&) = delete;
 
   // How often due timers are looked for between sweeps.
   static constexpr absl::Duration kTimerPoll = absl::Milliseconds(250);
 
-  // Starts the threads (idempotent while running).
-  void Start() {
-    timer_task_.Start();
-    task_.Start();
-  }
+  // Starts the threads (idempotent while running); with a holder check,
+  // first a sweep on the caller's thread when a dead holder's lease was
+  // ended (its failure logged).
+  void Start();
   // Stops and joins them; Start() may follow.
   void Stop() {
     task_.Stop();
@@ -93,6 +103,8 @@ class Sweeper {
   absl::StatusOr<int> WakeDueTimers();
   // Cancels the children whose parent is finished; how many it cancelled.
   int CancelOrphans();
+  // Ends the live leases whose holder is provably dead; how many.
+  int EndDeadHoldersLeases();
   // Queues one; false (logged) when the run moved on or the commit failed.
   bool WakeOne(const std::string& id);
   // The rule for a `running` run whose lease expired. Returns whether it
@@ -113,6 +125,7 @@ class Sweeper {
   const absl::Duration queued_grace_;
   Logger* const logger_;
   SpanSink* spans_ = nullptr;  // set before Start(); read on the task's thread
+  std::function<bool(const std::string&)> holder_is_dead_;  // likewise
   EngineMetrics* const metrics_;
   Reconciler reconciler_;
   PeriodicTask timer_task_;  // its thread uses the members above

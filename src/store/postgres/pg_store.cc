@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -32,21 +33,29 @@ constexpr char kInsertRun[] =
     "priority) "
     "VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, 1, 'fresh', $11, 0, $9, $10, "
     "runloom_now(), runloom_now(), $12, $13, $14, $15) RETURNING created_at";
-// $4: RunFilter::parent_run_id ('' = any parent or none).
-constexpr char kListRuns[] =
-    "SELECT " RUNLOOM_RUN_COLUMNS
-    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND ($4 = '' OR parent_run_id = $4) ORDER BY created_at DESC, id DESC LIMIT $3";
+// $4: RunFilter::parent_run_id ('' = any parent or none). $5, $6, $7: the
+// search fields (RunFilter::tenant, input_value, created_since; the last is
+// the smallest time when there is none, so that it is always a plain range
+// on runs_created_id); tenant and input value are checked on each row the
+// walk visits (no index serves them). $8, $9: the paging position, or $8
+// updated_since.
+#define RUNLOOM_PG_RUN_FILTER                                                               \
+  " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) " \
+  "AND ($4 = '' OR parent_run_id = $4) "                                                    \
+  "AND ($5 = '' OR (context::jsonb -> 'budget' ->> 'tenant') = $5) "                        \
+  "AND ($6 = '' OR idempotency_key = $6 OR (jsonb_typeof(inputs::jsonb) = 'object' AND "    \
+  "EXISTS (SELECT 1 FROM jsonb_each(inputs::jsonb) AS j WHERE (jsonb_typeof(j.value) = "    \
+  "'string' AND j.value #>> '{}' = $6) OR (jsonb_typeof(j.value) = 'number' AND "           \
+  "j.value::text ~ '^-?[0-9]+$' AND j.value::text = $6)))) "                                \
+  "AND created_at >= $7::bigint "
+constexpr char kListRuns[] = "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
+                             "ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kListRunsAfter[] =
-    "SELECT " RUNLOOM_RUN_COLUMNS
-    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND ($4 = '' OR parent_run_id = $4) "
-    "AND (created_at, id) < ($5::bigint, $6::text) ORDER BY created_at DESC, id DESC LIMIT $3";
+    "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
+    "AND (created_at, id) < ($8::bigint, $9::text) ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kListRunsUpdatedSince[] =
-    "SELECT " RUNLOOM_RUN_COLUMNS
-    " FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2 = '' OR workflow_name = $2) "
-    "AND ($4 = '' OR parent_run_id = $4) "
-    "AND updated_at >= $5::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
+    "SELECT " RUNLOOM_RUN_COLUMNS RUNLOOM_PG_RUN_FILTER
+    "AND updated_at >= $8::bigint ORDER BY created_at DESC, id DESC LIMIT $3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
     "VALUES ($1, $2, $3, $4, $5, $6)";
@@ -75,6 +84,16 @@ constexpr char kExpiredLeases[] =
     "WHERE status = 'running' "
     "AND (lease_expires_at IS NULL OR lease_expires_at <= (SELECT runloom_now())) "
     "ORDER BY lease_expires_at LIMIT $1";
+constexpr char kLiveLeases[] =
+    "SELECT id, lease_owner, lease_token, lease_expires_at FROM runs "
+    "WHERE status = 'running' AND lease_expires_at > (SELECT runloom_now()) "
+    "ORDER BY lease_expires_at LIMIT $1";
+// One statement, so no lock is held between a check and the write: the
+// row's lock serializes it with a renewal or a new lease of the run.
+constexpr char kExpireLease[] =
+    "UPDATE runs SET lease_expires_at = (SELECT runloom_now()) "
+    "WHERE id = $1 AND status = 'running' AND lease_token = $2 "
+    "AND lease_expires_at > (SELECT runloom_now()) RETURNING id";
 // created_at <= updated_at: the bound on created_at lets runs_queued_created
 // (schema version 9) find the candidates; updated_at itself has no index, so
 // that a write that keeps its run's status can be a HOT update.
@@ -301,6 +320,12 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(const RunFilter& filter
       p.Null();
     }
     p.Text(filter.workflow_name).OptionalInt(SqlLimit(filter.limit)).Text(filter.parent_run_id);
+    p.Text(filter.tenant).Text(filter.input_value);
+    if (filter.created_since.has_value()) {
+      p.Time(*filter.created_since);
+    } else {
+      p.Int(std::numeric_limits<int64_t>::min());
+    }
     if (filter.after.has_value()) p.Time(filter.after->created_at).Text(filter.after->id);
     if (filter.updated_since.has_value()) p.Time(*filter.updated_since);
     const char* sql = filter.after.has_value()           ? kListRunsAfter
@@ -345,6 +370,35 @@ absl::StatusOr<std::vector<Event>> PgStore::ListEvents(const std::string& run_id
 }
 
 // ---- recovery ----
+
+absl::StatusOr<std::vector<LiveLease>> PgStore::ListLiveLeases(int limit) {
+  std::vector<LiveLease> out;
+  RUNLOOM_RETURN_IF_ERROR(h_->Read([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kLiveLeases, PgParams().OptionalInt(SqlLimit(limit))));
+    out.clear();
+    for (int i = 0; i < r.rows(); ++i) {
+      const PgRow row = r.row(i);
+      out.push_back(LiveLease{.run_id = row.ColumnText(0),
+                              .owner = row.ColumnText(1),
+                              .token = row.ColumnText(2),
+                              .expires_at = row.ColumnTime(3)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PgStore::ExpireLease(const std::string& run_id, const std::string& token) {
+  if (token.empty()) return absl::InvalidArgumentError("ExpireLease: the lease token is empty");
+  return h_->Txn([&](PgConn& c) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(PgResult r, c.Exec(kExpireLease, PgParams().Text(run_id).Text(token)));
+    if (r.rows() == 0) {
+      return absl::AbortedError(
+          absl::StrCat("run ", run_id, " is not running under that lease any more"));
+    }
+    return absl::OkStatus();
+  });
+}
 
 absl::StatusOr<std::vector<RecoveryCandidate>> PgStore::FindRecoverable(absl::Duration queued_grace,
                                                                         int limit) {

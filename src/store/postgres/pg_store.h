@@ -107,6 +107,8 @@ class PgStore final : public SqlStore {
                                                     std::optional<int64_t> revision) override;
   absl::StatusOr<std::vector<Event>> ListEvents(const std::string& run_id, int64_t after_seq,
                                                 int limit) override;
+  absl::StatusOr<std::vector<LiveLease>> ListLiveLeases(int limit) override;
+  absl::Status ExpireLease(const std::string& run_id, const std::string& token) override;
   absl::StatusOr<std::vector<RecoveryCandidate>> FindRecoverable(absl::Duration queued_grace,
                                                                  int limit) override;
   absl::StatusOr<std::vector<std::string>> FindDueTimers(int limit) override;

@@ -22,7 +22,9 @@ constexpr char kMemoryPath[] = ":memory:";
 // compares the WAL's total length with 1,000 instead; while readers keep the
 // WAL from restarting, that runs a checkpoint after every commit, and each
 // one re-scans the whole WAL: most of a busy writer's time.
-constexpr int kCheckpointFrames = 4000;
+// How long a RESTART checkpoint waits for readers and other writers (see
+// MaybeCheckpoint).
+constexpr absl::Duration kRestartWait = absl::Milliseconds(100);
 // Reader connections per handle: enough to keep both cores of a small
 // machine reading while the writer commits.
 constexpr int kMaxReaders = 4;
@@ -112,6 +114,11 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
                                                    absl::FormatDuration(options.busy_timeout),
                                                    ")"));
   }
+  if (options.wal_checkpoint_pages < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SqliteOptions::wal_checkpoint_pages must be at least 1 (got ",
+                     options.wal_checkpoint_pages, ")"));
+  }
   RUNLOOM_ASSIGN_OR_RETURN(std::string sync_pragma, SynchronousPragma(options.synchronous));
   Clock* clock = options.clock != nullptr ? options.clock : RealClock();
   auto h = std::make_shared<SqliteHandle>(path, clock);
@@ -139,6 +146,7 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
 
   h->memory_ = memory;
   h->busy_timeout_ = options.busy_timeout;
+  h->checkpoint_pages_ = options.wal_checkpoint_pages;
   if (!memory) {
     // One reader now, so that a file we cannot read fails the open.
     RUNLOOM_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader,
@@ -148,7 +156,9 @@ absl::StatusOr<std::shared_ptr<SqliteHandle>> SqliteHandle::Open(const std::stri
       h->idle_readers_.push_back(std::move(reader));
       h->open_readers_ = 1;
     }
-    RUNLOOM_ASSIGN_OR_RETURN(h->checkpointer_, Db::Open(path, options.busy_timeout));
+    // Its busy timeout bounds only a RESTART checkpoint's wait (PASSIVE ones
+    // never wait).
+    RUNLOOM_ASSIGN_OR_RETURN(h->checkpointer_, Db::Open(path, kRestartWait));
     RUNLOOM_RETURN_IF_ERROR(h->checkpointer_->Exec(sync_pragma));
     // Replaces SQLite's auto-checkpoint on the writer (see MaybeCheckpoint).
     sqlite3_wal_hook(h->writer_->raw(), &SqliteHandle::OnWalCommit, h.get());
@@ -187,11 +197,26 @@ int SqliteHandle::OnWalCommit(void* self, sqlite3*, const char*, int frames) {
 
 void SqliteHandle::MaybeCheckpoint() {
   const int frames = wal_frames_.load(std::memory_order_relaxed);
-  if (frames < kCheckpointFrames) return;  // cheap test before the lock
+  if (frames < checkpoint_pages_) return;  // cheap test before the lock
   if (!checkpoint_mu_.TryLock()) return;   // another thread is at it
   // A WAL shorter than at the last checkpoint has restarted from its start.
-  if (frames < checkpointed_frames_) checkpointed_frames_ = 0;
-  if (frames - checkpointed_frames_ < kCheckpointFrames) {
+  if (frames < checkpointed_frames_) checkpointed_frames_ = restart_tried_frames_ = 0;
+  // PASSIVE checkpoints alone let the WAL grow without end under continuous
+  // writes (measured: 9 MB per 1,000 runs, 92 MB after 10,000): readers'
+  // snapshots keep its last pages from being copied, and the WAL starts over
+  // only once every page is. Past twice the interval, a RESTART checkpoint
+  // waits briefly for readers to move on; if they do not, it is tried again
+  // an interval later, not after every group.
+  if (frames >= 2 * checkpoint_pages_ && frames - restart_tried_frames_ >= checkpoint_pages_) {
+    restart_tried_frames_ = frames;
+    checkpointed_frames_ = frames;
+    // Waits through the checkpointer's busy timeout, kRestartWait.
+    sqlite3_wal_checkpoint_v2(checkpointer_->raw(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr,
+                              nullptr);
+    checkpoint_mu_.Unlock();
+    return;
+  }
+  if (frames - checkpointed_frames_ < checkpoint_pages_) {
     checkpoint_mu_.Unlock();
     return;
   }

@@ -100,7 +100,8 @@ class SqliteHandle {
   // An idle reader connection, opened on demand up to kMaxReaders.
   absl::StatusOr<std::unique_ptr<Db>> AcquireReader() ABSL_LOCKS_EXCLUDED(readers_mu_);
   void ReleaseReader(std::unique_ptr<Db> db) ABSL_LOCKS_EXCLUDED(readers_mu_);
-  // Runs a PASSIVE checkpoint on checkpointer_ once the WAL is long enough.
+  // Runs a PASSIVE checkpoint on checkpointer_ once the WAL is long enough,
+  // and a RESTART one once it is twice that (SqliteOptions::wal_checkpoint_pages).
   // Called by a write leader after it released the queue, so the fsyncs of a
   // checkpoint never hold up other writers (SQLite's own auto-checkpoint
   // would run inside the writer's COMMIT).
@@ -132,6 +133,10 @@ class SqliteHandle {
   runloom::Mutex checkpoint_mu_;  // one checkpoint at a time; guards checkpointer_
   // wal_frames_ when the last checkpoint ran (0 after the WAL restarted).
   int checkpointed_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  // wal_frames_ when the last RESTART checkpoint was tried (0 after the WAL
+  // restarted).
+  int restart_tried_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  int checkpoint_pages_ = 4000;  // SqliteOptions::wal_checkpoint_pages; constant after Open()
 
   // Used only inside write ops, which the WriteQueue runs one at a time.
   absl::BitGen gen_;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -27,23 +28,33 @@ constexpr char kInsertRun[] =
     "priority) "
     "VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, 1, 'fresh', ?12, 0, ?9, ?10, ?11, ?11, "
     "?13, ?14, ?15, ?16)";
+// Every form checks RunFilter's search fields: ?7 tenant and ?8 input value
+// on each row the walk visits (no index serves them), ?9 created_since as a
+// lower bound of the walk on runs_created_id (bound to the smallest time
+// when there is none, so that the bound is always a plain range).
+#define RUNLOOM_SQLITE_RUN_SEARCH                                                       \
+  "AND (?7 = '' OR json_extract(context, '$.budget.tenant') = ?7) "                     \
+  "AND (?8 = '' OR idempotency_key = ?8 OR (json_type(inputs) = 'object' AND EXISTS ("  \
+  "SELECT 1 FROM json_each(runs.inputs) AS j WHERE (j.type = 'text' AND j.value = ?8) " \
+  "OR (j.type = 'integer' AND CAST(j.value AS TEXT) = ?8)))) "                          \
+  "AND created_at >= ?9 "
 // Both walk the index runs_created_id backwards (no sort); the second starts
 // after a page's last run (a row-value range on that index).
 constexpr char kListRuns[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
-    "AND (?6 = '' OR parent_run_id = ?6) "
+    "AND (?6 = '' OR parent_run_id = ?6) " RUNLOOM_SQLITE_RUN_SEARCH
     "ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kListRunsAfter[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
-    "AND (?6 = '' OR parent_run_id = ?6) "
+    "AND (?6 = '' OR parent_run_id = ?6) " RUNLOOM_SQLITE_RUN_SEARCH
     "AND (created_at, id) < (?4, ?5) ORDER BY created_at DESC, id DESC LIMIT ?3";
 // RunFilter::updated_since: checks updated_at on each row the walk visits.
 constexpr char kListRunsUpdatedSince[] =
     "SELECT " RUNLOOM_SQLITE_RUN_COLUMNS
     " FROM runs WHERE (?1 IS NULL OR status = ?1) AND (?2 = '' OR workflow_name = ?2) "
-    "AND (?6 = '' OR parent_run_id = ?6) "
+    "AND (?6 = '' OR parent_run_id = ?6) " RUNLOOM_SQLITE_RUN_SEARCH
     "AND updated_at >= ?4 ORDER BY created_at DESC, id DESC LIMIT ?3";
 constexpr char kInsertEvent[] =
     "INSERT INTO run_events (run_id, seq, type, schema_version, at, data) "
@@ -69,6 +80,12 @@ constexpr char kExpiredLeases[] =
     "SELECT id, status, attempts, max_attempts, lease_token FROM runs "
     "WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1) "
     "ORDER BY lease_expires_at LIMIT ?2";
+constexpr char kLiveLeases[] =
+    "SELECT id, lease_owner, lease_token, lease_expires_at FROM runs "
+    "WHERE status = 'running' AND lease_expires_at > ?1 ORDER BY lease_expires_at LIMIT ?2";
+constexpr char kExpireLease[] =
+    "UPDATE runs SET lease_expires_at = ?3 "
+    "WHERE id = ?1 AND status = 'running' AND lease_token = ?2 AND lease_expires_at > ?3";
 // A queued run holds no lease (a move to queued releases it), so "no live
 // lease" is the status itself. Whether it still has a message is the
 // transport's question (Transport::FindMessages), not the store's. A run
@@ -266,6 +283,13 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRuns(const RunFilter& fi
     }
     if (filter.updated_since.has_value()) st.BindTime(4, *filter.updated_since);
     st.BindText(6, filter.parent_run_id);
+    st.BindText(7, filter.tenant);
+    st.BindText(8, filter.input_value);
+    if (filter.created_since.has_value()) {
+      st.BindTime(9, *filter.created_since);
+    } else {
+      st.BindInt(9, std::numeric_limits<int64_t>::min());
+    }
     return CollectRows<RunRecord>(st, RunFromRow<Statement>);
   });
 }
@@ -296,6 +320,37 @@ absl::StatusOr<std::vector<Event>> SqliteStore::ListEvents(const std::string& ru
 }
 
 // ---- recovery ----
+
+absl::StatusOr<std::vector<LiveLease>> SqliteStore::ListLiveLeases(int limit) {
+  const absl::Time now = h_->Now();
+  return h_->Read([&](Db& db) -> absl::StatusOr<std::vector<LiveLease>> {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, db.Prepare(kLiveLeases));
+    st.BindTime(1, now);
+    st.BindInt(2, SqlLimit(limit));
+    return CollectRows<LiveLease>(st, [](const Statement& row) -> absl::StatusOr<LiveLease> {
+      return LiveLease{.run_id = row.ColumnText(0),
+                       .owner = row.ColumnText(1),
+                       .token = row.ColumnText(2),
+                       .expires_at = row.ColumnTime(3)};
+    });
+  });
+}
+
+absl::Status SqliteStore::ExpireLease(const std::string& run_id, const std::string& token) {
+  if (token.empty()) return absl::InvalidArgumentError("ExpireLease: the lease token is empty");
+  return h_->Write([&](WriteTxn& txn) -> absl::Status {
+    RUNLOOM_ASSIGN_OR_RETURN(Statement st, txn.db.Prepare(kExpireLease));
+    st.BindText(1, run_id);
+    st.BindText(2, token);
+    st.BindTime(3, h_->Now());
+    RUNLOOM_RETURN_IF_ERROR(st.Run());
+    if (txn.db.changes() == 0) {
+      return absl::AbortedError(absl::StrCat("run ", run_id,
+                                             " is not running under that lease any more"));
+    }
+    return absl::OkStatus();
+  });
+}
 
 absl::StatusOr<std::vector<RecoveryCandidate>> SqliteStore::FindRecoverable(
     absl::Duration queued_grace, int limit) {
