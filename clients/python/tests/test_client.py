@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import unittest
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -173,7 +174,7 @@ class CuttingProxy:
 
 
 # The workflows both clients' tests register (cl_steps, cl_gate, cl_wait,
-# cl_tick, cl_stream), shared with clients/ts/test/client.test.mjs.
+# cl_tick, cl_stream, cl_tenant), shared with clients/ts/test/client.test.mjs.
 WORKFLOWS = HERE.parents[2] / "tests" / "clients" / "workflows"
 
 server: Server
@@ -186,6 +187,10 @@ SECRETS: list[str] = []
 def setUpModule() -> None:
     global server, admin, approver, viewer
     SECRETS.extend([token("root", "admin"), token("alice", "approver"), token("vera", "viewer")])
+    # tenant acme's budget (50 price units) in the ledger, as a config file gives it
+    config = WORK / "config.yaml"
+    config.write_text("tenants:\n  acme: {budget: 50}\n")
+    subprocess.run([BINARY, "budgets", "--db", str(DB), "--config", str(config)], check=True, capture_output=True)
     server = Server()
     admin = Client(server.url, SECRETS[0], timeout=10)
     approver = Client(server.url, SECRETS[1], timeout=10)
@@ -251,6 +256,52 @@ class ClientTest(unittest.TestCase):
         evs = viewer.events(first["id"])
         self.assertEqual([e["seq"] for e in evs], list(range(1, len(evs) + 1)))
         self.assertEqual(viewer.events(first["id"], after=1, limit=1)[0]["seq"], 2)
+
+    def test_search_runs(self) -> None:
+        a = admin.start_run("cl_tenant", {"team": "acme", "order": "py-o-1"})
+        time.sleep(0.01)  # b is created later than a: the time filters tell them apart
+        b = admin.start_run("cl_tenant", {"team": "beta", "order": "py-o-2"}, idempotency_key="py-search-b")
+
+        def ids(**filters: Any) -> list[str]:
+            return [r["id"] for r in viewer.list_runs(workflow="cl_tenant", **filters).runs]
+
+        self.assertEqual(ids(), [b["id"], a["id"]])
+        self.assertEqual(ids(tenant="acme"), [a["id"]])
+        self.assertEqual(ids(tenant="nobody"), [])
+        self.assertEqual(ids(input_id="py-o-1"), [a["id"]])  # a top-level input's value
+        self.assertEqual(ids(input_id="py-search-b"), [b["id"]])  # the idempotency key
+        self.assertEqual(ids(created_after=b["created_at"]), [b["id"]])  # inclusive
+        self.assertEqual(ids(created_before=b["created_at"]), [a["id"]])  # exclusive
+        at_b = datetime.fromisoformat(b["created_at"])  # a datetime goes as RFC 3339 UTC
+        self.assertEqual(ids(created_after=at_b, created_before=at_b.replace(year=at_b.year + 1)), [b["id"]])
+        self.assertEqual([r["id"] for r in viewer.iter_runs(tenant="beta", page_size=1)], [b["id"]])
+        with self.assertRaises(ApiError) as cm:
+            viewer.list_runs(created_after="yesterday")
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, "created_after"))
+
+    def test_budgets_and_llm_caps(self) -> None:
+        acme = viewer.budgets(tenant="acme")
+        self.assertEqual(len(acme), 1)
+        self.assertEqual(
+            {k: acme[0].get(k) for k in ("tenant", "limit_micros", "spent_micros", "reserved_micros", "left_micros")},
+            {"tenant": "acme", "limit_micros": 50_000_000, "spent_micros": 0, "reserved_micros": 0,
+             "left_micros": 50_000_000},
+        )
+        self.assertIn("acme", [b["tenant"] for b in viewer.budgets()])
+        self.assertEqual(viewer.budgets(tenant="nobody"), [])
+        # the built-in fake provider's cap (this process runs it: serve executes)
+        caps = viewer.llm_caps()
+        fake = [c for c in caps if c["provider"] == "fake"]
+        self.assertEqual(len(fake), 1, caps)
+        self.assertGreaterEqual(fake[0]["cap"], 1)
+        self.assertGreaterEqual(fake[0]["in_flight"], 0)
+        self.assertTrue(all({"at", "cap", "reason"} <= h.keys() for h in fake[0]["history"]))
+        self.assertEqual([c["provider"] for c in viewer.llm_caps(provider="fake")], ["fake"])
+        self.assertEqual(viewer.llm_caps(provider="nobody"), [])
+        self.assertTrue(all(c["history"] == [] for c in viewer.llm_caps(history=0)))
+        with self.assertRaises(ApiError) as cm:
+            viewer.llm_caps(history=65)
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, "history"))
 
     def test_errors_are_typed(self) -> None:
         with self.assertRaises(ApiError) as cm:

@@ -16,13 +16,16 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Generator, Iterator, Literal, Mapping, TypedDict, cast
 
 __all__ = [
     "ApiError",
+    "Budget",
     "Client",
     "Event",
     "Gate",
+    "LlmCap",
     "ProtocolError",
     "ResponseTooLarge",
     "Run",
@@ -128,6 +131,31 @@ class Schedule(TypedDict, total=False):
     updated_at: str
 
 
+class Budget(TypedDict, total=False):
+    """A tenant's budget row, in micro-units (millionths of the price unit)."""
+
+    tenant: str
+    limit_micros: int | None  # None: tracked, not limited
+    spent_micros: int
+    reserved_micros: int  # model calls in flight
+    left_micros: int | None  # limit - spent - reserved; None without a limit
+
+
+class LlmCapChange(TypedDict, total=False):
+    at: str
+    cap: int
+    reason: str  # the limiters, as the controller logs them: "aimd 2, telemetry -, pool -, cpu 1"
+
+
+class LlmCap(TypedDict, total=False):
+    """An llm concurrency cap of the serving process, with its recent changes (oldest first)."""
+
+    provider: str
+    cap: int
+    in_flight: int
+    history: list[LlmCapChange]
+
+
 @dataclass(frozen=True)
 class RunPage:
     """One page of GET /api/v1/runs; next_cursor is "" on the last page."""
@@ -195,6 +223,14 @@ class ResponseTooLarge(ProtocolError):
 
 def _q(segment: str) -> str:
     return urllib.parse.quote(segment, safe="")
+
+
+def _time(t: str | datetime | None) -> str | None:
+    """An RFC 3339 time for a query: a string as given; a datetime in UTC
+    (a naive one is taken as local time, as datetime.astimezone does)."""
+    if t is None or isinstance(t, str):
+        return t
+    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 @dataclass
@@ -445,11 +481,31 @@ class Client:
         status: str | None = None,
         workflow: str | None = None,
         parent: str | None = None,
+        tenant: str | None = None,
+        input_id: str | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> RunPage:
-        """One page of runs, newest first."""
-        q = {"status": status, "workflow": workflow, "parent": parent, "limit": limit, "cursor": cursor or None}
+        """One page of runs, newest first.
+
+        tenant: the run's budget tenant. input_id: the idempotency key, or
+        any top-level input with this string or integer value.
+        created_after (inclusive) / created_before (exclusive): RFC 3339
+        strings or datetimes.
+        """
+        q = {
+            "status": status,
+            "workflow": workflow,
+            "parent": parent,
+            "tenant": tenant,
+            "input_id": input_id,
+            "created_after": _time(created_after),
+            "created_before": _time(created_before),
+            "limit": limit,
+            "cursor": cursor or None,
+        }
         got = self.request("GET", "/api/v1/runs", query=q)
         return RunPage(runs=cast(list[Run], got.get("runs", [])), next_cursor=str(got.get("next_cursor", "")))
 
@@ -459,12 +515,26 @@ class Client:
         status: str | None = None,
         workflow: str | None = None,
         parent: str | None = None,
+        tenant: str | None = None,
+        input_id: str | None = None,
+        created_after: str | datetime | None = None,
+        created_before: str | datetime | None = None,
         page_size: int | None = None,
     ) -> Iterator[Run]:
-        """Every run matching the filters, newest first, page by page."""
+        """Every run matching the filters (those of list_runs), newest first, page by page."""
         cursor = ""
         while True:
-            page = self.list_runs(status=status, workflow=workflow, parent=parent, limit=page_size, cursor=cursor)
+            page = self.list_runs(
+                status=status,
+                workflow=workflow,
+                parent=parent,
+                tenant=tenant,
+                input_id=input_id,
+                created_after=created_after,
+                created_before=created_before,
+                limit=page_size,
+                cursor=cursor,
+            )
             yield from page.runs
             if not page.next_cursor:
                 return
@@ -588,6 +658,19 @@ class Client:
 
     def workflow(self, name: str, *, version: int | None = None) -> dict[str, Any]:
         return cast(dict[str, Any], self.request("GET", f"/api/v1/workflows/{_q(name)}", query={"version": version}))
+
+    # ---------------------------------------------------- budgets and caps
+
+    def budgets(self, *, tenant: str | None = None) -> list[Budget]:
+        """Every tenant's budget row, by name (only `tenant`'s when given: [] if it has none)."""
+        return cast(list[Budget], self.request("GET", "/api/v1/budgets", query={"tenant": tenant}).get("budgets", []))
+
+    def llm_caps(self, *, provider: str | None = None, history: int | None = None) -> list[LlmCap]:
+        """The llm concurrency caps the serving process runs, each with its
+        newest `history` changes (default and most: 64; this process's, in
+        memory). Empty from a `serve --no-executors`."""
+        got = self.request("GET", "/api/v1/llm/caps", query={"provider": provider, "history": history})
+        return cast(list[LlmCap], got.get("caps", []))
 
     # -------------------------------------------------------------- streams
 
