@@ -168,6 +168,29 @@ export interface WorkflowVersion {
  * type, `data` its envelope and `id` / `seq` its seq; live model text
  * (llm.delta, llm.reset, llm.end) has id and seq null.
  */
+/** A tenant's budget row, in micro-units (millionths of the price unit). */
+export interface Budget {
+  tenant: string;
+  /** null: tracked, not limited. */
+  limit_micros: number | null;
+  spent_micros: number;
+  /** Model calls in flight. */
+  reserved_micros: number;
+  /** limit - spent - reserved; null without a limit. */
+  left_micros: number | null;
+}
+
+/** An llm concurrency cap of the serving process, with its recent changes (oldest first). */
+export interface LlmCap {
+  provider: string;
+  /** The cap in force. */
+  cap: number;
+  /** This process's calls in flight. */
+  in_flight: number;
+  /** reason: the limiters, as the controller logs them ("aimd 2, telemetry -, pool -, cpu 1"). */
+  history: {at: string; cap: number; reason: string}[];
+}
+
 export interface StreamMessage<T = unknown> {
   event: string;
   id: string | null;
@@ -217,6 +240,14 @@ export interface RunFilter {
   workflow?: string;
   /** Only the child runs of this run. */
   parent?: string;
+  /** Only runs of this budget tenant. */
+  tenant?: string;
+  /** Only runs whose idempotency key is this, or one of whose top-level inputs has this string or integer value. */
+  inputId?: string;
+  /** Only runs created at or after this time (an RFC 3339 string or a Date). */
+  createdAfter?: string | Date;
+  /** Only runs created before this time (an RFC 3339 string or a Date). */
+  createdBefore?: string | Date;
   limit?: number;
   cursor?: string;
 }
@@ -318,6 +349,11 @@ export declare class RunloomClient {
   registerWorkflow(yaml: string, opts?: CallOptions): Promise<WorkflowVersion>;
   workflows(opts?: CallOptions): Promise<WorkflowVersion[]>;
   workflow(name: string, opts?: CallOptions & {version?: number}): Promise<WorkflowVersion>;
+
+  /** Every tenant's budget row (only opts.tenant's when given). */
+  budgets(opts?: CallOptions & {tenant?: string}): Promise<Budget[]>;
+  /** The serving process's llm concurrency caps, each with its newest `history` (0-64, default 64) changes. */
+  llmCaps(opts?: CallOptions & {provider?: string; history?: number}): Promise<LlmCap[]>;
 
   /**
    * A run's events until it is finished, reconnecting with Last-Event-ID after

@@ -58,6 +58,11 @@ function query(params) {
   return s ? `?${s}` : '';
 }
 
+// An RFC 3339 time for a query: a string as given, a Date in UTC.
+function time(t) {
+  return t instanceof Date ? t.toISOString() : t;
+}
+
 function describe(e) {
   const cause = e && e.cause;
   const detail = cause ? ` (${cause.code || cause.name || ''}${cause.message ? `: ${cause.message}` : ''})` : '';
@@ -322,11 +327,22 @@ export class RunloomClient {
     return this.request('GET', `/api/v1/runs/${enc(runId)}`, undefined, opts);
   }
 
-  /** One page of runs, newest first: {runs, next_cursor} ("" on the last page). */
+  /**
+   * One page of runs, newest first: {runs, next_cursor} ("" on the last page).
+   * Filters: status, workflow, parent; tenant (the run's budget tenant),
+   * inputId (the idempotency key, or any top-level input with this string or
+   * integer value), createdAfter (inclusive) / createdBefore (exclusive):
+   * RFC 3339 strings or Dates.
+   */
   async listRuns(filter = {}, opts = {}) {
-    const {status, workflow, parent, limit, cursor} = filter;
-    const got = await this.request('GET', '/api/v1/runs', undefined,
-      {...opts, query: {status, workflow, parent, limit, cursor}});
+    const {status, workflow, parent, tenant, inputId, createdAfter, createdBefore, limit, cursor} = filter;
+    const got = await this.request('GET', '/api/v1/runs', undefined, {
+      ...opts,
+      query: {
+        status, workflow, parent, tenant, input_id: inputId,
+        created_after: time(createdAfter), created_before: time(createdBefore), limit, cursor,
+      },
+    });
     return {runs: got.runs || [], next_cursor: got.next_cursor || ''};
   }
 
@@ -454,6 +470,25 @@ export class RunloomClient {
 
   workflow(name, opts = {}) {
     return this.request('GET', `/api/v1/workflows/${enc(name)}`, undefined, {...opts, query: {version: opts.version}});
+  }
+
+  // --------------------------------------------------- budgets and caps
+
+  /** Every tenant's budget row, by name (only opts.tenant's when given: [] if it has none). */
+  async budgets(opts = {}) {
+    const got = await this.request('GET', '/api/v1/budgets', undefined, {...opts, query: {tenant: opts.tenant}});
+    return got.budgets || [];
+  }
+
+  /**
+   * The llm concurrency caps the serving process runs, each with its newest
+   * opts.history changes (default and most: 64; this process's, in memory).
+   * Empty from a `serve --no-executors`.
+   */
+  async llmCaps(opts = {}) {
+    const got = await this.request('GET', '/api/v1/llm/caps', undefined,
+      {...opts, query: {provider: opts.provider, history: opts.history}});
+    return got.caps || [];
   }
 
   // ------------------------------------------------------------ streams

@@ -119,7 +119,7 @@ function cuttingProxy(targetPort, cutAfter, cuts, stall = false) {
 }
 
 // The workflows both clients' tests register (cl_steps, cl_gate, cl_wait,
-// cl_tick, cl_stream), shared with clients/python/tests/test_client.py.
+// cl_tick, cl_stream, cl_tenant), shared with clients/python/tests/test_client.py.
 const workflowsDir = new URL('../../../tests/clients/workflows/', import.meta.url);
 
 const seqs = (msgs) => msgs.map((m) => m.seq).filter((s) => s !== null);
@@ -148,6 +148,10 @@ const secrets = [];
 describe('runloom-client against runloom serve', () => {
   before(async () => {
     secrets.push(token('root', 'admin'), token('alice', 'approver'), token('vera', 'viewer'));
+    // tenant acme's budget (50 price units) in the ledger, as a config file gives it
+    const config = path.join(work, 'config.yaml');
+    fs.writeFileSync(config, 'tenants:\n  acme: {budget: 50}\n');
+    execFileSync(binary, ['budgets', '--db', db, '--config', config], {stdio: 'ignore'});
     server = await startServer();
     admin = new RunloomClient(server.url, {token: secrets[0], timeoutMs: 10000});
     approver = new RunloomClient(server.url, {token: secrets[1], timeoutMs: 10000});
@@ -209,6 +213,51 @@ describe('runloom-client against runloom serve', () => {
     const evs = await viewer.events(first.id);
     assert.deepEqual(evs.map((e) => e.seq), range(1, evs.length));
     assert.equal((await viewer.events(first.id, {after: 1, limit: 1}))[0].seq, 2);
+  });
+
+  test('search runs: tenant, input id, created range', async () => {
+    const a = await admin.startRun('cl_tenant', {team: 'acme', order: 'ts-o-1'});
+    await new Promise((r) => setTimeout(r, 10)); // b is created later than a: the time filters tell them apart
+    const b = await admin.startRun('cl_tenant', {team: 'beta', order: 'ts-o-2'}, {idempotencyKey: 'ts-search-b'});
+    const ids = async (filter = {}) =>
+      (await viewer.listRuns({workflow: 'cl_tenant', ...filter})).runs.map((r) => r.id);
+    assert.deepEqual(await ids(), [b.id, a.id]);
+    assert.deepEqual(await ids({tenant: 'acme'}), [a.id]);
+    assert.deepEqual(await ids({tenant: 'nobody'}), []);
+    assert.deepEqual(await ids({inputId: 'ts-o-1'}), [a.id]); // a top-level input's value
+    assert.deepEqual(await ids({inputId: 'ts-search-b'}), [b.id]); // the idempotency key
+    assert.deepEqual(await ids({createdAfter: b.created_at}), [b.id]); // inclusive
+    assert.deepEqual(await ids({createdBefore: b.created_at}), [a.id]); // exclusive
+    // a Date goes as RFC 3339 UTC (milliseconds: the bound is b's millisecond, so only a is before it)
+    const bMs = new Date(b.created_at);
+    assert.deepEqual(await ids({createdAfter: new Date(bMs.getTime() + 1)}), []);
+    assert.deepEqual(await ids({createdBefore: bMs}), [a.id]);
+    const pages = [];
+    for await (const r of viewer.iterRuns({tenant: 'beta', pageSize: 1})) pages.push(r.id);
+    assert.deepEqual(pages, [b.id]);
+    await rejects(viewer.listRuns({createdAfter: 'yesterday'}), (e) => {
+      assert.deepEqual([e.status, e.field], [400, 'created_after']);
+    });
+  });
+
+  test('budgets and llm caps', async () => {
+    const acme = await viewer.budgets({tenant: 'acme'});
+    assert.equal(acme.length, 1);
+    const {tenant, limit_micros, spent_micros, reserved_micros, left_micros} = acme[0];
+    assert.deepEqual({tenant, limit_micros, spent_micros, reserved_micros, left_micros},
+      {tenant: 'acme', limit_micros: 50_000_000, spent_micros: 0, reserved_micros: 0, left_micros: 50_000_000});
+    assert.ok((await viewer.budgets()).some((x) => x.tenant === 'acme'));
+    assert.deepEqual(await viewer.budgets({tenant: 'nobody'}), []);
+    // the built-in fake provider's cap (this process runs it: serve executes)
+    const caps = await viewer.llmCaps();
+    const fake = caps.filter((c) => c.provider === 'fake');
+    assert.equal(fake.length, 1, JSON.stringify(caps));
+    assert.ok(fake[0].cap >= 1 && fake[0].in_flight >= 0);
+    assert.ok(fake[0].history.every((h) => 'at' in h && 'cap' in h && 'reason' in h));
+    assert.deepEqual((await viewer.llmCaps({provider: 'fake'})).map((c) => c.provider), ['fake']);
+    assert.deepEqual(await viewer.llmCaps({provider: 'nobody'}), []);
+    assert.ok((await viewer.llmCaps({history: 0})).every((c) => c.history.length === 0));
+    await rejects(viewer.llmCaps({history: 65}), (e) => assert.deepEqual([e.status, e.field], [400, 'history']));
   });
 
   test('errors are typed', async () => {
