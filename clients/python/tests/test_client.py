@@ -440,8 +440,10 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(got, stored)
 
     def test_stream_cut_by_restart_resumes_without_gap(self) -> None:
+        # The run waits for a signal across the restart, so events come on
+        # both sides of the cut however slow the machine is.
         global server
-        run = admin.start_run("cl_steps")
+        run = admin.start_run("cl_wait")
         msgs: list[StreamMessage] = []
         errors: list[BaseException] = []
         c = Client(server.url, SECRETS[2], timeout=10, reconnect_timeout=20)
@@ -455,12 +457,14 @@ class ClientTest(unittest.TestCase):
 
         t = threading.Thread(target=follow)
         t.start()
-        wait_for("a few events", lambda: len(msgs) >= 4)
+        wait_for("the run to wait", lambda: viewer.get_run(run["id"])["status"] == "waiting")
+        wait_for("its events so far", lambda: seqs(msgs)[-1:] == [viewer.get_run(run["id"])["last_event_seq"]])
         port = server.port
         self.assertEqual(server.stop(), 0, "serve stops gracefully")
         seen_at_cut = len(msgs)
         time.sleep(0.5)  # the client tries to reconnect meanwhile (refused)
         server = Server(port)
+        admin.signal(run["id"], "payment", {"amount": 1})
         t.join(30)
         self.assertFalse(t.is_alive(), "the follow ended")
         self.assertEqual(errors, [])
@@ -484,7 +488,8 @@ class ClientTest(unittest.TestCase):
             proxy.close()
         self.assertEqual(got, [e["seq"] for e in viewer.events(run["id"])])
         self.assertEqual(got, list(range(1, len(got) + 1)))
-        self.assertEqual(proxy.connections, 2)
+        # 2, unless a loaded machine let the live stream go quiet for 1 s again
+        self.assertGreaterEqual(proxy.connections, 2)
         self.assertLess(time.monotonic() - t0, 10)
 
     def test_stream_errors(self) -> None:
@@ -511,9 +516,11 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([m for m in viewer.follow(run["id"]) if m.id is None], [])
 
     def test_watch_runs(self) -> None:
-        # Resumed from an id 2 s back, the stream first sends the current state
-        # of every run changed since (the completed one); then live changes
-        # (the waiting one, cancelled once the stream is open).
+        # Resumed from an id taken before the runs started, the stream first
+        # sends the current state of every run changed since (the completed
+        # one); then live changes (the waiting one, cancelled once the stream
+        # is open).
+        since = int(time.time() * 1e6)
         done = admin.start_run("cl_tick")
         wait_for("the run to complete", lambda: viewer.get_run(done["id"])["status"] == "completed")
         waiting = admin.start_run("cl_wait")
@@ -521,7 +528,7 @@ class ClientTest(unittest.TestCase):
         seen: list[tuple[str, str]] = []
 
         def watch() -> None:
-            stream = viewer.watch_runs(after=int((time.time() - 2) * 1e6))
+            stream = viewer.watch_runs(after=since)
             for m in stream:
                 if m.event != "run":
                     continue

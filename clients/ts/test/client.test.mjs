@@ -389,18 +389,22 @@ describe('runloom-client against runloom serve', () => {
   });
 
   test('a stream cut by a restart of serve resumes with no gap and no duplicate', async () => {
-    const run = await admin.startRun('cl_steps');
+    // The run waits for a signal across the restart, so events come on both
+    // sides of the cut however slow the machine is.
+    const run = await admin.startRun('cl_wait');
     const c = new RunloomClient(server.url, {token: secrets[2], timeoutMs: 10000, reconnectTimeoutMs: 20000});
     const msgs = [];
     const following = (async () => {
       for await (const m of c.follow(run.id)) msgs.push(m);
     })();
-    await waitFor('a few events', () => msgs.length >= 4);
+    await waitFor('the run to wait', async () => (await viewer.getRun(run.id)).status === 'waiting');
+    await waitFor('its events so far', async () => seqs(msgs).at(-1) === (await viewer.getRun(run.id)).last_event_seq);
     const port = server.port;
     assert.equal((await server.stop()).code, 0, 'serve stops gracefully');
     const seenAtCut = msgs.length;
     await new Promise((r) => setTimeout(r, 500)); // the client tries to reconnect meanwhile (refused)
     server = await startServer(port);
+    await admin.signal(run.id, 'payment', {amount: 1});
     await following;
     const got = seqs(msgs);
     assert.deepEqual(got, range(1, got.length), 'every seq once, in order');
@@ -424,7 +428,8 @@ describe('runloom-client against runloom serve', () => {
     }
     assert.deepEqual(got, (await viewer.events(run.id)).map((e) => e.seq));
     assert.deepEqual(got, range(1, got.length));
-    assert.equal(proxy.connections, 2);
+    // 2, unless a loaded machine let the live stream go quiet for 1 s again
+    assert.ok(proxy.connections >= 2, `${proxy.connections} connections`);
     assert.ok(Date.now() - t0 < 10000, `took ${Date.now() - t0} ms`);
   });
 
@@ -452,9 +457,10 @@ describe('runloom-client against runloom serve', () => {
   });
 
   test('watchRuns: resumed from an id, then live changes; abort stops it', async () => {
-    // Resumed from an id 2 s back, the stream first sends the current state of
-    // every run changed since (the completed one); then live changes (the
-    // waiting one, cancelled once the stream is open).
+    // Resumed from an id taken before the runs started, the stream first sends
+    // the current state of every run changed since (the completed one); then
+    // live changes (the waiting one, cancelled once the stream is open).
+    const since = Date.now() * 1000;
     const done = await admin.startRun('cl_tick');
     await waitFor('the run to complete', async () => (await viewer.getRun(done.id)).status === 'completed');
     const waiting = await admin.startRun('cl_wait');
@@ -463,7 +469,7 @@ describe('runloom-client against runloom serve', () => {
     const deadline = setTimeout(() => ac.abort(new Error('the changes did not come in 15 s')), 15000);
     const seen = [];
     try {
-      for await (const m of viewer.watchRuns({after: (Date.now() - 2000) * 1000, signal: ac.signal})) {
+      for await (const m of viewer.watchRuns({after: since, signal: ac.signal})) {
         if (m.event !== 'run') continue;
         seen.push(`${m.data.run_id} ${m.data.status}`);
         if (seen.at(-1) === `${done.id} completed` && seen.indexOf(seen.at(-1)) === seen.length - 1) {  // may come twice
