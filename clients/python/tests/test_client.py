@@ -275,6 +275,8 @@ class ClientTest(unittest.TestCase):
         at_b = datetime.fromisoformat(b["created_at"])  # a datetime goes as RFC 3339 UTC
         self.assertEqual(ids(created_after=at_b, created_before=at_b.replace(year=at_b.year + 1)), [b["id"]])
         self.assertEqual([r["id"] for r in viewer.iter_runs(tenant="beta", page_size=1)], [b["id"]])
+        with self.assertRaises(TypeError):  # a misspelt filter is no silent "every run"
+            viewer.list_runs(tennant="acme")  # type: ignore[call-arg]
         with self.assertRaises(ApiError) as cm:
             viewer.list_runs(created_after="yesterday")
         self.assertEqual((cm.exception.status, cm.exception.field), (400, "created_after"))

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Generator, Iterator, Literal, Mapping, TypedDict, cast
+from typing import Any, Generator, Iterator, Literal, Mapping, TypedDict, Unpack, cast
 
 __all__ = [
     "ApiError",
@@ -29,6 +29,7 @@ __all__ = [
     "ProtocolError",
     "ResponseTooLarge",
     "Run",
+    "RunFilter",
     "RunPage",
     "RunloomError",
     "Schedule",
@@ -154,6 +155,18 @@ class LlmCap(TypedDict, total=False):
     cap: int
     in_flight: int
     history: list[LlmCapChange]
+
+
+class RunFilter(TypedDict, total=False):
+    """The filters of list_runs and iter_runs (GET /api/v1/runs), all optional."""
+
+    status: str
+    workflow: str
+    parent: str  # only the child runs of this run
+    tenant: str  # the run's budget tenant
+    input_id: str  # the idempotency key, or any top-level input with this string or integer value
+    created_after: str | datetime  # inclusive; RFC 3339, or a datetime (sent in UTC)
+    created_before: str | datetime  # exclusive
 
 
 @dataclass(frozen=True)
@@ -476,65 +489,25 @@ class Client:
         return cast(Run, self.request("GET", f"/api/v1/runs/{_q(run_id)}"))
 
     def list_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        parent: str | None = None,
-        tenant: str | None = None,
-        input_id: str | None = None,
-        created_after: str | datetime | None = None,
-        created_before: str | datetime | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
+        self, *, limit: int | None = None, cursor: str | None = None, **filters: Unpack[RunFilter]
     ) -> RunPage:
-        """One page of runs, newest first.
-
-        tenant: the run's budget tenant. input_id: the idempotency key, or
-        any top-level input with this string or integer value.
-        created_after (inclusive) / created_before (exclusive): RFC 3339
-        strings or datetimes.
-        """
-        q = {
-            "status": status,
-            "workflow": workflow,
-            "parent": parent,
-            "tenant": tenant,
-            "input_id": input_id,
-            "created_after": _time(created_after),
-            "created_before": _time(created_before),
-            "limit": limit,
-            "cursor": cursor or None,
-        }
-        got = self.request("GET", "/api/v1/runs", query=q)
+        """One page of runs, newest first, matching the filters (RunFilter):
+        status, workflow, parent; tenant (the run's budget tenant), input_id
+        (the idempotency key, or any top-level input with this string or
+        integer value), created_after (inclusive) / created_before
+        (exclusive), RFC 3339 strings or datetimes."""
+        unknown = filters.keys() - RunFilter.__optional_keys__
+        if unknown:
+            raise TypeError(f"list_runs() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        q: dict[str, Any] = {k: _time(v) if k.startswith("created_") else v for k, v in filters.items()}
+        got = self.request("GET", "/api/v1/runs", query={**q, "limit": limit, "cursor": cursor or None})
         return RunPage(runs=cast(list[Run], got.get("runs", [])), next_cursor=str(got.get("next_cursor", "")))
 
-    def iter_runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        parent: str | None = None,
-        tenant: str | None = None,
-        input_id: str | None = None,
-        created_after: str | datetime | None = None,
-        created_before: str | datetime | None = None,
-        page_size: int | None = None,
-    ) -> Iterator[Run]:
+    def iter_runs(self, *, page_size: int | None = None, **filters: Unpack[RunFilter]) -> Iterator[Run]:
         """Every run matching the filters (those of list_runs), newest first, page by page."""
         cursor = ""
         while True:
-            page = self.list_runs(
-                status=status,
-                workflow=workflow,
-                parent=parent,
-                tenant=tenant,
-                input_id=input_id,
-                created_after=created_after,
-                created_before=created_before,
-                limit=page_size,
-                cursor=cursor,
-            )
+            page = self.list_runs(limit=page_size, cursor=cursor, **filters)
             yield from page.runs
             if not page.next_cursor:
                 return
