@@ -4,7 +4,7 @@
 # everything is present it changes nothing and runs no `apt-get update`.
 #
 # Usage: scripts/bootstrap.sh [--test] [--bench] [--check]
-#   --test    also install what only the tests need (GoogleTest, nodejs, npm,
+#   --test    also install what only the tests need (GoogleTest, nodejs, npm, pip,
 #             clang and its libFuzzer/sanitizer runtimes, PostgreSQL, Redis,
 #             chromium)
 #   --bench   also install what the HTTP benchmarks need (wrk, nodejs, curl;
@@ -40,9 +40,13 @@ readonly BUILD_PACKAGES=(
 # faketime: libfaketime, which skews one worker's wall clock in the kill
 # campaign (tests/chaos/kill_campaign_test.cc).
 # libgtest-dev, libgmock-dev: GoogleTest, which every test binary links.
+# python3-pip, python3-setuptools, python3-wheel: clients_python installs the
+# Python client offline (`pip install --no-build-isolation`,
+# tests/clients/python_test.sh).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server spin
                         faketime
-                        chromium)
+                        chromium
+                        python3-pip python3-setuptools python3-wheel)
 # wrk: the load generator of `bench/http/run.sh post`; nodejs runs
 # bench/http/sse_fanout.mjs; curl starts the server's workflows.
 readonly BENCH_PACKAGES=(wrk nodejs curl)
