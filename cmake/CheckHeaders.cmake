@@ -9,9 +9,12 @@ set(RUNLOOM_PUBLIC_HEADERS
   budget_ledger.h
   backend.h
   clock.h
+  config.h
   engine.h
   env.h
   event_bus.h
+  http_server.h
+  events.h
   live_text.h
   gate.h
   limits.h

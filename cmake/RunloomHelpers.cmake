@@ -7,11 +7,14 @@ function(runloom_cc_library)
     add_library(${_t} STATIC ${RL_SRCS} ${RL_HDRS})
     # Only include/ is public (STYLE.md §1). Every runloom target and test
     # sees src/ privately, so modules still include each other by "module/x.h".
-    target_include_directories(${_t} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    target_include_directories(${_t} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                               $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include> $<INSTALL_INTERFACE:include>
+                               PRIVATE ${PROJECT_SOURCE_DIR}/src)
     target_link_libraries(${_t} PUBLIC ${RL_DEPS})
   else()
     add_library(${_t} INTERFACE)
-    target_include_directories(${_t} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_include_directories(${_t} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                               $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include> $<INSTALL_INTERFACE:include>)
     target_link_libraries(${_t} INTERFACE ${RL_DEPS})
   endif()
   add_library(runloom::${RL_NAME} ALIAS ${_t})

@@ -25,6 +25,11 @@ import sys
 # (path prefix, unit): first match wins, so the narrower prefixes come first.
 UNITS = [
     ("include/runloom/event_bus.h", "events"),
+    ("include/runloom/events.h", "events"),
+    # The configuration file for embedders (runloom::providers).
+    ("include/runloom/config.h", "providers"),
+    # The HTTP server for embedders (runloom::api).
+    ("include/runloom/http_server.h", "api"),
     ("include/runloom/live_text.h", "events"),
     ("include/runloom/workflow.h", "workflow"),
     ("include/runloom/store.h", "store"),
@@ -63,6 +68,7 @@ UNITS = [
     ("src/engine/run/", "engine_run"),
     ("src/engine/service/", "engine_service"),
     ("src/engine/", "engine"),
+    ("src/providers/", "providers"),
     ("src/auth/", "auth"),
     ("src/wire/", "wire"),
     ("src/web/", "web"),
@@ -122,6 +128,10 @@ ALLOWED = {
     "engine": STEP | {"workflow", "events", "steps", "llm", "store", "transport", "backend",
                       "engine_api", "engine_rules", "engine_observe", "engine_run", "engine_service",
                       "schedule"},
+    # The configuration file: the HTTP providers and the step kinds wired
+    # into an engine's options, secrets resolved by the engine's lookup.
+    "providers": STEP | {"workflow", "llm", "llm_http", "steps", "steps_http", "engine_api",
+                         "engine_run"},
     "auth": CORE | {"store", "events"},
     "wire": STEP | {"workflow", "events", "store", "engine", "engine_api", "engine_rules"},
     # The UI vocabulary is generated from the engine's tables (gate.h decisions).

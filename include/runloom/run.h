@@ -162,7 +162,7 @@ struct StepRecord {
 };
 
 // One typed, append-only event of a run. Build with the factories in
-// src/events/events.h, never by hand.
+// runloom/events.h, never by hand.
 struct Event {
   std::string run_id;
   int64_t seq = 0;   // per-run, 1, 2, ...; assigned by the store on append

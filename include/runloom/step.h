@@ -66,7 +66,8 @@ class StepContext {
   // e.g. to kill a subprocess. Replaces any earlier callback; nullptr clears.
   virtual void OnStop(std::function<void()> fn) = 0;
   // Adds an event of this attempt (e.g. llm.call), built by a factory of
-  // src/events/events.h; the engine fills in run_id. It is written with the
+  // runloom/events.h (LlmCallEvent and the others; the run_id argument may be
+  // "": the engine fills it in). It is written with the
   // attempt's step.succeeded or step.failed event, in the same transaction,
   // whether the attempt succeeds or fails; an attempt that is stopped (run
   // cancelled, lease lost) is not recorded, and neither are its events.

@@ -1,7 +1,8 @@
 // Operations over real HTTP: decisions (digest binding, reviewer from the
 // token, 409s that record nothing), cancel, rerun, reset, workflows, dead
 // letters, health and metrics, and who may do each.
-#include "events/events.h"
+#include "runloom/events.h"
+
 #include "testing/api_test_util.h"
 
 #include "gmock/gmock.h"

@@ -3,9 +3,9 @@
 // gap, no duplicate), the end after run.finished, keep-alive comments, the
 // all-runs stream and its resume on a restarted server, and streams ended by
 // a graceful shutdown (no `: end`).
+#include "runloom/events.h"
 #include "runloom/sqlite.h"
 
-#include "events/events.h"
 #include "testing/api_test_util.h"
 
 #include "gmock/gmock.h"

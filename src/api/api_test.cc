@@ -1,6 +1,7 @@
 // The /api/v1 routes over real HTTP on 127.0.0.1 (SQLite): each route's
 // answer, its role, and the 400/401/403/404/409/413 cases with nothing written.
-#include "events/events.h"
+#include "runloom/events.h"
+
 #include "testing/api_test_util.h"
 
 #include "boost/asio/write.hpp"

@@ -1,7 +1,8 @@
 #include "api/run_feed.h"
 
+#include "runloom/events.h"
+
 #include "api/sse.h"
-#include "events/events.h"
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/post.hpp"

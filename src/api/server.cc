@@ -1,8 +1,7 @@
 // The Beast server: an acceptor, one HttpSession per connection (a strand),
 // and the hand-off of a connection to an SseStream when a handler asks for
 // a stream. Handlers run on the io threads (see ServerOptions::threads).
-#include "api/server.h"
-
+#include "runloom/http_server.h"
 #include "runloom/mutex.h"
 
 #include "api/api.h"

@@ -1,15 +1,14 @@
 #include "api/sse.h"
 
+#include "runloom/events.h"
 #include "runloom/store.h"
-
-#include "events/events.h"
-#include "wire/wire.h"
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/bind_executor.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/write.hpp"
 #include "nlohmann/json.hpp"
+#include "wire/wire.h"
 
 #include <algorithm>
 #include <utility>

@@ -4,13 +4,13 @@
 #include "cli/commands.h"
 
 #include "runloom/engine.h"
+#include "runloom/events.h"
 #include "runloom/gate.h"
 #include "runloom/mutex.h"
 
 #include "cli/cli_common.h"
 #include "core/bounded_json.h"
 #include "core/duration.h"
-#include "events/events.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"

@@ -1,10 +1,10 @@
 // `runloom dead-letters`: the queue messages the transport stopped
 // delivering, listed, or redriven one by one or all at once.
 #include "runloom/engine.h"
+#include "runloom/events.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "events/events.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

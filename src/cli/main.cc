@@ -6,6 +6,9 @@
 // while it parses) and the call that runs it.
 #include "runloom/backend.h"
 #include "runloom/env.h"
+#include "runloom/postgres.h"
+#include "runloom/sqlite.h"
+#include "runloom/version.h"
 
 #include "CLI/CLI.hpp"
 #include "cli/cli_common.h"
@@ -22,6 +25,10 @@
 #include <vector>
 
 namespace runloom::cli {
+
+// The source tree's commit (generated build_commit.cc, cmake/WriteCommit.cmake).
+const char* BuildCommit();
+
 namespace {
 
 // A subcommand and what runs it once it was parsed.
@@ -512,7 +519,13 @@ int main(int argc, char** argv) {
   namespace cli = runloom::cli;
   CLI::App app{"runloom: a durable run engine for LLM-agent pipelines"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "runloom 0.1.0");
+  // The version (project(VERSION), runloom/version.h), the commit it was
+  // built from, and the newest schema of each backend's database it reads
+  // and writes (docs/operations.md "Versions and compatibility").
+  app.set_version_flag("--version", absl::StrCat("runloom ", RUNLOOM_VERSION, "\ncommit ",
+                                                 runloom::cli::BuildCommit(),
+                                                 "\nschema: sqlite ", runloom::SqliteSchemaVersion(),
+                                                 ", postgresql ", runloom::PostgresSchemaVersion()));
   cli::BackendFlags backend;
   const std::vector<cli::Command> commands = {
       cli::AddRun(app, backend),    cli::AddWorker(app, backend),

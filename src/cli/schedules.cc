@@ -1,14 +1,15 @@
 // `runloom schedule create|list|pause|resume|delete`: runs of a catalog
 // workflow at the times a cron expression names (docs/operations.md,
 // "Schedules"). Every `serve` and `worker` on the database fires them.
+#include "runloom/events.h"
+
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "events/events.h"
-#include "wire/wire.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "wire/wire.h"
 
 #include <iostream>
 

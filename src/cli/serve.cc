@@ -3,10 +3,9 @@
 // accepting, finishes in-flight requests and ends its streams, then the
 // engine releases the runs it holds.
 #include "runloom/engine.h"
+#include "runloom/http_server.h"
 #include "runloom/mutex.h"
 
-#include "api/server.h"
-#include "auth/tokens.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "auth/tokens.h"
 #include "prometheus/registry.h"
 
 #include <iostream>

@@ -4,10 +4,10 @@
 #include "auth/tokens.h"
 
 #include "runloom/auth.h"
+#include "runloom/events.h"
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "events/events.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

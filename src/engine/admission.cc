@@ -1,5 +1,6 @@
 #include "engine/admission.h"
 
+#include "runloom/events.h"
 #include "runloom/trace.h"
 
 #include "core/digest.h"
@@ -7,7 +8,6 @@
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
 #include "engine/run/run_budget.h"
-#include "events/events.h"
 #include "workflow/inputs.h"
 #include "workflow/template.h"
 

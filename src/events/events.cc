@@ -1,4 +1,4 @@
-#include "events/events.h"
+#include "runloom/events.h"
 
 #include "events/specs.h"
 
@@ -366,7 +366,7 @@ absl::Status ValidateEvent(const Event& e) {
   if (e.schema_version != spec->schema_version) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": schema_version ", e.schema_version, " is not the supported ",
-                     spec->schema_version, "; build events with the factories in events/events.h"));
+                     spec->schema_version, "; build events with the factories in runloom/events.h"));
   }
   absl::Status s = ValidateData(*spec, e.data);
   if (!s.ok()) {

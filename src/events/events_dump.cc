@@ -1,6 +1,7 @@
 // events_dump: prints SampleEvents() as JSON lines (one envelope per line) on
 // stdout. tests/events/ validates its output against schemas/events/.
-#include "events/events.h"
+#include "runloom/events.h"
+
 #include "events/samples.h"
 
 #include <iostream>

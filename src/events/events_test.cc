@@ -1,4 +1,4 @@
-#include "events/events.h"
+#include "runloom/events.h"
 
 #include "runloom/gate.h"
 

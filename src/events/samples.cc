@@ -1,7 +1,8 @@
 #include "events/samples.h"
 
+#include "runloom/events.h"
+
 #include "core/digest.h"
-#include "events/events.h"
 
 #include <string>
 

@@ -7,9 +7,9 @@
 // Waits run on a simulated clock that a retry's SleepUntil moves at once,
 // so the backoffs cost no real time and their lengths are exact.
 #include "runloom/clock.h"
+#include "runloom/events.h"
 #include "runloom/step.h"
 
-#include "events/events.h"
 #include "llm/config.h"
 #include "llm/configured_registry.h"
 #include "llm/fake_provider.h"

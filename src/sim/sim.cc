@@ -5,8 +5,9 @@
 #include "sim/sim.h"
 
 #include "runloom/engine.h"
-#include "runloom/sqlite.h"
+#include "runloom/events.h"
 #include "runloom/mutex.h"
+#include "runloom/sqlite.h"
 #include "runloom/status.h"
 #include "runloom/trace.h"
 
@@ -18,13 +19,10 @@
 #include "engine/rules/step_counts.h"
 #include "engine/run/child_run.h"
 #include "engine/service/retention_sweep.h"
-#include "events/events.h"
 #include "llm/cap_board.h"
 #include "llm/concurrency_controller.h"
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
-#include "schedule/cron.h"
-#include "schedule/fire_time.h"
 #include "steps/builtin_steps.h"
 
 #include "absl/strings/match.h"
@@ -32,14 +30,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "schedule/cron.h"
+#include "schedule/fire_time.h"
 #include "sim/faults.h"
 #include "sim/world.h"
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
-#include <memory>
 #include <set>
 #include <string>
 #include <string_view>

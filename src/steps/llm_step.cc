@@ -1,4 +1,5 @@
 // The llm step kind: one model call through the provider registry.
+#include "runloom/events.h"
 #include "runloom/workflow.h"
 
 #include "core/bounded_json.h"
@@ -6,7 +7,6 @@
 #include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
-#include "events/events.h"
 #include "llm/config.h"
 #include "llm/conversation.h"
 #include "llm/json_schema.h"

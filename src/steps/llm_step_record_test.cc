@@ -1,9 +1,9 @@
 // The llm step's bookkeeping: routes with prices, response_schema checks,
 // and the llm.call event every call records (success, invalid, error).
 #include "runloom/clock.h"
+#include "runloom/events.h"
 #include "runloom/step.h"
 
-#include "events/events.h"
 #include "llm/fake_provider.h"
 #include "llm/provider.h"
 #include "steps/builtin_steps.h"

@@ -1,8 +1,7 @@
 #include "store/event_check.h"
 
+#include "runloom/events.h"
 #include "runloom/run.h"
-
-#include "events/events.h"
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"

@@ -1,6 +1,6 @@
 // The event check on every store's write path, in test builds.
 //
-// events/events.h documents ValidateEvent as the check every stored event
+// runloom/events.h documents ValidateEvent as the check every stored event
 // passes. In a RUNLOOM_TESTING build each backend calls CheckEventOnWrite for
 // every event it is about to append, with the event exactly as it will be
 // stored (after the store completed it, e.g. run.started's attempt), and

@@ -2,11 +2,11 @@
 // (store/event_check.h), and only there.
 #include "store/event_check.h"
 
+#include "runloom/events.h"
 #include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "core/ids.h"
-#include "events/events.h"
 #include "testing/status_matchers.h"
 
 #include "absl/random/random.h"

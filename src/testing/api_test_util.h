@@ -5,8 +5,8 @@
 
 #include "runloom/auth.h"
 #include "runloom/engine.h"
+#include "runloom/http_server.h"
 
-#include "api/server.h"
 #include "testing/engine_test_util.h"
 #include "testing/status_matchers.h"
 #include "testing/test_client.h"

@@ -3,7 +3,7 @@
 // cannot drift from the engine: the run statuses and which are terminal
 // (runloom/status.h), the decisions (runloom/gate.h) and the event types
 // (src/events). src/web/CMakeLists.txt runs it and embeds what it writes.
-#include "events/events.h"
+#include "runloom/events.h"
 #include "runloom/gate.h"
 #include "runloom/status.h"
 

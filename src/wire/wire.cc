@@ -1,9 +1,10 @@
 #include "wire/wire.h"
 
+#include "runloom/events.h"
+
 #include "engine/rules/child_signal.h"
 #include "engine/rules/run_context.h"
 #include "engine/rules/step_counts.h"
-#include "events/events.h"
 
 namespace runloom::wire {
 namespace {

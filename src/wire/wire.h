@@ -8,12 +8,11 @@
 #pragma once
 
 #include "runloom/engine.h"
+#include "runloom/events.h"
 #include "runloom/gate.h"
 #include "runloom/run.h"
 #include "runloom/store.h"
 #include "runloom/write_ledger.h"
-
-#include "events/events.h"
 
 #include "nlohmann/json.hpp"
 
@@ -69,7 +68,7 @@ const char* LiveFrameType(LiveFrame::Kind kind);
 nlohmann::json LiveFrameData(const std::string& path, int attempt, int64_t offset,
                              const std::string& text);
 // The event envelope of docs/formats/events.md (what schemas/events/
-// validate), defined beside the event types in events/events.h.
+// validate), defined beside the event types in runloom/events.h.
 using ::runloom::EventToJson;
 
 }  // namespace runloom::wire

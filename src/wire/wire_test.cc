@@ -2,7 +2,7 @@
 // these tests fail when a field is renamed or removed.
 #include "wire/wire.h"
 
-#include "events/events.h"
+#include "runloom/events.h"
 
 #include "gtest/gtest.h"
 

@@ -15,6 +15,7 @@
 #include "engine/run/child_run.h"
 
 #include "runloom/budget_ledger.h"
+#include "runloom/events.h"
 
 #include "core/injected_bug.h"
 #include "core/status_macros.h"
@@ -24,7 +25,6 @@
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_execution.h"
 #include "engine/run/signal_wait.h"
-#include "events/events.h"
 #include "workflow/internal/names.h"
 #include "workflow/template.h"
 

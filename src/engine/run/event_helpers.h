@@ -1,8 +1,8 @@
-// Positional shorthands over the typed event factories (events/events.h), so
+// Positional shorthands over the typed event factories (runloom/events.h), so
 // the executor's call sites stay one line. They build no JSON themselves.
 #pragma once
 
-#include "events/events.h"
+#include "runloom/events.h"
 
 #include <optional>
 #include <string>

@@ -23,6 +23,7 @@
 #pragma once
 
 #include "runloom/env.h"
+#include "runloom/events.h"
 #include "runloom/gate.h"
 #include "runloom/mutex.h"
 #include "runloom/run.h"
@@ -39,7 +40,6 @@
 #include "engine/run/run_writer.h"
 #include "engine/run/secrets.h"
 #include "engine/run/stop.h"
-#include "events/events.h"
 #include "llm/provider.h"
 
 #include "absl/base/thread_annotations.h"

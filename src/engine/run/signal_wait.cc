@@ -10,6 +10,7 @@
 // mailbox (a signal sent before the wait was reached), else it parks again.
 #include "engine/run/signal_wait.h"
 
+#include "runloom/events.h"
 #include "runloom/store.h"
 
 #include "core/duration.h"
@@ -18,7 +19,6 @@
 #include "engine/rules/step_paths.h"
 #include "engine/run/event_helpers.h"
 #include "engine/run/run_execution.h"
-#include "events/events.h"
 #include "llm/json_schema.h"
 
 #include "absl/strings/ascii.h"

@@ -6,12 +6,13 @@
 // and the next execution finds the timer in the context and runs the sleep
 // as a leaf for what is left of it (nothing, once due), so the step is
 // recorded as any sleep is.
+#include "runloom/events.h"
+
 #include "core/duration.h"
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
 #include "engine/run/run_execution.h"
 #include "engine/run/signal_wait.h"
-#include "events/events.h"
 #include "workflow/template.h"
 
 #include "absl/strings/str_cat.h"

@@ -1,10 +1,11 @@
 #include "engine/service/run_launcher.h"
 
+#include "runloom/events.h"
+
 #include "core/injected_bug.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "engine/rules/run_context.h"
-#include "events/events.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -3,8 +3,9 @@
 // machine, never claim the same message in one visibility window and never
 // wait on each other's locks; they wait for work on LISTEN (PgHandle's
 // listener), woken by the queue table's NOTIFY trigger.
+#include "runloom/events.h"
+
 #include "core/status_macros.h"
-#include "events/events.h"
 #include "store/postgres/pg_store.h"
 #include "store/record_codec.h"
 #include "transport/claim_helpers.h"

@@ -4,12 +4,12 @@
 
 #include "runloom/clock.h"
 #include "runloom/event_bus.h"
+#include "runloom/events.h"
 #include "runloom/mutex.h"
 #include "runloom/sqlite.h"
 #include "runloom/store.h"
 
 #include "core/ids.h"
-#include "events/events.h"
 #include "store/event_check.h"
 #include "testing/status_matchers.h"
 

@@ -2,8 +2,9 @@
 // acks are ops on the handle's group-commit queue, so two consumers (threads
 // or processes) can never claim the same message in the same visibility
 // window: each claim runs inside BEGIN IMMEDIATE, one at a time.
+#include "runloom/events.h"
+
 #include "core/status_macros.h"
-#include "events/events.h"
 #include "store/sqlite/handle.h"
 #include "store/sqlite/sqlite_store.h"
 #include "transport/claim_helpers.h"
