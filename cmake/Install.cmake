@@ -55,10 +55,12 @@ install(FILES ${PROJECT_BINARY_DIR}/runloomConfig.cmake ${PROJECT_BINARY_DIR}/ru
 # pkg-config: the embedded engine, libraries in link order (each before what
 # it uses), its dependencies by their own .pc files.
 set(RUNLOOM_PC_LIBS "")
-foreach(_n engine_sqlite engine backend_sqlite backend store_sqlite store steps llm events event_bus
+foreach(_n engine backend_sqlite backend store_sqlite store steps llm events event_bus
            transport workflow schedule core)
   string(APPEND RUNLOOM_PC_LIBS " -lrunloom_${_n}")
 endforeach()
+# From <prefix>/<libdir>/pkgconfig back up to <prefix>.
+file(RELATIVE_PATH RUNLOOM_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/runloom.pc.in ${PROJECT_BINARY_DIR}/runloom.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/runloom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
         COMPONENT dev)

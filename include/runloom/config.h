@@ -55,7 +55,7 @@ struct ConfigFile {
   // The file's `retention:` block over LoadConfigFile's defaults.
   RetentionPolicy retention;
 
-  // Sets options.kinds, tenant_budgets, step_timeouts and retention.
+  // Sets options.registry, tenant_budgets, step_timeouts and retention.
   void ApplyTo(EngineOptions& options) const;
 };
 

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -90,5 +91,10 @@ struct PostgresOptions {
 // Example:
 //   RUNLOOM_ASSIGN_OR_RETURN(Backend b, OpenPostgres("postgres://runloom@db:5432/runloom", {}));
 absl::StatusOr<Backend> OpenPostgres(const std::string& url, const PostgresOptions& options);
+
+// The newest PostgreSQL schema version this build reads and writes; a
+// database at a newer one is refused untouched (docs/operations.md
+// "Versions and compatibility").
+int64_t PostgresSchemaVersion();
 
 }  // namespace runloom

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -67,5 +68,10 @@ struct SqliteOptions {
 //   o.synchronous = "full";
 //   RUNLOOM_ASSIGN_OR_RETURN(Backend backend, OpenSqlite("/var/lib/runloom.db", o));
 absl::StatusOr<Backend> OpenSqlite(const std::string& path, const SqliteOptions& options);
+
+// The newest SQLite schema version this build reads and writes (PRAGMA
+// user_version); a database at a newer one is refused untouched
+// (docs/operations.md "Versions and compatibility").
+int64_t SqliteSchemaVersion();
 
 }  // namespace runloom

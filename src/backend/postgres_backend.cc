@@ -8,6 +8,7 @@
 
 #include "core/status_macros.h"
 #include "llm/redis_cap_board.h"
+#include "store/postgres/pg_migrations.h"
 #include "store/postgres/pg_store.h"
 #include "transport/redis/redis_transport.h"
 
@@ -84,5 +85,7 @@ absl::Status RegisterPostgresBackend(BackendRegistry& registry) {
       .open = OpenPostgresFromOptions,
   });
 }
+
+int64_t PostgresSchemaVersion() { return store_internal::LatestPostgresSchemaVersion(); }
 
 }  // namespace runloom

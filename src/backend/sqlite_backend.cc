@@ -8,6 +8,7 @@
 #include "core/status_macros.h"
 #include "store/sqlite/backup.h"
 #include "store/sqlite/handle.h"
+#include "store/sqlite/migrations.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -82,5 +83,7 @@ absl::Status RegisterSqliteBackend(BackendRegistry& registry) {
       .open = OpenSqliteFromOptions,
   });
 }
+
+int64_t SqliteSchemaVersion() { return store_internal::LatestSchemaVersion(); }
 
 }  // namespace runloom

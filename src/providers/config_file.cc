@@ -43,7 +43,7 @@ std::shared_ptr<LlmConcurrency> CapsFor(const LlmConfig& config,
 }  // namespace
 
 void ConfigFile::ApplyTo(EngineOptions& options) const {
-  options.kinds = kinds;
+  options.registry = kinds;
   options.tenant_budgets = tenant_budgets;
   options.step_timeouts = step_timeouts;
   options.retention = retention;
