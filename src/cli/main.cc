@@ -512,7 +512,7 @@ int main(int argc, char** argv) {
   namespace cli = runloom::cli;
   CLI::App app{"runloom: a durable run engine for LLM-agent pipelines"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "runloom 0.1.0");
+  app.set_version_flag("--version", "runloom " RUNLOOM_VERSION);
   cli::BackendFlags backend;
   const std::vector<cli::Command> commands = {
       cli::AddRun(app, backend),    cli::AddWorker(app, backend),
