@@ -29,6 +29,10 @@
 #                the HTTP benchmarks once each (bench/http/run.sh post, sse, stream)
 #   make build   build the engine, the CLI and the example programs in build/
 #                (Release, no tests)
+#   make package build the runloom binary (as `make cli`) and the Debian
+#                package build/runloom_VERSION_ARCH.deb with cpack
+#                (cmake/Package.cmake; docs/operations.md, "Installing the
+#                Debian package")
 #   make clean   remove build/, build-asan/, build-tsan/ and build-fuzz/
 #
 # Every recipe line runs in bash with -euo pipefail: any failure stops make
@@ -81,7 +85,7 @@ FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -ma
 TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz test-setup
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo bench bench-waiting bench-fairness bench-http test $(TEST_STEPS) clean
+.PHONY: bootstrap bootstrap-test configure build cli demo package bench bench-waiting bench-fairness bench-http test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -114,6 +118,12 @@ demo: cli
 	else \
 	  $(RUNLOOM) run $(DEMO) --db $(BUILD_DIR)/demo.db --auto-approve; \
 	fi
+
+# The .deb holds the runtime install component only (cmake/Package.cmake);
+# tests/package/deb_test.sh installs and removes it (ctest -L package, root).
+package: cli
+	cd $(BUILD_DIR) && cpack -G DEB
+	ls -l $(BUILD_DIR)/runloom_*.deb
 
 bench: cli
 	$(RUNLOOM) bench --json

@@ -2,6 +2,8 @@
 // ExecutingFlags, ExecutingEngineOptions).
 #include "cli/commands.h"
 
+#include "runloom/version.h"
+
 #include "cli/cli_common.h"
 #include "core/status_macros.h"
 #include "net/otlp_exporter.h"
@@ -36,7 +38,7 @@ absl::StatusOr<SpanSink*> SpansSetting(const std::string& flag) {
     return std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread starts
   });
   if (endpoint.empty()) return nullptr;
-  net::OtlpOptions options{.endpoint = endpoint, .service_version = "0.1.0"};
+  net::OtlpOptions options{.endpoint = endpoint, .service_version = RUNLOOM_VERSION};
   if (const char* headers = std::getenv("OTEL_EXPORTER_OTLP_HEADERS"); headers != nullptr) {
     RUNLOOM_ASSIGN_OR_RETURN(options.headers, net::ParseOtlpHeaders(headers));
   }

@@ -42,6 +42,7 @@
 
 #include "runloom/auth.h"
 #include "runloom/engine.h"
+#include "runloom/version.h"
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -63,7 +64,7 @@ struct McpOptions {
   // The longest follow_events may wait for a new event.
   absl::Duration max_follow_wait = absl::Seconds(30);
   // Shown in initialize's serverInfo.
-  std::string version = "0.1.0";
+  std::string version = RUNLOOM_VERSION;
 };
 
 // One line read by ReadBoundedLine.
