@@ -26,6 +26,7 @@ readonly BUILD_PACKAGES=(
   libvalijson-dev  # JSON Schema checks of model replies (header-only)
   python3  # examples/ingest/*.py and other exec steps
   tzdata  # /usr/share/zoneinfo: schedules' time zones (src/schedule, absl::LoadTimeZone)
+  file dpkg-dev  # `make package`: cpack's DEB generator runs file and dpkg-shlibdeps (Depends:)
 )
 # clang (clang-14): `make test-thread-safety` runs clang++ -fsyntax-only
 # -Wthread-safety. The ASan and TSan builds use GCC, whose sanitizer runtimes
@@ -40,11 +41,13 @@ readonly BUILD_PACKAGES=(
 # faketime: libfaketime, which skews one worker's wall clock in the kill
 # campaign (tests/chaos/kill_campaign_test.cc).
 # libgtest-dev, libgmock-dev: GoogleTest, which every test binary links.
+# adduser: the Debian package's postinst adds the runloom user, and dpkg -i
+# (tests/package/deb_test.sh) refuses the package without it.
 # python3-pip, python3-setuptools, python3-wheel: clients_python installs the
 # Python client offline (`pip install --no-build-isolation`,
 # tests/clients/python_test.sh).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev nodejs npm clang libclang-rt-14-dev postgresql-15 redis-server spin
-                        faketime
+                        faketime adduser
                         chromium
                         python3-pip python3-setuptools python3-wheel)
 # wrk: the load generator of `bench/http/run.sh post`; nodejs runs
