@@ -210,6 +210,13 @@ void SqliteHandle::MaybeCheckpoint() {
   if (frames >= 2 * checkpoint_pages_ && frames - restart_tried_frames_ >= checkpoint_pages_) {
     restart_tried_frames_ = frames;
     checkpointed_frames_ = frames;
+    // A RESTART blocks new writers (their BEGIN IMMEDIATE) from its start to
+    // its end, copying included; a PASSIVE first copies, without blocking
+    // anyone, every frame no reader pins, so the RESTART that follows copies
+    // only what was appended meanwhile. Measured (runloom bench, 3,000 runs):
+    // without it, each RESTART held the writers' BEGIN 34-54 ms.
+    sqlite3_wal_checkpoint_v2(checkpointer_->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                              nullptr);
     // Waits through the checkpointer's busy timeout, kRestartWait.
     sqlite3_wal_checkpoint_v2(checkpointer_->raw(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr,
                               nullptr);
