@@ -91,6 +91,7 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
       {"executors", f.executors},
       {"producers", f.producers},
       {"workers", f.workers},
+      {"rate_per_s", f.rate},
       {"synchronous", f.sync},
       {"elapsed_s", elapsed},
       {"runs_per_s", runs_per_s},
@@ -106,9 +107,10 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
   } else {
     std::cout << absl::StrFormat(
         "%d runs (%d completed) in %.2f s: %.0f runs/s, %.0f steps/s; enqueue->step start p50 "
-        "%.2f ms, p99 %.2f ms; peak RSS %.1f MiB (synchronous=%s, %d executors)\n",
+        "%.2f ms, p99 %.2f ms; peak RSS %.1f MiB (synchronous=%s, %d executors%s)\n",
         f.runs, completed, elapsed, runs_per_s, runs_per_s * 3, BenchPercentile(lat, 0.5),
-        BenchPercentile(lat, 0.99), BenchPeakRssMb(), f.sync, f.executors);
+        BenchPercentile(lat, 0.99), BenchPeakRssMb(), f.sync, f.executors,
+        f.rate > 0 ? absl::StrFormat(", created at %.0f runs/s", f.rate) : "");
   }
   return completed;
 }
@@ -186,6 +188,10 @@ int BenchCommand(const BenchFlags& flags) {
                 "--producers at least 0 (0: 8 per worker process)");
     return kExitBadInput;
   }
+  if (!(flags.rate >= 0 && flags.rate <= 1e7)) {
+    return BadInput(absl::StrCat("--rate is runs per second, from 0 (as fast as possible) to "
+                                 "10000000, got ", flags.rate));
+  }
   BenchFlags f = flags;
   if (f.producers == 0) f.producers = kBenchProducersPerWorker * f.workers;
   // Each worker is a process with its own connections: a typo must not start
@@ -242,6 +248,12 @@ int BenchCommand(const BenchFlags& flags) {
       int n = f.runs / f.producers + (p < f.runs % f.producers ? 1 : 0);
       ids[p].reserve(n);
       for (int i = 0; i < n; ++i) {
+        if (f.rate > 0) {
+          // Run k = i * producers + p is due k / rate seconds after t0.
+          const double k = static_cast<double>(i) * f.producers + p;
+          const absl::Time due = t0 + absl::Seconds(k / f.rate);
+          if (clock->Now() < due) clock->SleepUntil(due);
+        }
         StartRunRequest req;
         req.workflow_name = wf.name;
         req.workflow_version = registered->version;  // pinned, as a service would

@@ -322,6 +322,11 @@ struct BenchFlags {
   // `runloom worker` children on the same --db/--queue, each with
   // `executors` threads.
   int workers = 1;
+  // Runs created per second, all producers together, on a fixed schedule
+  // (run k is due k/rate s after the start; a producer that falls behind
+  // does not wait): the latency at a load below saturation (issue 27).
+  // 0 = as fast as the producers' admissions commit (saturation).
+  double rate = 0;
   std::string sync = "normal";
   std::string db;     // "" = a fresh temp file
   std::string queue;  // "" = the store's own queue

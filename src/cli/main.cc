@@ -479,6 +479,10 @@ Command AddBench(CLI::App& app, std::optional<std::string>& log_format) {
                   "worker processes (this one plus `runloom worker` children on the same "
                   "--db; needs --db)")
       ->capture_default_str();
+  cmd->add_option("--rate", f->rate,
+                  "runs created per second on a fixed schedule, all producers together "
+                  "(0: as fast as admissions commit, i.e. saturation)")
+      ->capture_default_str();
   cmd->add_option("--sync", f->sync, "SQLite synchronous: normal or full")->capture_default_str();
   cmd->add_option("--db", f->db, "backend (default: a fresh temp file; RUNLOOM_DB is not read)");
   cmd->add_option("--queue", f->queue,
