@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -100,12 +101,18 @@ class SqliteHandle {
   // An idle reader connection, opened on demand up to kMaxReaders.
   absl::StatusOr<std::unique_ptr<Db>> AcquireReader() ABSL_LOCKS_EXCLUDED(readers_mu_);
   void ReleaseReader(std::unique_ptr<Db> db) ABSL_LOCKS_EXCLUDED(readers_mu_);
-  // Runs a PASSIVE checkpoint on checkpointer_ once the WAL is long enough,
-  // and a RESTART one once it is twice that (SqliteOptions::wal_checkpoint_pages).
-  // Called by a write leader after it released the queue, so the fsyncs of a
-  // checkpoint never hold up other writers (SQLite's own auto-checkpoint
-  // would run inside the writer's COMMIT).
-  void MaybeCheckpoint();
+  // Wakes the checkpoint thread once the WAL is long enough. Called by a
+  // write leader after it released the queue (SQLite's own auto-checkpoint
+  // would run inside the writer's COMMIT); cheap: an atomic load, and a
+  // lock only past the threshold.
+  void MaybeCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_wake_mu_);
+  // The checkpoint thread: waits to be woken, then runs Checkpoint(), until
+  // the destructor stops it. A checkpoint copies megabytes (about 30 ms at
+  // the default interval) and no executor waits for it.
+  void CheckpointLoop() ABSL_LOCKS_EXCLUDED(checkpoint_wake_mu_);
+  // Runs a PASSIVE checkpoint on checkpointer_ every wal_checkpoint_pages
+  // frames, and a RESTART one once the WAL is twice that.
+  void Checkpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   static int OnWalCommit(void* self, sqlite3* db, const char* name, int frames);
 
   // Constant after Open().
@@ -130,13 +137,17 @@ class SqliteHandle {
 
   // Frames in the WAL after the last commit (set by the writer's WAL hook).
   std::atomic<int> wal_frames_{0};
-  runloom::Mutex checkpoint_mu_;  // one checkpoint at a time; guards checkpointer_
+  runloom::Mutex checkpoint_mu_;  // held by Checkpoint(), the checkpoint thread's
   // wal_frames_ when the last checkpoint ran (0 after the WAL restarted).
   int checkpointed_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
   // wal_frames_ when the last RESTART checkpoint was tried (0 after the WAL
   // restarted).
   int restart_tried_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
   int checkpoint_pages_ = 4000;  // SqliteOptions::wal_checkpoint_pages; constant after Open()
+  runloom::Mutex checkpoint_wake_mu_;
+  bool checkpoint_wanted_ ABSL_GUARDED_BY(checkpoint_wake_mu_) = false;
+  bool checkpoint_stop_ ABSL_GUARDED_BY(checkpoint_wake_mu_) = false;
+  std::thread checkpoint_thread_;  // not joinable for ":memory:"
 
   // Used only inside write ops, which the WriteQueue runs one at a time.
   absl::BitGen gen_;
