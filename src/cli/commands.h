@@ -2,6 +2,7 @@
 // each returns the process exit code.
 #pragma once
 
+#include "runloom/config.h"
 #include "runloom/engine.h"
 #include "runloom/transport.h"
 
@@ -47,19 +48,12 @@ absl::StatusOr<StageEventOptions> StageEventsSetting(const std::string& flag);
 absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag);
 
 // What a process that executes runs takes from the configuration file,
-// read once: the step kinds (as StepKindsSetting) and each configured
-// tenant's budget limit (EngineOptions::tenant_budgets) and the step kinds'
-// default timeouts (EngineOptions::step_timeouts). Errors as
+// read once (runloom/config.h's LoadConfigFile): the step kinds (as
+// StepKindsSetting), each configured tenant's budget limit, the step kinds'
+// default timeouts, and the file's `retention:` block over the commands'
+// defaults (30 days, audit horizon 90 days; runloom/retention.h). Errors as
 // StepKindsSetting's.
-struct ConfigSettings {
-  std::shared_ptr<StepRegistry> kinds;
-  std::map<std::string, int64_t> tenant_budgets;
-  std::map<std::string, absl::Duration> step_timeouts;
-  // The file's `retention:` block over the commands' defaults (30 days,
-  // audit horizon 90 days; runloom/retention.h).
-  RetentionPolicy retention;
-};
-absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag);
+absl::StatusOr<ConfigFile> ConfigSetting(const std::string& flag);
 
 // Writes the tenant budgets of the configuration file (`flag`, else
 // $RUNLOOM_CONFIG) to the store's budget ledger (Store::SetTenantBudget):

@@ -38,22 +38,18 @@ absl::Status ApplyTenantBudgets(const std::string& flag, BudgetStore& store) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ConfigSettings> ConfigSetting(const std::string& flag) {
+absl::StatusOr<ConfigFile> ConfigSetting(const std::string& flag) {
   // The commands' retention defaults (docs/operations.md "Retention"); the
   // library's own default keeps everything.
   RetentionPolicy defaults;
   defaults.keep_runs = kDefaultKeepRuns;
   defaults.audit_horizon = kDefaultAuditHorizon;
-  RUNLOOM_ASSIGN_OR_RETURN(ConfigFile config, LoadConfigFile(ConfigPath(flag), defaults));
-  return ConfigSettings{.kinds = std::move(config.kinds),
-                        .tenant_budgets = std::move(config.tenant_budgets),
-                        .step_timeouts = std::move(config.step_timeouts),
-                        .retention = std::move(config.retention)};
+  return LoadConfigFile(ConfigPath(flag), defaults);
 }
 
 absl::StatusOr<std::shared_ptr<StepRegistry>> StepKindsSetting(const std::string& flag) {
-  RUNLOOM_ASSIGN_OR_RETURN(ConfigSettings settings, ConfigSetting(flag));
-  return std::move(settings.kinds);
+  RUNLOOM_ASSIGN_OR_RETURN(ConfigFile config, ConfigSetting(flag));
+  return std::move(config.kinds);
 }
 
 }  // namespace runloom::cli

@@ -17,11 +17,8 @@
 namespace runloom::cli {
 
 absl::StatusOr<EngineOptions> ExecutingEngineOptions(EngineOptions base, const ExecutingFlags& f) {
-  RUNLOOM_ASSIGN_OR_RETURN(ConfigSettings config, ConfigSetting(f.config));
-  base.registry = std::move(config.kinds);
-  base.tenant_budgets = std::move(config.tenant_budgets);
-  base.step_timeouts = std::move(config.step_timeouts);
-  base.retention = std::move(config.retention);
+  RUNLOOM_ASSIGN_OR_RETURN(ConfigFile config, ConfigSetting(f.config));
+  config.ApplyTo(base);
   RUNLOOM_ASSIGN_OR_RETURN(base.stage_events, StageEventsSetting(f.stage_events));
   RUNLOOM_ASSIGN_OR_RETURN(base.park_sleeps_over,
                            PositiveDurationFlag("--park-sleeps-over", f.park_sleeps_over));

@@ -4,6 +4,7 @@
 #include "core/status_macros.h"
 #include "store/sqlite/migrations.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -206,7 +207,11 @@ int SqliteHandle::OnWalCommit(void* self, sqlite3*, const char*, int frames) {
 
 void SqliteHandle::MaybeCheckpoint() {
   const int frames = wal_frames_.load(std::memory_order_relaxed);
-  if (frames < checkpoint_pages_) return;  // cheap test before the lock
+  if (frames < checkpoint_pages_) return;  // cheap tests before the lock
+  if (frames >= checkpointed_at_.load(std::memory_order_relaxed) &&
+      frames < checkpoint_due_at_.load(std::memory_order_relaxed)) {
+    return;  // Checkpoint() would find nothing to do
+  }
   runloom::MutexLock l(&checkpoint_wake_mu_);
   checkpoint_wanted_ = true;
 }
@@ -230,6 +235,14 @@ void SqliteHandle::Checkpoint() {
   const int frames = wal_frames_.load(std::memory_order_relaxed);
   if (frames < checkpoint_pages_) return;
   runloom::MutexLock l(&checkpoint_mu_);
+  // What MaybeCheckpoint tests, as this pass leaves it.
+  absl::Cleanup publish = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) {
+    checkpointed_at_.store(checkpointed_frames_, std::memory_order_relaxed);
+    checkpoint_due_at_.store(
+        std::min(checkpointed_frames_ + checkpoint_pages_,
+                 std::max(2 * checkpoint_pages_, restart_tried_frames_ + checkpoint_pages_)),
+        std::memory_order_relaxed);
+  };
   // A WAL shorter than at the last checkpoint has restarted from its start.
   if (frames < checkpointed_frames_) checkpointed_frames_ = restart_tried_frames_ = 0;
   // PASSIVE checkpoints alone let the WAL grow without end under continuous

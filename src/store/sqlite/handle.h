@@ -101,10 +101,11 @@ class SqliteHandle {
   // An idle reader connection, opened on demand up to kMaxReaders.
   absl::StatusOr<std::unique_ptr<Db>> AcquireReader() ABSL_LOCKS_EXCLUDED(readers_mu_);
   void ReleaseReader(std::unique_ptr<Db> db) ABSL_LOCKS_EXCLUDED(readers_mu_);
-  // Wakes the checkpoint thread once the WAL is long enough. Called by a
-  // write leader after it released the queue (SQLite's own auto-checkpoint
-  // would run inside the writer's COMMIT); cheap: an atomic load, and a
-  // lock only past the threshold.
+  // Wakes the checkpoint thread when Checkpoint() has something to do (the
+  // WAL has grown by an interval, or restarted). Called by a write leader
+  // after each group, once it released the queue (SQLite's own
+  // auto-checkpoint would run inside the writer's COMMIT): two atomic loads,
+  // and a lock only when a checkpoint is due.
   void MaybeCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_wake_mu_);
   // The checkpoint thread: waits to be woken, then runs Checkpoint(), until
   // the destructor stops it. A checkpoint copies megabytes (about 30 ms at
@@ -143,6 +144,12 @@ class SqliteHandle {
   // wal_frames_ when the last RESTART checkpoint was tried (0 after the WAL
   // restarted).
   int restart_tried_frames_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  // Copies of what Checkpoint() decides by, for MaybeCheckpoint: the frame
+  // count at which it next has work (an interval past the last PASSIVE, or
+  // past the last RESTART tried once the WAL is over two), and
+  // checkpointed_frames_ (a count below it means the WAL restarted).
+  std::atomic<int> checkpoint_due_at_{0};
+  std::atomic<int> checkpointed_at_{0};
   int checkpoint_pages_ = 4000;  // SqliteOptions::wal_checkpoint_pages; constant after Open()
   runloom::Mutex checkpoint_wake_mu_;
   bool checkpoint_wanted_ ABSL_GUARDED_BY(checkpoint_wake_mu_) = false;
