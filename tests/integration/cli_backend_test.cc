@@ -296,6 +296,28 @@ TEST(CliBench, WorkerProcessesShareTheRunsOfADatabase) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/m.db"));
 }
 
+// `bench --rate`: runs created on a schedule all come to their end; a rate
+// that is not a number from 0 to 10,000,000 (negative, NaN, infinite, huge,
+// text with shell metacharacters) is refused with nothing opened.
+TEST(CliBench, ARateSpacesTheRunsAndABadOneIsRefused) {
+  const std::string dir = MakeTempDir("benchrate");
+  Result r = RunCli({"bench", "--runs", "20", "--executors", "4", "--rate", "200", "--db",
+                     dir + "/r.db", "--json"},
+                    In(dir));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json out = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(out["completed"], 20);
+  EXPECT_EQ(out["rate_per_s"], 200);
+  // 20 runs at 200 a second: the last is due 95 ms after the start.
+  EXPECT_GE(out["elapsed_s"].get<double>(), 0.09);
+  for (const char* bad : {"-1", "nan", "inf", "1e300", "5; rm -rf /", "$(id)"}) {
+    Result refused = RunCli({"bench", "--runs", "1", "--rate", bad, "--db", dir + "/x.db"}, In(dir));
+    EXPECT_EQ(refused.code, 2) << bad << ": " << refused.out;
+    EXPECT_NE(refused.out.find("--rate"), std::string::npos) << bad << ": " << refused.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.db"));
+}
+
 // `bench --waiting` measures one process: bad counts are refused with
 // nothing opened (its figures are a benchmark's, docs/performance.md, not
 // a test's).
