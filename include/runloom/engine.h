@@ -79,8 +79,17 @@ struct EngineOptions {
   // taken early.
   std::function<bool(const std::string& owner)> holder_is_dead;
   // Executor threads. More threads overlap more step I/O (and let the
-  // store's group commit batch more writes); each thread runs one run at a time.
+  // store's group commit batch more writes); each thread runs one run at a
+  // time while the run computes or blocks (an exec step blocks its thread).
   int executors = 4;
+  // Runs this engine holds at once. Each run executes on a fiber of its own;
+  // one that waits (a model call in flight or its slot under the provider's
+  // concurrency cap, a sleep, a retry backoff) gives its executor thread back
+  // to another run, so a worker keeps thousands of model calls in flight on
+  // a few threads (docs/operations.md "Runs in flight"). More runs are
+  // claimed only while an executor is idle. Below `executors` (the default,
+  // 0) = `executors`: one run per thread, as before.
+  int runs_in_flight = 0;
   // Run the executor threads under the Linux SCHED_BATCH policy (same
   // priority, no wake-up preemption): an executor woken when its write
   // commits does not preempt the thread committing the next group, so the

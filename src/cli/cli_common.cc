@@ -288,6 +288,16 @@ absl::Status CheckSyncFlag(const CommonFlags& c) {
   return absl::OkStatus();
 }
 
+absl::Status CheckRunsInFlight(int runs_in_flight) {
+  if (runs_in_flight < 0 || runs_in_flight > kMaxRunsInFlight) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--runs-in-flight must be from 0 (as many as --executors) to ", kMaxRunsInFlight,
+        " (each run held is a fiber with two memory mappings; Linux allows 65,530 a process by "
+        "default)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckQueueUrl(const CommonFlags& c) {
   if (c.queue.empty()) return absl::OkStatus();
   const std::string fault = QueueUrlFault(c.queue);

@@ -75,6 +75,11 @@ std::optional<HostPort> ParseHostPort(const std::string& address);
 absl::StatusOr<absl::Duration> PositiveDurationFlag(const char* flag, const std::string& value);
 // --sync is normal or full.
 absl::Status CheckSyncFlag(const CommonFlags& c);
+// The most runs one process may hold (--runs-in-flight): each is a fiber
+// whose stack is two memory mappings, and Linux allows 65,530 by default.
+inline constexpr int kMaxRunsInFlight = 20000;
+// --runs-in-flight is from 0 to kMaxRunsInFlight.
+absl::Status CheckRunsInFlight(int runs_in_flight);
 // The queue URL's form: "" (the store's own queue) or redis://host:port[/n].
 // kInvalidArgument names where it came from (--queue or RUNLOOM_QUEUE), the
 // value and the accepted form.

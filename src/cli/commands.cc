@@ -160,6 +160,9 @@ int WorkerCommand(const WorkerFlags& f) {
   auto grace = ParseDuration(f.queued_grace);
   if (!grace.ok()) return BadInput(absl::StrCat("--queued-grace: ", grace.status().message()));
   if (f.executors < 1) return BadInput("--executors must be at least 1");
+  if (absl::Status s = CheckRunsInFlight(f.runs_in_flight); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
   if (f.max_deliveries < 1) return BadInput("--max-deliveries must be at least 1");
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
   if (absl::Status s = CheckQueueUrl(f.common); !s.ok()) return BadInput(std::string(s.message()));
@@ -168,6 +171,7 @@ int WorkerCommand(const WorkerFlags& f) {
   auto registry = std::make_shared<prometheus::Registry>();
   EngineOptions base;
   base.executors = f.executors;
+  base.runs_in_flight = f.runs_in_flight;
   base.lease_ttl = *ttl;
   base.queued_grace = *grace;
   base.env.metrics = registry.get();

@@ -148,6 +148,7 @@ struct WorkerFlags {
   CommonFlags common;
   bool until_idle = false;
   int executors = 4;
+  int runs_in_flight = 0;  // EngineOptions::runs_in_flight (0 = executors)
   std::string lease_ttl = "30s";
   std::string queued_grace = "30s";
   // Deliveries of a queue message without an ack before it is dead-lettered.
@@ -161,6 +162,7 @@ struct ServeFlags {
   CommonFlags common;
   std::string listen = "127.0.0.1:8080";
   int executors = 4;
+  int runs_in_flight = 0;     // EngineOptions::runs_in_flight (0 = executors)
   bool no_executors = false;  // serve only; `runloom worker` processes execute
   int threads = 4;            // HTTP io threads
   bool insecure_no_auth = false;
@@ -336,11 +338,18 @@ struct BenchFlags {
   // size round by round, bytes per run, creation latency
   // (bench_retention.cc).
   bool retention = false;
+  // LLM-shaped load instead (issue 27): --runs runs of three fake-provider
+  // calls of llm_latency each, on one worker process (bench_llm.cc).
+  bool llm = false;
+  std::string llm_latency = "2s";
+  // EngineOptions::runs_in_flight (0 = executors).
+  int runs_in_flight = 0;
 };
 int BenchCommand(const BenchFlags& flags);
 int WaitingBenchCommand(const BenchFlags& flags);
 int FairnessBenchCommand(const BenchFlags& flags);
 int RetentionBenchCommand(const BenchFlags& flags);
+int LlmBenchCommand(const BenchFlags& flags);
 // The backend a benchmark opens, from its flags only: RUNLOOM_DB and
 // RUNLOOM_QUEUE never send a benchmark's runs to the database or queue a
 // shell points at.

@@ -131,6 +131,15 @@ Command AddRun(CLI::App& app, BackendFlags& backend) {
   return {cmd, [f] { return RunCommand(*f); }};
 }
 
+// --runs-in-flight (worker, serve, bench): EngineOptions::runs_in_flight.
+CLI::Option* AddRunsInFlight(CLI::App* cmd, int& runs_in_flight) {
+  return cmd
+      ->add_option("--runs-in-flight", runs_in_flight,
+                   "runs held at once; a run waiting on a model call, a sleep or a backoff "
+                   "gives its executor back (0: as many as --executors)")
+      ->capture_default_str();
+}
+
 Command AddWorker(CLI::App& app, BackendFlags& backend) {
   auto f = std::make_shared<WorkerFlags>();
   CLI::App* cmd = app.add_subcommand("worker", "Execute every unfinished run in the database");
@@ -138,7 +147,9 @@ Command AddWorker(CLI::App& app, BackendFlags& backend) {
                 "exit when no queued, running or timed waiting run is left (dead-lettered runs "
                 "wait for a redrive; paused runs and runs waiting for a signal with no timeout "
                 "wait for someone outside)");
-  cmd->add_option("--executors", f->executors, "concurrent runs")->capture_default_str();
+  cmd->add_option("--executors", f->executors, "executor threads (concurrent runs computing)")
+      ->capture_default_str();
+  AddRunsInFlight(cmd, f->runs_in_flight);
   cmd->add_option("--lease-ttl", f->lease_ttl, "lease lifetime")->capture_default_str();
   cmd->add_option("--queued-grace", f->queued_grace,
                   "re-enqueue a queued run with no queue message after this long")
@@ -161,11 +172,13 @@ Command AddServe(CLI::App& app, BackendFlags& backend) {
       "serve", "Serve the HTTP API and execute runs in this process until SIGINT/SIGTERM");
   cmd->add_option("--listen", f->listen, "address:port to listen on (loopback by default)")
       ->capture_default_str();
-  auto* executors = cmd->add_option("--executors", f->executors, "concurrent runs executed here")
+  auto* executors = cmd->add_option("--executors", f->executors, "executor threads here")
                         ->capture_default_str();
+  CLI::Option* in_flight = AddRunsInFlight(cmd, f->runs_in_flight);
   cmd->add_flag("--no-executors", f->no_executors,
                 "serve only; `runloom worker` processes execute the runs")
-      ->excludes(executors);
+      ->excludes(executors)
+      ->excludes(in_flight);
   cmd->add_option("--http-threads", f->threads, "threads serving HTTP")->capture_default_str();
   cmd->add_flag("--insecure-no-auth", f->insecure_no_auth,
                 "check no token: every caller is admin \"local\" (local demos only)");
@@ -472,6 +485,12 @@ Command AddBench(CLI::App& app, std::optional<std::string>& log_format) {
       "bench", "Measure runs of a 3-step noop workflow (SQLite by default, or --db)");
   cmd->add_option("--runs", f->runs, "number of runs")->capture_default_str();
   cmd->add_option("--executors", f->executors, "executor threads")->capture_default_str();
+  AddRunsInFlight(cmd, f->runs_in_flight);
+  cmd->add_flag("--llm", f->llm,
+                "measure LLM-shaped load instead: --runs runs of three fake-provider calls of "
+                "--llm-latency each on this process (wall time, runs held, threads, memory)");
+  cmd->add_option("--llm-latency", f->llm_latency, "each fake model call's latency for --llm")
+      ->capture_default_str();
   static_assert(kBenchProducersPerWorker == 8, "the --producers help says 8");
   cmd->add_option("--producers", f->producers,
                   "threads creating runs (default: 8 per worker process)");
@@ -504,6 +523,7 @@ Command AddBench(CLI::App& app, std::optional<std::string>& log_format) {
   AddLogFormatFlag(cmd, log_format);
   return {cmd, [f] {
             if (f->retention) return RetentionBenchCommand(*f);
+            if (f->llm) return LlmBenchCommand(*f);
             if (f->fairness) return FairnessBenchCommand(*f);
             return f->waiting ? WaitingBenchCommand(*f) : BenchCommand(*f);
           }};

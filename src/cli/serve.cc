@@ -76,6 +76,9 @@ int ServeCommand(const ServeFlags& f) {
     return BadInput(std::string(s.message()));
   }
   if (f.executors < 1) return BadInput("--executors must be at least 1");
+  if (absl::Status s = CheckRunsInFlight(f.runs_in_flight); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
   if (f.threads < 1) return BadInput("--http-threads must be at least 1");
   so.threads = f.threads;
   if (absl::Status s = CheckSyncFlag(f.common); !s.ok()) return BadInput(std::string(s.message()));
@@ -83,6 +86,7 @@ int ServeCommand(const ServeFlags& f) {
   auto registry = std::make_shared<prometheus::Registry>();
   EngineOptions base;
   base.executors = f.executors;
+  base.runs_in_flight = f.runs_in_flight;
   base.env.metrics = registry.get();
   auto opts = ExecutingEngineOptions(std::move(base), f.exec);
   if (!opts.ok()) return BadInput(std::string(opts.status().message()));

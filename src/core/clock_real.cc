@@ -1,6 +1,8 @@
 // The only file allowed to read the system clock or sleep (CI greps for it).
 #include "runloom/clock.h"
 
+#include "core/fiber.h"
+
 #include <chrono>
 #include <thread>
 
@@ -10,8 +12,19 @@ namespace {
 class RealClockImpl final : public Clock {
  public:
   absl::Time Now() override { return absl::Now(); }
-  void SleepFor(absl::Duration d) override { absl::SleepFor(d); }
+  // On a fiber (core/fiber.h) a sleep gives the thread back.
+  void SleepFor(absl::Duration d) override {
+    if (fiber::OnFiber()) {
+      fiber::SleepUntil(absl::Now() + d);
+      return;
+    }
+    absl::SleepFor(d);
+  }
   void SleepUntil(absl::Time t) override {
+    if (fiber::OnFiber()) {
+      fiber::SleepUntil(t);
+      return;
+    }
     absl::Duration d = t - absl::Now();
     if (d > absl::ZeroDuration()) absl::SleepFor(d);
   }

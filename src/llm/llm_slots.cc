@@ -178,22 +178,39 @@ absl::StatusOr<LlmSlots::Slot> LlmSlots::Acquire(StepContext& ctx) {
     const int cap = Cap(clock);
     Attempt attempt = TryTake(clock, cap);
     if (attempt.slot.has_value()) return *std::move(attempt.slot);
-    {
+    // Other processes hold the slots (shared_full): ask the board again
+    // after `poll` (backing off), or at once when a call here ends. Else
+    // wake on a release, or re-read the cap after `refresh`.
+    const absl::Time until =
+        std::min(ctx.deadline(), clock->Now() + (attempt.shared_full ? poll : options_.refresh));
+    if (attempt.shared_full) poll = std::min(poll * 2, std::max(kFirstPoll, options_.refresh));
+    if (clock == RealClock() && fiber::OnFiber()) {
+      // A fiber must not block its thread here: the calls that would free
+      // a slot may be fibers waiting for that thread (core/fiber.h).
+      fiber::Suspend([&](const fiber::Waker& w) {
+        {
+          runloom::MutexLock l(&mu_);
+          if (attempt.shared_full || in_flight_ >= cap) {
+            if (waiters_.size() >= compact_waiters_at_) {  // drop waits their timer ended
+              std::erase_if(waiters_, [](const fiber::Waker& x) { return x.ended(); });
+              compact_waiters_at_ = std::max<size_t>(64, 2 * waiters_.size());
+            }
+            waiters_.push_back(w);
+          }
+        }
+        if (!attempt.shared_full && in_flight() < cap) w.Wake();
+        fiber::WakeAt(until, w);
+      });
+    } else {
       runloom::MutexLock l(&mu_);
       if (attempt.shared_full) {
-        // Other processes hold the slots: ask the board again after `poll`
-        // (backing off), or at once when a call here ends.
         const int64_t seen = releases_;
         auto released = [this, seen]()
                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return releases_ != seen; };
-        clock->AwaitWithDeadline(&mu_, absl::Condition(&released),
-                                 std::min(ctx.deadline(), clock->Now() + poll));
-        poll = std::min(poll * 2, std::max(kFirstPoll, options_.refresh));
+        clock->AwaitWithDeadline(&mu_, absl::Condition(&released), until);
       } else {
-        // Wake on a release, or re-read the cap after `refresh`.
         auto free = [this, cap]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ < cap; };
-        clock->AwaitWithDeadline(&mu_, absl::Condition(&free),
-                                 std::min(ctx.deadline(), clock->Now() + options_.refresh));
+        clock->AwaitWithDeadline(&mu_, absl::Condition(&free), until);
       }
     }
     if (ctx.Stopping()) {
@@ -226,13 +243,23 @@ void LlmSlots::Release(const Slot& slot, std::optional<CallOutcome::Kind> kind,
     }
   }
   CallOutcome outcome;
+  std::deque<fiber::Waker> waiters;
   {
     runloom::MutexLock l(&mu_);
     --in_flight_;
     ++releases_;
-    if (!kind) return;
-    outcome.waited = std::exchange(waited_, false);
+    waiters.swap(waiters_);
+    if (kind) outcome.waited = std::exchange(waited_, false);
   }
+  // One fiber waiting for a slot takes this one (waits already ended by
+  // their timer are skipped); the others wait on.
+  while (!waiters.empty() && !waiters.front().Wake()) waiters.pop_front();
+  if (!waiters.empty()) waiters.pop_front();
+  if (!waiters.empty()) {
+    runloom::MutexLock l(&mu_);
+    waiters_.insert(waiters_.begin(), waiters.begin(), waiters.end());
+  }
+  if (!kind) return;
   outcome.kind = *kind;
   outcome.started = slot.attempt_started_;  // the last attempt (earlier ones: Report)
   outcome.latency = slot.clock_->Now() - slot.attempt_started_;

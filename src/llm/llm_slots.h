@@ -31,6 +31,7 @@
 #include "runloom/mutex.h"
 #include "runloom/step.h"
 
+#include "core/fiber.h"
 #include "llm/cap_board.h"
 #include "llm/concurrency_controller.h"
 
@@ -38,6 +39,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +139,10 @@ class LlmSlots {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool waited_ ABSL_GUARDED_BY(mu_) = false;   // a caller found every slot taken
   int64_t releases_ ABSL_GUARDED_BY(mu_) = 0;  // wakes callers polling the board
+  // Fibers waiting for a slot (core/fiber.h), oldest first; a release wakes
+  // one. Some may have been woken by their timer already.
+  std::deque<fiber::Waker> waiters_ ABSL_GUARDED_BY(mu_);
+  size_t compact_waiters_at_ ABSL_GUARDED_BY(mu_) = 64;
   // The board's slots could not be reached: count locally until then.
   absl::Time shared_down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool shared_warned_ ABSL_GUARDED_BY(mu_) = false;  // said "cannot count" already

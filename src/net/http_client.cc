@@ -1,6 +1,10 @@
 #include "net/http_client.h"
 
+#include "core/fiber.h"
+#include "runloom/mutex.h"
+
 #include "absl/base/call_once.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/ascii.h"
@@ -9,9 +13,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <curl/curl.h>
+#include <map>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace runloom::net {
 namespace {
@@ -71,6 +79,91 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   }
   return 0;
 }
+
+// Transfers of fibers (core/fiber.h), all on one thread with libcurl's multi
+// interface: a fiber's request holds no thread while it is in flight. Off a
+// fiber SendHttp performs on the calling thread as before. The callbacks
+// (OnBody, OnHeader, OnProgress) then run on this thread while the fiber is
+// suspended, so what they write is the fiber's again once it is woken.
+// Never destroyed: requests may be in flight during exit.
+class CurlLoop {
+ public:
+  static CurlLoop& Get() {
+    static CurlLoop* loop = new CurlLoop();
+    return *loop;
+  }
+  // Performs `c` on the loop's thread and suspends the calling fiber until
+  // it is done.
+  CURLcode Perform(CURL* c) {
+    CURLcode rc = CURLE_OK;
+    fiber::Suspend([&](const fiber::Waker& w) {
+      {
+        runloom::MutexLock l(&mu_);
+        added_.push_back({c, &rc, w});
+      }
+      curl_multi_wakeup(multi_);
+    });
+    return rc;
+  }
+
+ private:
+  struct Pending {
+    CURL* easy;
+    CURLcode* rc;
+    fiber::Waker waker;
+  };
+  CurlLoop() : multi_(curl_multi_init()) {
+    if (multi_ == nullptr) {
+      std::fprintf(stderr, "runloom: fatal: curl_multi_init failed\n");
+      std::abort();
+    }
+    std::thread([this] { Loop(); }).detach();
+  }
+  void Loop() {
+    std::map<CURL*, Pending> running;  // this thread's
+    std::vector<fiber::Waker> done;
+    while (true) {
+      std::vector<Pending> added;
+      {
+        runloom::MutexLock l(&mu_);
+        added.swap(added_);
+      }
+      for (Pending& p : added) {
+        const CURLMcode m = curl_multi_add_handle(multi_, p.easy);
+        if (m != CURLM_OK) {
+          *p.rc = CURLE_OUT_OF_MEMORY;  // reported as unavailable, nothing sent
+          done.push_back(p.waker);
+          continue;
+        }
+        running.emplace(p.easy, std::move(p));
+      }
+      int still = 0;
+      curl_multi_perform(multi_, &still);
+      int queued = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &queued)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        CURL* easy = msg->easy_handle;
+        const CURLcode rc = msg->data.result;
+        curl_multi_remove_handle(multi_, easy);
+        auto it = running.find(easy);
+        if (it == running.end()) continue;
+        *it->second.rc = rc;
+        done.push_back(it->second.waker);
+        running.erase(it);
+      }
+      for (const fiber::Waker& w : done) w.Wake();
+      done.clear();
+      // A cancel is seen by OnProgress, which runs from curl_multi_perform:
+      // wake at least every kCancelPoll while transfers run.
+      curl_multi_poll(multi_, nullptr, 0, running.empty() ? 60'000 : kCancelPollMs, nullptr);
+    }
+  }
+
+  static constexpr int kCancelPollMs = 50;
+  CURLM* const multi_;
+  runloom::Mutex mu_;
+  std::vector<Pending> added_ ABSL_GUARDED_BY(mu_);
+};
 
 long Millis(absl::Duration d) {                            // NOLINT(runtime/int): curl takes long
   return static_cast<long>(absl::ToInt64Milliseconds(d));  // NOLINT(runtime/int)
@@ -155,7 +248,7 @@ absl::StatusOr<HttpResponse> SendHttp(const HttpRequest& request) {
   }
 
   const absl::Time start = absl::Now();
-  const CURLcode rc = curl_easy_perform(c);
+  const CURLcode rc = fiber::OnFiber() ? CurlLoop::Get().Perform(c) : curl_easy_perform(c);
   response.elapsed = absl::Now() - start;
   if (rc != CURLE_OK) {
     const std::string detail = error[0] != '\0' ? error : curl_easy_strerror(rc);

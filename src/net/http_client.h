@@ -18,6 +18,12 @@
 // Error messages name the method and the URL without its query string or
 // credentials, and never a header or a body (they may carry secrets).
 //
+// On a fiber (core/fiber.h: a run's step on an executor) the request is
+// performed by one process-wide thread with libcurl's multi interface and
+// the fiber suspends meanwhile, so thousands of requests in flight hold no
+// executor; `cancelled` and `on_data` are then called on that thread, while
+// the fiber waits. Off a fiber it is performed on the calling thread.
+//
 // Thread-safety: SendHttp may be called from many threads at once.
 //
 // Example:
@@ -52,9 +58,10 @@ struct HttpRequest {
   size_t max_response_bytes = size_t{16} << 20;
   // Polled while the request runs (a few times a second); true aborts it.
   std::function<bool()> cancelled;
-  // Called on the calling thread with each piece of the body as it arrives
-  // (of whatever status; the headers are in by then), e.g. to read a
-  // streamed reply as it comes. The body is still kept in
+  // Called with each piece of the body as it arrives (of whatever status;
+  // the headers are in by then), on the calling thread, or for a fiber on
+  // the transfer thread while the fiber waits, e.g. to read a streamed reply
+  // as it comes. The body is still kept in
   // HttpResponse::body and bounded by max_response_bytes: a piece that would
   // pass the bound is not passed here. Unset = nobody listens.
   std::function<void(std::string_view)> on_data;

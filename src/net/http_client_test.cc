@@ -1,5 +1,6 @@
 #include "net/http_client.h"
 
+#include "testing/fiber_host.h"
 #include "testing/scripted_http_server.h"
 #include "testing/status_matchers.h"
 
@@ -8,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <string_view>
@@ -152,6 +154,63 @@ TEST(HttpClient, CancelStopsAWaitingRequest) {
   absl::StatusOr<HttpResponse> resp =
       SendHttp({.url = server->url(), .cancelled = [&] { return ++polls > 3; }});
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kCancelled) << resp.status();
+}
+
+// On fibers (core/fiber.h) requests are performed by the transfer thread:
+// twenty fibers on one thread have all twenty requests in flight at once.
+TEST(HttpClient, OnFibersRequestsInFlightHoldNoThread) {
+  auto server = Serve([](const ScriptedHttpServer::Request& r) {
+    return Reply{.body = absl::StrCat("reply to ", r.target), .delay = absl::Seconds(1)};
+  });
+  constexpr int kFibers = 20;
+  runloom::testing::FiberHost host;
+  std::atomic<int> in_flight{0};
+  std::atomic<int> peak{0};
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kFibers; ++i) {
+    host.Spawn([&, i] {
+      peak = std::max(peak.load(), ++in_flight);
+      absl::StatusOr<HttpResponse> resp = SendHttp({.url = absl::StrCat(server->url(), "/", i)});
+      --in_flight;
+      if (resp.ok() && resp->status == 200 && resp->body == absl::StrCat("reply to /", i)) ++ok;
+    });
+  }
+  host.Run(1);
+  EXPECT_EQ(ok.load(), kFibers);
+  EXPECT_EQ(peak.load(), kFibers);
+}
+
+TEST(HttpClient, OnAFiberCancelStreamingAndTimeoutsWorkAsOnAThread) {
+  auto server = Serve([](const ScriptedHttpServer::Request& r) {
+    if (r.target == "/stream") {
+      return Reply{.chunks = {"a", "b", "c"}, .chunk_interval = absl::Milliseconds(20)};
+    }
+    return Reply{.delay = absl::Seconds(10)};
+  });
+  runloom::testing::FiberHost host;
+  absl::Status cancelled, timed_out;
+  std::string pieces;
+  absl::StatusOr<HttpResponse> streamed;
+  host.Spawn([&] {
+    std::atomic<int> polls{0};
+    cancelled = SendHttp({.url = server->url() + "/slow", .cancelled = [&] { return ++polls > 3; }})
+                    .status();
+  });
+  host.Spawn([&] {
+    timed_out =
+        SendHttp({.url = server->url() + "/slow", .total_timeout = absl::Milliseconds(200)})
+            .status();
+  });
+  host.Spawn([&] {
+    streamed = SendHttp({.url = server->url() + "/stream",
+                         .on_data = [&](std::string_view piece) { pieces.append(piece); }});
+  });
+  host.Run(1);
+  EXPECT_EQ(cancelled.code(), absl::StatusCode::kCancelled) << cancelled;
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded) << timed_out;
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(streamed->body, "abc");
+  EXPECT_EQ(pieces, "abc");
 }
 
 TEST(HttpClient, KeepsNoSecretInItsMessages) {

@@ -1,5 +1,7 @@
 #include "engine/run/stop.h"
 
+#include "core/fiber.h"
+
 #include <algorithm>
 
 namespace runloom::engine_internal {
@@ -81,6 +83,17 @@ void StopSource::RemoveCallback(int id) {
 }
 
 bool StopSource::WaitUntil(Clock* clock, absl::Time deadline) {
+  if (clock == RealClock() && fiber::OnFiber()) {
+    // A fiber gives its thread back: woken by the stop or at the deadline,
+    // whichever comes first (the other's wake does nothing).
+    int id = -1;
+    fiber::Suspend([&](const fiber::Waker& w) {
+      id = AddCallback([w] { w.Wake(); });
+      if (deadline != absl::InfiniteFuture()) fiber::WakeAt(deadline, w);
+    });
+    if (id >= 0) RemoveCallback(id);
+    return stopped();
+  }
   runloom::MutexLock l(mu_.get());
   auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return StoppedLocked(); };
   return clock->AwaitWithDeadline(mu_.get(), absl::Condition(&stopped), deadline);

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 
+#include <algorithm>
 #include <cstring>
 #include <pthread.h>
 #include <sched.h>
@@ -56,12 +57,18 @@ void ExecutorPool::DispatcherLoop() {
     int want;
     {
       runloom::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_dispatch_ || idle_executors_ > static_cast<int>(work_.size());
+      const int max_runs = std::max(options_.executors, options_.runs_in_flight);
+      auto room = [this, max_runs]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        const int queued = static_cast<int>(work_.size() + ready_.size());
+        return std::min(idle_executors_ - queued,
+                        max_runs - fibers_ - static_cast<int>(work_.size()));
+      };
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_dispatch_ || room() > 0;
       };
       mu_.Await(absl::Condition(&ready));
       if (stop_dispatch_) break;
-      want = idle_executors_ - static_cast<int>(work_.size());
+      want = room();
     }
     auto msgs = transport_->Claim(options_.owner, want, options_.visibility_timeout);
     if (!msgs.ok() && msgs.status().ToString() != claim_error) {
@@ -106,22 +113,46 @@ void ExecutorPool::ExecutorLoop() {
     }
   }
   while (true) {
-    QueueMessage m;
+    fiber::Fiber* f = nullptr;
     {
       runloom::MutexLock l(&mu_);
       ++idle_executors_;
+      // A woken run first; a new one only while dispatching; the end once
+      // dispatching stopped and every run held has ended.
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_dispatch_ || !work_.empty();
+        return !ready_.empty() || (!stop_dispatch_ && !work_.empty()) ||
+               (stop_dispatch_ && fibers_ == 0);
       };
       mu_.Await(absl::Condition(&ready));
       --idle_executors_;
-      if (stop_dispatch_) break;
-      m = std::move(work_.front());
-      work_.pop_front();
+      if (!ready_.empty()) {
+        f = ready_.front();
+        ready_.pop_front();
+      } else if (stop_dispatch_) {
+        break;
+      } else {
+        QueueMessage m = std::move(work_.front());
+        work_.pop_front();
+        ++fibers_;
+        // Logged inside; the message is acked or delivered again.
+        f = fiber::Create(
+            [this, m = std::move(m)] {
+              ExecuteMessage(m, transport_, launcher_, logger_).IgnoreError();
+            },
+            this);
+      }
     }
-    // Logged inside; the message is acked or delivered again.
-    ExecuteMessage(m, transport_, launcher_, logger_).IgnoreError();
+    if (fiber::Resume(f)) {
+      fiber::Destroy(f);
+      runloom::MutexLock l(&mu_);
+      --fibers_;
+    }
   }
+}
+
+void ExecutorPool::Ready(fiber::Fiber* f) {
+  runloom::MutexLock l(&mu_);
+  ready_.push_back(f);
 }
 
 absl::Status ExecuteMessage(const QueueMessage& m, Transport* transport, RunLauncher* launcher,

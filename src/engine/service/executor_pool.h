@@ -6,7 +6,16 @@
 // takes a claimed message and runs its run to an end through the
 // RunLauncher, acking the message once the lease is held (or at once when
 // the run is not runnable). On Stop the dispatcher gives back what no
-// executor started. A transport call that fails (claim, ack, release) is
+// executor started.
+//
+// Each run executes on a fiber (core/fiber.h). A run that waits (a model
+// call's latency or its slot under the concurrency cap, a sleep, a retry's
+// backoff) suspends its fiber and gives its executor back; the executor runs
+// a woken fiber first, else starts the next claimed run. So the executors
+// bound the runs computing or blocking (an exec step blocks its executor)
+// and `runs_in_flight` bounds the runs held at once; the dispatcher claims
+// only while an executor is idle, so work that never waits holds no more
+// runs than there are executors. A transport call that fails (claim, ack, release) is
 // logged with the run id; the message is delivered again later.
 //
 // Thread-safety: Start() and Stop() may be called from any thread; mu_
@@ -18,6 +27,7 @@
 #include "runloom/mutex.h"
 #include "runloom/transport.h"
 
+#include "core/fiber.h"
 #include "engine/service/run_launcher.h"
 
 #include "absl/base/thread_annotations.h"
@@ -33,6 +43,8 @@ namespace runloom::engine_internal {
 struct ExecutorPoolOptions {
   std::string owner;  // the claimer's name
   int executors = 1;
+  // Runs held at once (their fibers); below `executors` = `executors`.
+  int runs_in_flight = 0;
   bool batch_scheduling = true;  // see EngineOptions::batch_scheduling
   absl::Duration visibility_timeout;
   absl::Duration idle_poll;
@@ -46,7 +58,7 @@ struct ExecutorPoolOptions {
 absl::Status ExecuteMessage(const QueueMessage& m, Transport* transport, RunLauncher* launcher,
                             Logger* logger);
 
-class ExecutorPool {
+class ExecutorPool final : public fiber::Host {
  public:
   // Every pointer must outlive the pool.
   ExecutorPool(ExecutorPoolOptions options, Transport* transport, Clock* clock,
@@ -56,7 +68,7 @@ class ExecutorPool {
         clock_(clock),
         launcher_(launcher),
         logger_(logger) {}
-  ~ExecutorPool() { Join(); }
+  ~ExecutorPool() override { Join(); }
   ExecutorPool(const ExecutorPool&) = delete;
   ExecutorPool& operator=(const ExecutorPool&) = delete;
 
@@ -64,8 +76,12 @@ class ExecutorPool {
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
   // No new claims, no new runs started (runs in flight go on).
   void StopDispatch() ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits for every thread to end. REQUIRES: StopDispatch() first.
+  // Waits for every thread to end, after every run held has ended.
+  // REQUIRES: StopDispatch() first.
   void Join() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // fiber::Host: a woken run's fiber, to be resumed by an executor.
+  void Ready(fiber::Fiber* f) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void DispatcherLoop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -82,6 +98,9 @@ class ExecutorPool {
   // Claimed messages waiting for an executor, and how many executors wait.
   std::deque<QueueMessage> work_ ABSL_GUARDED_BY(mu_);
   int idle_executors_ ABSL_GUARDED_BY(mu_) = 0;
+  // Woken fibers waiting for an executor, and the fibers alive (runs held).
+  std::deque<fiber::Fiber*> ready_ ABSL_GUARDED_BY(mu_);
+  int fibers_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_dispatch_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };

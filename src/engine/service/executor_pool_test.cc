@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <thread>
@@ -86,6 +87,100 @@ steps:
   EXPECT_EQ(run->status, RunStatus::kQueued);
   EXPECT_TRUE(run->lease_token.empty());
   EXPECT_EQ(h.engine->stats().runs_released, 1);
+}
+
+// EngineOptions::runs_in_flight (core/fiber.h): a run that sleeps gives its
+// executor back, so one executor holds ten sleeping runs at once; a run
+// that blocks its executor (an exec step) keeps the dispatcher from
+// claiming more, whatever runs_in_flight allows.
+TEST(Engine, OneExecutorHoldsManyWaitingRunsButNoMoreBlockingOnes) {
+  EngineOptions opts;
+  opts.executors = 1;
+  opts.runs_in_flight = 10;
+  opts.idle_poll = absl::Milliseconds(5);
+  Harness h(opts);
+  auto sleepy = LoadWorkflowYaml(R"(
+name: sleepy
+steps:
+  - {id: nap, kind: sleep, duration: 2s}
+  - {id: b, kind: noop}
+)",
+                                 "sleepy.yaml");
+  auto blocking = LoadWorkflowYaml(R"(
+name: blocking
+steps:
+  - {id: work, kind: exec, command: [sleep, "0.2"]}
+)",
+                                   "blocking.yaml");
+  ASSERT_OK(sleepy);
+  ASSERT_OK(blocking);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    auto r = h.engine->StartRun({.workflow = *sleepy});
+    ASSERT_OK(r);
+    ids.push_back(r->run.id);
+  }
+  h.engine->Start();
+  int peak = 0;
+  for (int i = 0; i < 1000 && peak < 10; ++i) {
+    peak = std::max(peak, h.engine->ActiveRuns());
+    RealClock()->SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(peak, 10);
+  for (const std::string& id : ids) {
+    auto done = h.engine->AwaitRun(id, RealClock()->Now() + absl::Seconds(30));
+    ASSERT_OK(done);
+    EXPECT_EQ(done->status, RunStatus::kCompleted);
+  }
+  ids.clear();
+  for (int i = 0; i < 5; ++i) {
+    auto r = h.engine->StartRun({.workflow = *blocking});
+    ASSERT_OK(r);
+    ids.push_back(r->run.id);
+  }
+  peak = 0;
+  for (int i = 0; i < 15000 && h.engine->stats().runs_finished < 15; ++i) {
+    peak = std::max(peak, h.engine->ActiveRuns());
+    RealClock()->SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(peak, 1);
+  for (const std::string& id : ids) {
+    EXPECT_EQ(h.engine->store()->GetRun(id)->status, RunStatus::kCompleted);
+  }
+  h.engine->Stop();
+}
+
+// Stop() drains the runs held on suspended fibers: each wakes from its
+// sleep, releases its run to the queue, and the executors end.
+TEST(Engine, StopReleasesRunsWaitingOnFibers) {
+  EngineOptions opts;
+  opts.executors = 1;
+  opts.runs_in_flight = 5;
+  opts.drain_timeout = absl::Milliseconds(100);
+  opts.idle_poll = absl::Milliseconds(5);
+  Harness h(opts);
+  auto wf = LoadWorkflowYaml("name: drain\nsteps:\n  - {id: nap, kind: sleep, duration: 60s}\n",
+                             "drain.yaml");
+  ASSERT_OK(wf);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto r = h.engine->StartRun({.workflow = *wf});
+    ASSERT_OK(r);
+    ids.push_back(r->run.id);
+  }
+  h.engine->Start();
+  for (int i = 0; i < 2500 && h.engine->ActiveRuns() < 5; ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(h.engine->ActiveRuns(), 5);
+  h.engine->Stop();
+  for (const std::string& id : ids) {
+    auto run = h.engine->store()->GetRun(id);
+    ASSERT_OK(run);
+    EXPECT_EQ(run->status, RunStatus::kQueued);
+    EXPECT_TRUE(run->lease_token.empty());
+  }
+  EXPECT_EQ(h.engine->stats().runs_released, 5);
 }
 
 }  // namespace
