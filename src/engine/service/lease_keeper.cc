@@ -2,11 +2,31 @@
 
 #include "core/log.h"
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
 
 namespace runloom::engine_internal {
 
 void LeaseKeeper::RenewAll() {
-  for (auto& e : active_->Snapshot()) Renew(*e);
+  const std::vector<std::shared_ptr<RunExecution>> held = active_->Snapshot();
+  // One store round trip (a write) per run held. With thousands held
+  // (EngineOptions::runs_in_flight) one after another could outlast the
+  // heartbeat, so up to kMaxRenewers threads share them: the store's group
+  // commit puts their writes in fewer transactions (SQLite), and they use
+  // several pooled connections at once (PostgreSQL).
+  const size_t renewers =
+      std::min(kMaxRenewers, (held.size() + kRunsPerRenewer - 1) / kRunsPerRenewer);
+  std::atomic<size_t> next{0};
+  auto renew = [&] {
+    for (size_t i = next++; i < held.size(); i = next++) Renew(*held[i]);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < renewers; ++t) helpers.emplace_back(renew);
+  renew();
+  for (std::thread& t : helpers) t.join();
 }
 
 void LeaseKeeper::Renew(RunExecution& e) {

@@ -42,8 +42,12 @@ class LeaseKeeper {
 
   // Renews `e`'s lease once.
   void Renew(RunExecution& e);
-  // One heartbeat: renews every active execution's lease.
+  // One heartbeat: renews every active execution's lease, on up to
+  // kMaxRenewers threads when more than kRunsPerRenewer are held (fewer:
+  // on the calling thread alone, as the simulator needs).
   void RenewAll();
+  static constexpr size_t kRunsPerRenewer = 256;
+  static constexpr size_t kMaxRenewers = 8;
 
  private:
   // Constant after construction.
