@@ -8,6 +8,7 @@
 #include "llm/llm_slots.h"
 #include "llm/rate_limit.h"
 #include "testing/capturing_logger.h"
+#include "testing/fiber_host.h"
 #include "testing/status_matchers.h"
 #include "testing/step_test_util.h"
 
@@ -15,6 +16,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -406,6 +409,32 @@ TEST(LlmSlots, AcquireWaitsForARelease) {
   first->Finish(CallOutcome::Kind::kOk, {});
   t.join();
   EXPECT_TRUE(got);
+  EXPECT_EQ(slots.in_flight(), 0);
+}
+
+// On fibers (core/fiber.h) a caller that finds every slot taken suspends
+// instead of blocking its thread: twelve fibers on ONE thread share a cap of
+// 2. Were the waiters to block the thread, the holders (suspended in their
+// sleeps on that same thread) could never release: the test would hang.
+TEST(LlmSlots, FibersWaitingForASlotGiveTheirThreadBack) {
+  LlmSlots slots("p", {.static_cap = 2});
+  runloom::testing::FiberHost host;
+  std::atomic<int> done{0};
+  std::atomic<int> peak{0};
+  for (int i = 0; i < 12; ++i) {
+    host.Spawn([&] {
+      TestStepContext ctx(RealClock());
+      absl::StatusOr<LlmSlots::Slot> slot = slots.Acquire(ctx);
+      if (!slot.ok()) return;
+      peak = std::max(peak.load(), slots.in_flight());
+      RealClock()->SleepFor(absl::Milliseconds(20));  // suspends, holding the slot
+      slot->Finish(CallOutcome::Kind::kOk, {});
+      ++done;
+    });
+  }
+  host.Run(1);
+  EXPECT_EQ(done.load(), 12);
+  EXPECT_EQ(peak.load(), 2);
   EXPECT_EQ(slots.in_flight(), 0);
 }
 

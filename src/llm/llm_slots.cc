@@ -188,6 +188,7 @@ absl::StatusOr<LlmSlots::Slot> LlmSlots::Acquire(StepContext& ctx) {
       // A fiber must not block its thread here: the calls that would free
       // a slot may be fibers waiting for that thread (core/fiber.h).
       fiber::Suspend([&](const fiber::Waker& w) {
+        bool queued = false;
         {
           runloom::MutexLock l(&mu_);
           if (attempt.shared_full || in_flight_ >= cap) {
@@ -196,9 +197,10 @@ absl::StatusOr<LlmSlots::Slot> LlmSlots::Acquire(StepContext& ctx) {
               compact_waiters_at_ = std::max<size_t>(64, 2 * waiters_.size());
             }
             waiters_.push_back(w);
+            queued = true;
           }
         }
-        if (!attempt.shared_full && in_flight() < cap) w.Wake();
+        if (!queued) w.Wake();  // a slot came free since TryTake: try again at once
         fiber::WakeAt(until, w);
       });
     } else {

@@ -53,11 +53,11 @@ void ExecutorPool::DispatcherLoop() {
   // A transport that is down fails every poll: log when claiming starts
   // failing (and each new error) and when it works again, not every poll.
   std::string claim_error;  // owned by this thread
+  const int max_runs = std::max(options_.executors, options_.runs_in_flight);
   while (true) {
     int want;
     {
       runloom::MutexLock l(&mu_);
-      const int max_runs = std::max(options_.executors, options_.runs_in_flight);
       auto room = [this, max_runs]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const int queued = static_cast<int>(work_.size() + ready_.size());
         return std::min(idle_executors_ - queued,
