@@ -127,6 +127,82 @@ TEST(Cli, AKilledHoldersRunIsTakenBackAtOnceAndALiveHoldersIsLeftAlone) {
   EXPECT_EQ(done["attempts"], 1) << "the live holder kept its lease";
 }
 
+// The one integer `sql` yields on the SQLite file `path`, or -1.
+int64_t SqliteInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t out = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      out = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+// Issue 27, restart recovery with runs held on fibers: a worker with 2
+// executors holds 40 runs at once, each sleeping in its second step (a
+// sleep gives its executor back); SIGKILLed there, a worker started on the
+// same host takes all 40 back at once (their holder is provably dead; the
+// leases would last an hour), reruns the step each was in and not the one
+// each had finished.
+TEST(Cli, AKilledWorkerHoldingManyRunsOnFibersHasThemAllTakenBackAtOnce) {
+  constexpr int kRuns = 40;
+  const std::string dir = MakeTempDir("fibers_kill");
+  const std::string db = dir + "/fibers.db";
+  WriteFile(dir + "/nap.yaml",
+            "name: nap\nsteps:\n"
+            "  - {id: first, kind: noop}\n"
+            "  - {id: nap, kind: sleep, duration: 3s}\n"
+            "  - {id: last, kind: noop}\n");
+  std::set<std::string> ids;
+  for (int i = 0; i < kRuns; ++i) {
+    Result made = RunCli({"run", dir + "/nap.yaml", "--db", db, "--detach"});
+    ASSERT_EQ(made.code, 0) << made.out;
+    ids.insert(RunIdFrom(made.out));
+  }
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kRuns));
+  const std::string held_in_nap =
+      "SELECT count(*) FROM run_events WHERE type = 'step.started' AND "
+      "json_extract(data, '$.step_id') = 'nap'";
+  const std::vector<std::string> worker_args = {"worker",      "--db",     db, "--executors", "2",
+                                                "--runs-in-flight", "40", "--lease-ttl", "1h"};
+  Child worker(worker_args, dir + "/worker.log");
+  for (int i = 0; i < 1000 && SqliteInt(db, held_in_nap) < kRuns; ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(SqliteInt(db, held_in_nap), kRuns) << ReadFile(dir + "/worker.log");
+  // All 40 held at once by one process with 2 executor threads.
+  EXPECT_EQ(SqliteInt(db, "SELECT count(DISTINCT lease_owner) FROM runs WHERE status = 'running'"),
+            1);
+  EXPECT_EQ(SqliteInt(db, "SELECT count(*) FROM runs WHERE status = 'running'"), kRuns);
+  worker.Kill(SIGKILL);
+  EXPECT_EQ(worker.Wait(), 128 + SIGKILL);
+
+  std::vector<std::string> again = worker_args;
+  again.push_back("--until-idle");
+  const absl::Time restarted = RealClock()->Now();
+  Result after = RunCli(again);
+  const absl::Duration took = RealClock()->Now() - restarted;
+  EXPECT_EQ(after.code, 0) << after.out;
+  EXPECT_THAT(after.out, ::testing::HasSubstr("is gone; its lease ends now"));
+  EXPECT_EQ(SqliteInt(db, "SELECT count(*) FROM runs WHERE status = 'completed' AND attempts = 2"),
+            kRuns)
+      << after.out;
+  // The sleep each was in ran again (3 s, all at once), not an hour's lease.
+  EXPECT_LT(took, absl::Seconds(30));
+  EXPECT_EQ(SqliteInt(db,
+                      "SELECT count(*) FROM run_events WHERE type = 'step.started' AND "
+                      "json_extract(data, '$.step_id') = 'first'"),
+            kRuns)
+      << "a step finished before the kill is not run again";
+  EXPECT_EQ(SqliteInt(db, held_in_nap), 2 * kRuns);
+}
+
 // The id of the run `runloom run` logs to `log`, once the run is waiting
 // (polled for about 5 s each); "" when no id came.
 std::string AwaitParked(const std::string& log, const std::string& db) {

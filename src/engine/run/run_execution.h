@@ -127,6 +127,9 @@ class RunExecution {
   // written with it and the caller must go on with lease() as for a resumed
   // run (read the recorded steps, new RunExecution).
   bool lease_needs_records() const { return writer_.lease_needs_records(); }
+  // A write ending the lease (terminal status, pause, park, release) has
+  // begun: see RunWriter::releasing().
+  bool lease_releasing() const { return writer_.releasing(); }
   const std::string& run_id() const { return run_.id; }
   // The run, its lease attempt and the worker holding it, for log lines.
   LogFields log_fields() const {

@@ -33,6 +33,11 @@ bool RunWriter::lease_needs_records() const {
   return lease_needs_records_;
 }
 
+bool RunWriter::releasing() const {
+  runloom::MutexLock l(&lease_mu_);
+  return releasing_;
+}
+
 absl::Status RunWriter::Write(RunWrite write, bool defer) {
   runloom::MutexLock l(&write_mu_);
   if (lease_lost_) return absl::AbortedError("lease lost");
@@ -60,12 +65,18 @@ absl::Status RunWriter::Write(RunWrite write, bool defer) {
   write.run_id = run_id_;
   write.party = Party::kExecutor;
   bool take_lease;
+  const bool releases = write.new_status.has_value() && *write.new_status != RunStatus::kRunning;
   {
     runloom::MutexLock ll(&lease_mu_);
     take_lease = lease_pending_;
     write.lease_token = lease_.token;
+    if (releases) releasing_ = true;
   }
   absl::Status s = take_lease ? WriteTakingLeaseLocked(l, write) : store_->Commit(write);
+  if (releases && !s.ok()) {
+    runloom::MutexLock ll(&lease_mu_);
+    releasing_ = false;
+  }
   if (take_lease && lease_lost_) return s;  // not leased, or leased but not first
   if (s.code() == absl::StatusCode::kCancelled) {
     // A cancel was requested before this step could start. Keep the records

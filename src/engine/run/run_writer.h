@@ -77,6 +77,11 @@ class RunWriter {
   // For a first execution: true when the lease was taken but it was not the
   // run's first, so nothing was written with it.
   bool lease_needs_records() const ABSL_LOCKS_EXCLUDED(lease_mu_);
+  // True from the start of a write that moves the run off running (a
+  // terminal status, a pause, a park, a release: each ends the lease) until
+  // it fails; once set by a write that commits, it stays. A lease renewal
+  // refused meanwhile is that write's doing, not a lease lost.
+  bool releasing() const ABSL_LOCKS_EXCLUDED(lease_mu_);
 
  private:
   // The first write of a first execution: takes the lease with it.
@@ -95,6 +100,7 @@ class RunWriter {
   bool lease_pending_ ABSL_GUARDED_BY(lease_mu_) = false;
   absl::Status lease_error_ ABSL_GUARDED_BY(lease_mu_);
   bool lease_needs_records_ ABSL_GUARDED_BY(lease_mu_) = false;
+  bool releasing_ ABSL_GUARDED_BY(lease_mu_) = false;
 
   runloom::Mutex write_mu_;  // orders this run's writes (parallel branches)
   bool lease_lost_ ABSL_GUARDED_BY(write_mu_) = false;

@@ -201,5 +201,45 @@ steps:
   EXPECT_EQ(h.engine->stats().leases_lost, 1);
 }
 
+// The lease keeper's renewal can race a run's last write: the renewal
+// arrives after the terminal status released the lease and is refused. The
+// writer says a write ending the lease has begun (RunWriter::releasing), so
+// the keeper does not take that refusal for a lease lost; a refused ending
+// write does not count.
+TEST(Engine, AWriterSaysWhenItsWriteEndsTheLease) {
+  Harness h;
+  auto wf = LoadWorkflowYaml("name: ending\nsteps:\n  - {id: a, kind: noop}\n", "ending.yaml");
+  ASSERT_OK(wf);
+  auto started = h.engine->StartRun({.workflow = *wf});
+  ASSERT_OK(started);
+  const std::string id = started->run.id;
+  Store* store = h.engine->store();
+  auto lease = store->AcquireLease(id, "executor", absl::Seconds(30), {});
+  ASSERT_OK(lease);
+  engine_internal::StopSource root;
+  engine_internal::RunWriter writer(store, id, *lease, std::nullopt, root);
+  RunWrite step;
+  step.context = nlohmann::json{{"k", 1}};
+  ASSERT_OK(writer.Write(step));
+  EXPECT_FALSE(writer.releasing()) << "a write that keeps the run running keeps the lease";
+
+  // Refused (another holder's token): nothing ended, the flag falls back.
+  engine_internal::StopSource other_root;
+  engine_internal::RunWriter stale(store, id, Lease{.token = "not-the-token"}, std::nullopt,
+                                   other_root);
+  RunWrite stale_end;
+  stale_end.new_status = RunStatus::kCompleted;
+  EXPECT_FALSE(stale.Write(stale_end).ok());
+  EXPECT_FALSE(stale.releasing());
+
+  RunWrite end;
+  end.new_status = RunStatus::kCompleted;
+  ASSERT_OK(writer.Write(end));
+  EXPECT_TRUE(writer.releasing());
+  // The keeper's renewal, arriving after: refused, and the writer says why.
+  EXPECT_FALSE(store->RenewLease(id, lease->token, absl::Seconds(30)).ok());
+  EXPECT_FALSE(root.stopped());
+}
+
 }  // namespace
 }  // namespace runloom

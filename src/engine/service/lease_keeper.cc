@@ -37,6 +37,13 @@ void LeaseKeeper::Renew(RunExecution& e) {
     if (r->cancel_requested) e.root().RequestStop(StopReason::kCancel);
     return;
   }
+  // The run's last write (its end, a pause, a park) committed while this
+  // renewal was on its way: the execution is ending on its own, nothing lost.
+  // (With thousands of runs held, a heartbeat's snapshot often holds runs
+  // ending as it renews; their refusals were logged as leases lost.) Not
+  // skipped before renewing: that write may be slow, and the lease must not
+  // lapse meanwhile.
+  if (e.lease_releasing()) return;
   if (r.status().code() == absl::StatusCode::kUnavailable && clock_->Now() < lease.expires_at) {
     Log(logger_, LogLevel::kWarning, e.log_fields(), "run ", e.run_id(),
         ": lease renewal failed, retrying next heartbeat: ", r.status().ToString());
