@@ -69,6 +69,13 @@ std::string Name(const T& v) {
 struct Params {
   int processes = 2;
   int executors = 1;  // per process
+  // Runs each process holds at once (issue 27, EngineOptions::runs_in_flight:
+  // a run waiting on a model call, a sleep or a backoff gives its executor
+  // back, so a process holds more runs than it has executors). In the
+  // simulation every held run is a slot claiming and executing one run at a
+  // time; its waits interleave through the world's timers, as a fiber's
+  // suspensions interleave on an executor. At least `executors`.
+  int runs_in_flight = 1;
   absl::Duration ttl;
   absl::Duration sweep_interval;
   absl::Duration queued_grace;
@@ -480,6 +487,9 @@ class Sim {
   World world_;
   Params params_;
   Rng keys_rng_{options_.seed ^ 0x6b657973ULL};  // issue 23's draws (MakeWorkload)
+  // Issue 27's draw (runs held per process): a generator of its own, so the
+  // seeds that hold no more runs than executors keep their histories.
+  Rng held_rng_{options_.seed ^ 0x68656c64ULL};
   FaultState faults_;
   Backend base_;
   std::unique_ptr<SimService> service_;
@@ -515,6 +525,11 @@ class Sim {
   absl::Time schedule_until_;
   int schedule_runs_ = 0;
   int crashes_ = 0;
+  // Runs each life executes at once now (keyed by its Incarnation), the most
+  // any life held, and the crashes of a life holding more than executors.
+  std::map<const Incarnation*, int> held_;
+  int most_held_ = 0;
+  int crashes_holding_many_ = 0;
   int stage_events_ = 0;
   // The checker's memory: finished step records as first seen, and which
   // digests were current when a decision was sent.
@@ -535,6 +550,9 @@ void Sim::Choose() {
   Rng& rng = world_.rng();
   params_.processes = 2 + static_cast<int>(rng.Below(2));
   params_.executors = 1 + static_cast<int>(rng.Below(2));
+  params_.runs_in_flight = held_rng_.Chance(0.5)
+                               ? params_.executors
+                               : params_.executors + 1 + static_cast<int>(held_rng_.Below(4));
   params_.ttl = rng.Millis(1500, 4000);
   params_.sweep_interval = rng.Millis(200, 1000);
   params_.queued_grace = rng.Millis(1000, 3000);
@@ -558,7 +576,10 @@ void Sim::Choose() {
       "seed ", options_.seed, ": ", params_.processes, " processes x ", params_.executors,
       " executors, lease ttl ", Ms(params_.ttl), ", sweep ", Ms(params_.sweep_interval),
       ", queued grace ", Ms(params_.queued_grace), ", visibility ", Ms(params_.visibility),
-      ", max attempts ", params_.max_attempts, ", up to ", params_.max_runs, " runs"));
+      ", max attempts ", params_.max_attempts, ", up to ", params_.max_runs, " runs",
+      params_.runs_in_flight > params_.executors
+          ? absl::StrCat(", ", params_.runs_in_flight, " runs in flight")
+          : std::string()));
 }
 
 absl::Status Sim::Open() {
@@ -642,6 +663,7 @@ std::unique_ptr<Engine> Sim::NewEngine(Process& p, bool injects) {
     return SplitLifeName(owner, &process, &gen) && process == inc->process && gen < inc->gen;
   };
   o.executors = params_.executors;
+  o.runs_in_flight = params_.runs_in_flight;
   o.batch_scheduling = false;
   o.lease_ttl = params_.ttl;
   o.queued_grace = params_.queued_grace;
@@ -699,10 +721,13 @@ void Sim::StartLife(Process& p) {
   std::shared_ptr<Incarnation> inc = p.inc;
   world_.Record(
       absl::StrCat(world_.Stamp(), " ", inc->name, " starts (clock skew ", Ms(inc->skew), ")"));
-  for (int slot = 0; slot < params_.executors; ++slot) {
+  for (int slot = 0; slot < params_.runs_in_flight; ++slot) {
     Every(inc, rng.Millis(0, 200), params_.idle_poll, [this, engine, inc, slot] {
+      int& held = held_[inc.get()];  // (std::map: stays valid while others are added)
+      most_held_ = std::max(most_held_, ++held);
       absl::StatusOr<EngineDriver::Executed> r =
           EngineDriver::ExecuteNext(*engine, params_.visibility);
+      --held;
       if (!r.ok()) {
         world_.Record(absl::StrCat(world_.Stamp(), " ", inc->name, "/", slot,
                                    " claim: ", r.status().message()));
@@ -1033,6 +1058,7 @@ void Sim::FaultTick() {
   if (!p.inc->alive) return;
   p.inc->alive = false;
   ++crashes_;
+  if (held_[p.inc.get()] > params_.executors) ++crashes_holding_many_;
   world_.Record(absl::StrCat(world_.Stamp(), " CRASH ", p.inc->name));
   const absl::Duration down = rng.Millis(200, 3000);
   // Unless the end of the faults brought it back first (Sim::Run): one
@@ -1874,6 +1900,8 @@ SimResult Sim::Run() {
   result.runs = static_cast<int>(runs_.size());
   result.operations = faults_.operations;
   result.crashes = crashes_;
+  result.most_held = most_held_;
+  result.crashes_holding_many = crashes_holding_many_;
   result.faults = faults_.faults;
   result.signals_kept = faults_.signals_kept;
   result.signals_resolved = faults_.signals_resolved;

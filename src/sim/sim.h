@@ -55,6 +55,10 @@ struct SimResult {
   int over_limit = 0;        // leases refused over a concurrency limit (issue 23)
   int64_t operations = 0;  // store calls made through the fault wrappers
   int crashes = 0;
+  // Issue 27 (runs in flight): the most runs one process life executed at
+  // once, and the crashes of a life holding more runs than executors.
+  int most_held = 0;
+  int crashes_holding_many = 0;
   int faults = 0;  // store, queue and service faults injected
   bool ok() const { return violation.empty(); }
 };

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/sim.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -45,7 +46,8 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   int64_t operations = 0, crashes = 0, faults = 0, runs = 0, kept = 0, resolved = 0, scheduled = 0,
           children = 0, pruned = 0, spans = 0;
-  int64_t keyed = 0, over_limit = 0;
+  int64_t keyed = 0, over_limit = 0, crashed_holding_many = 0;
+  int most_held = 0;
   for (uint64_t s = seed; s < seed + seeds; ++s) {
     options.seed = s;
     runloom::sim::SimResult r = runloom::sim::RunSimulation(options);
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
     spans += r.spans;
     keyed += r.keyed_leases;
     over_limit += r.over_limit;
+    most_held = std::max(most_held, r.most_held);
+    crashed_holding_many += r.crashes_holding_many;
     if (history || !r.ok()) {
       for (const std::string& line : r.history) std::printf("%s\n", line.c_str());
     }
@@ -79,13 +83,15 @@ int main(int argc, char** argv) {
       "operations, %lld crashes, %lld other faults, %lld signals kept (%lld resolving a resting "
       "wait), %lld runs started by schedules, %lld child runs, %lld leases of runs with a "
       "concurrency key (%lld refused over the limit), %lld finished runs deleted by retention, "
-      "%lld spans checked, %.1f s\n",
+      "%lld spans checked, up to %d runs in flight in one process (%lld crashes holding more "
+      "runs than executors), %.1f s\n",
       static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + seeds - 1),
       static_cast<long long>(runs), static_cast<long long>(operations),
       static_cast<long long>(crashes), static_cast<long long>(faults), static_cast<long long>(kept),
       static_cast<long long>(resolved), static_cast<long long>(scheduled),
       static_cast<long long>(children), static_cast<long long>(keyed),
       static_cast<long long>(over_limit), static_cast<long long>(pruned),
-      static_cast<long long>(spans), secs);
+      static_cast<long long>(spans), most_held, static_cast<long long>(crashed_holding_many),
+      secs);
   return 0;
 }
