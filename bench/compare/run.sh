@@ -115,7 +115,8 @@ fi
 # --- Trials -----------------------------------------------------------------
 # trial KIND OUTFILE: runs one trial, prints its JSON line, keeps it in OUTFILE.
 trial() {
-  local kind="$1" out="$2" log="$dir/$kind.log"
+  local kind="$1" out="$2"
+  local log="$dir/$kind.log"
   case "$kind" in
     runloom)
       TMPDIR="$dir" "$bin" bench --runs "$RUNS" --json >"$out" 2>"$log" || {
