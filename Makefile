@@ -27,6 +27,10 @@
 #   make bench-fairness build Release and measure fair dequeue across concurrency keys
 #   make bench-http  build Release, install wrk and node if missing, and run
 #                the HTTP benchmarks once each (bench/http/run.sh post, sse, stream)
+#   make bench-compare  build Release, install Redis, PostgreSQL and npm if
+#                missing, and run runloom against BullMQ flows (embedded, with
+#                --sync full too) and against DBOS on PostgreSQL, 3 alternating
+#                pairs of 10,000 each (bench/compare/; about 10 minutes)
 #   make build   build the engine, the CLI and the example programs in build/
 #                (Release, no tests)
 #   make package build the runloom binary (as `make cli`) and the Debian
@@ -85,7 +89,7 @@ FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -ma
 TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz test-setup
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo package bench bench-waiting bench-fairness bench-http test $(TEST_STEPS) clean
+.PHONY: bootstrap bootstrap-test configure build cli demo package bench bench-waiting bench-fairness bench-http bench-compare test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -145,6 +149,13 @@ bench-http: cli
 	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh post
 	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh sse
 	RUNLOOM=$(RUNLOOM) bash bench/http/run.sh stream
+
+# Installs redis-server, postgresql-15, node and npm when missing
+# (scripts/bootstrap.sh --bench); the npm packages are pinned (bench/compare/).
+bench-compare: cli
+	bash scripts/bootstrap.sh --bench
+	SYNC_FULL=1 bash bench/compare/run.sh $(RUNLOOM) 3 10000
+	bash bench/compare/run_pg.sh $(RUNLOOM) 3 10000
 
 test: bootstrap-test
 	rm -f $(BUILD_DIR)/test-steps.log

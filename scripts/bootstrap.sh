@@ -7,8 +7,8 @@
 #   --test    also install what only the tests need (GoogleTest, nodejs, npm, pip,
 #             clang and its libFuzzer/sanitizer runtimes, PostgreSQL, Redis,
 #             chromium)
-#   --bench   also install what the HTTP benchmarks need (wrk, nodejs, curl;
-#             bench/http/run.sh)
+#   --bench   also install what the benchmarks need (wrk, nodejs, npm, curl,
+#             redis-server, postgresql-15; bench/http/run.sh, bench/compare/)
 #   --check   install nothing; list what is missing and exit 1 if anything is
 #
 # Non-interactive: no prompts, works with no stdin. Runs apt-get directly as
@@ -52,7 +52,9 @@ readonly TEST_PACKAGES=(libgtest-dev libgmock-dev nodejs npm clang libclang-rt-1
                         python3-pip python3-setuptools python3-wheel)
 # wrk: the load generator of `bench/http/run.sh post`; nodejs runs
 # bench/http/sse_fanout.mjs; curl starts the server's workflows.
-readonly BENCH_PACKAGES=(wrk nodejs curl)
+# npm, redis-server, postgresql-15: bench/compare/ (BullMQ on its own Redis,
+# DBOS on its own PostgreSQL, their npm packages pinned).
+readonly BENCH_PACKAGES=(wrk nodejs npm curl redis-server postgresql-15)
 
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
