@@ -41,7 +41,12 @@
 // keyed group offers a row of rank n only if n <= its run's limit less the
 // key's running runs and its runs published to a stream transport and not
 // leased yet (outbox rows kept as 'published' until their hold ends:
-// pg_stream_db.cc; the table queue has none).
+// pg_stream_db.cc; the table queue has none), or being published now: a
+// queued run's row a relay holds ('relay') counts too, or a relay running
+// beside it (every Claim runs a pass besides the background relay) would
+// find the key's room free meanwhile and publish a second run of a key of
+// limit 1 (seen: ClaimsHoldBackRunsOverTheirLimitUntilASlotFrees, PostgresRedis,
+// once in a CI run).
 //
 // By index probes, whatever the backlog (schema version 16): `g` lists the
 // groups by a skip-scan of queue_fair, one probe each; `walk` is how far a
@@ -59,7 +64,8 @@
   "busy AS (SELECT k, sum(n)::bigint AS n FROM (SELECT concurrency_key AS k, count(*) AS n "     \
   "FROM runs WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key "       \
   "UNION ALL SELECT r.concurrency_key, count(*) FROM queue q JOIN runs r ON r.id = q.run_id "    \
-  "WHERE q.claimed_by = 'published' AND q.visible_at > (SELECT runloom_now()) "                  \
+  "WHERE (q.claimed_by = 'published' OR (q.claimed_by = 'relay' AND r.status = 'queued')) "      \
+  "AND q.visible_at > (SELECT runloom_now()) "                                                   \
   "AND r.concurrency_key <> '' GROUP BY r.concurrency_key) b GROUP BY k), "                      \
   "walk AS (SELECT g.k, COALESCE(busy.n, 0) AS n, CASE WHEN g.k = '' THEN want.n "               \
   "WHEN m.lo - COALESCE(busy.n, 0) >= want.n THEN want.n "                                       \
