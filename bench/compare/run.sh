@@ -36,8 +36,9 @@ usage() { die "usage: bench/compare/run.sh RUNLOOM_BIN [PAIRS=3] [RUNS=10000] (S
 [[ $# -ge 1 && $# -le 3 ]] || usage
 bin="$1"
 readonly PAIRS="${2:-3}" RUNS="${3:-10000}" SYNC_FULL="${SYNC_FULL:-0}"
-[[ $PAIRS =~ ^[1-9][0-9]*$ ]] || die "PAIRS must be a positive integer, not '$PAIRS'"
-[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, not '$RUNS'"
+[[ $PAIRS =~ ^[1-9][0-9]?$|^100$ ]] || die "PAIRS must be an integer from 1 to 100, not '$PAIRS'"
+[[ $RUNS =~ ^[1-9][0-9]{0,6}$ && $RUNS -le 1000000 ]] ||
+  die "RUNS must be an integer from 1 to 1,000,000, not '$RUNS'"
 [[ $SYNC_FULL == 0 || $SYNC_FULL == 1 ]] || die "SYNC_FULL must be 0 or 1, not '$SYNC_FULL'"
 [[ -f $bin && -x $bin ]] || die "no executable at '$bin' (build it first, e.g. make cli)"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"

@@ -68,7 +68,10 @@ function parseArgs(argv) {
     if (arg === '--db') {
       opts.db = value;
     } else if (ints[arg]) {
-      if (!/^[1-9][0-9]*$/.test(value)) usage(`${arg} takes a positive integer, not '${value}'`);
+      // Bounded: 10,000,000 covers any run count, pid or timeout meant here.
+      if (!/^[1-9][0-9]{0,7}$/.test(value) || Number(value) > 10_000_000) {
+        usage(`${arg} takes an integer from 1 to 10,000,000, not '${value}'`);
+      }
       opts[ints[arg]] = Number(value);
     } else {
       usage(`unknown argument '${arg}'`);
