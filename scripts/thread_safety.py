@@ -15,8 +15,8 @@ In a unity build (CMakeLists.txt) the database lists CMake's unity units,
 and each unit is checked whole, as GCC compiles it: the analysis is per
 function, so a unit finds what its files alone would. Checked file by file,
 the library's units parsed Abseil, nlohmann-json and Boost once per file (the
-engine's unit: 131 s file by file, 8.4 s whole; the step fell from 525 s to
-about a fifth in CI). What that gave up: a library file leaning on what an
+engine's unit: 131 s file by file, 8.4 s whole; the step took 525 s in a
+fresh-clone CI run, 224 s after). What that gave up: a library file leaning on what an
 earlier file of its unit included is no longer caught here; it would fail
 only a build with -DCMAKE_UNITY_BUILD=OFF (the default is on, for
 embedders too), and the public headers are still compiled alone
