@@ -8,19 +8,19 @@ no second configure or build is needed) and runs each command again as
 `clang++ -fsyntax-only -Wthread-safety -Werror`, with RUNLOOM_TESTING defined
 so the test-only code is checked too. Every warning clang raises is an error:
 the thread-safety ones (ABSL_GUARDED_BY & co., STYLE.md §4) and clang's own
--Wall -Wextra. Prints the diagnostics of each failing file and exits 1 if any
-failed. Nothing is written to the build directory.
+-Wall -Wextra. Prints the diagnostics of each failing translation unit and
+exits 1 if any failed. Nothing is written to the build directory.
 
 In a unity build (CMakeLists.txt) the database lists CMake's unity units,
 and each unit is checked whole, as GCC compiles it: the analysis is per
 function, so a unit finds what its files alone would. Checked file by file,
 the library's units parsed Abseil, nlohmann-json and Boost once per file (the
 engine's unit: 131 s file by file, 8.4 s whole; the step took 525 s in a
-fresh-clone CI run, 224 s after). What that gave up: a library file leaning on what an
-earlier file of its unit included is no longer caught here; it would fail
-only a build with -DCMAKE_UNITY_BUILD=OFF (the default is on, for
-embedders too), and the public headers are still compiled alone
-(`make test-headers`).
+fresh-clone CI run, 224 s after). What that gave up: a library file leaning
+on what an earlier file of its unit included is no longer caught here; it
+would fail only a build with -DCMAKE_UNITY_BUILD=OFF (the default is on, for
+embedders too), and the public headers are still compiled alone (`make
+test-headers`).
 """
 import concurrent.futures
 import json
@@ -80,12 +80,12 @@ def main():
     name = os.path.basename(clang)
     secs = time.monotonic() - start
     if failed:
-        print(f"thread-safety: {len(failed)} of {len(entries)} files failed {name} "
+        print(f"thread-safety: {len(failed)} of {len(entries)} translation units failed {name} "
               f"-Wthread-safety -Werror ({secs:.0f} s):")
         for p in failed:
             print(f"  {os.path.relpath(p)}")
         return 1
-    print(f"thread-safety: {len(entries)} files pass {name} -Wthread-safety -Werror "
+    print(f"thread-safety: {len(entries)} translation units pass {name} -Wthread-safety -Werror "
           f"({secs:.0f} s)")
     return 0
 

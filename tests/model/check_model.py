@@ -173,9 +173,14 @@ def static_check(model, rows, workdir):
     return problems
 
 
+def full_check():
+    """RUNLOOM_MODEL_FULL=1: every claim in every configuration (see CONFIGS)."""
+    return os.environ.get("RUNLOOM_MODEL_FULL") == "1"
+
+
 def run(cmd, cwd):
     # RUNLOOM_MODEL_FULL's default-configuration `rests` alone takes about 5 min.
-    timeout = SEARCH_TIMEOUT_S * (4 if os.environ.get("RUNLOOM_MODEL_FULL") == "1" else 1)
+    timeout = SEARCH_TIMEOUT_S * (4 if full_check() else 1)
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 
@@ -202,7 +207,7 @@ def build(model, workdir, defines, liveness, optimize=True):
     # (RUNLOOM_MODEL_FULL=1; 1e8 states in one search) needs it. MEMLIM (MB)
     # raises pan's default 2 GB bound; past it pan stops with an error, which
     # fails the check.
-    full = os.environ.get("RUNLOOM_MODEL_FULL") == "1"
+    full = full_check()
     flags = ["-O2" if optimize else "-O0", f"-DMEMLIM={16384 if full else 4096}",
              "-DVECTORSZ=2048", "-w"] + (["-DCOLLAPSE"] if full else [])
     flags += ["-DNFAIR=4"] if liveness else ["-DSAFETY", "-DNOCLAIM"]
@@ -260,7 +265,7 @@ def search(local_model, workdir, defines, config, report, claims, unreached_all,
         unreached_all &= not_here
     report.append(f"safety: 0 errors, {states} states, depth {depth}, "
                   f"{time.monotonic() - t0:.1f} s")
-    if os.environ.get("RUNLOOM_MODEL_FULL") == "1":
+    if full_check():
         claims = claims_of(open(local_model, encoding="utf-8").read())
     if first_claim in claims:
         claims = [first_claim] + [c for c in claims if c != first_claim]
