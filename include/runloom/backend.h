@@ -82,6 +82,9 @@ struct BackendOptions {
   // or a malformed URL, OpenBackend fails with kInvalidArgument; with a
   // Redis that cannot be reached, kUnavailable; nothing is written either way.
   std::string queue_url;
+  // The process keeps the backend open and writes continuously (a worker, a
+  // server, a benchmark). SQLite: SqliteOptions::preallocate_wal.
+  bool long_lived = false;
 };
 
 // How a backend is opened from a URL of its scheme (the shape of DuckDB's

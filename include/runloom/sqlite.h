@@ -51,6 +51,15 @@ struct SqliteOptions {
   // move on, so the next write starts the WAL from its beginning. The WAL
   // file is thus at most about twice this size (and never kept past 64 MiB).
   int wal_checkpoint_pages = 4000;
+  // For a process that keeps the file open and writes continuously (a
+  // worker, a server): at open, the WAL file is extended with zeros to the
+  // size continuous writes grow it to (2.5 x wal_checkpoint_pages frames,
+  // at most 64 MiB; about 41 MB by default), inside a write transaction, so
+  // that commits overwrite the file instead of growing it. Measured: the
+  // p99 from enqueue to first step at 1,900 runs/s fell by about a third
+  // (docs/performance.md). The zeros are never valid frames. Off for short
+  // commands, which would pay for writing them. Not for ":memory:".
+  bool preallocate_wal = false;
 };
 
 // Opens (creating if needed) the SQLite database at `path` (":memory:" for a

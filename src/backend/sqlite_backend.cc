@@ -50,6 +50,7 @@ absl::StatusOr<Backend> OpenSqliteFromOptions(const std::string& path,
   o.synchronous = options.durability;
   o.busy_timeout = options.lock_timeout;
   o.transport = options.transport;
+  o.preallocate_wal = options.long_lived;
   return OpenSqlite(path, o);
 }
 

@@ -216,7 +216,7 @@ int BenchCommand(const BenchFlags& flags) {
     c.db = dir + "/bench.db";
   }
   const std::string& db = c.db;
-  auto backend = OpenDb(c);
+  auto backend = OpenDb(c, {}, /*long_lived=*/true);
   if (!backend.ok()) {
     if (!dir.empty()) std::filesystem::remove_all(dir);
     return DbOpenFailure(c, backend.status());

@@ -307,9 +307,11 @@ absl::Status CheckQueueUrl(const CommonFlags& c) {
                    "' is not a queue URL: ", fault, " (accepted: ", kQueueForm, ")"));
 }
 
-absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& transport) {
+absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& transport,
+                               bool long_lived) {
   RUNLOOM_RETURN_IF_ERROR(CheckQueueUrl(c));
   BackendOptions o;
+  o.long_lived = long_lived;
   o.durability = c.sync;
   o.transport = transport;
   o.queue_url = c.queue;

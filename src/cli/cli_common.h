@@ -92,8 +92,9 @@ absl::StatusOr<LogFormat> LogFormatSetting(const std::optional<std::string>& fla
 
 // Opens the backend `c` names (creating an SQLite file that is not there).
 // Checks the queue URL first; errors are prefixed with the URL and where it
-// came from.
-absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& transport = {});
+// came from. `long_lived`: BackendOptions::long_lived (worker, serve, bench).
+absl::StatusOr<Backend> OpenDb(const CommonFlags& c, const TransportOptions& transport = {},
+                               bool long_lived = false);
 // OpenDb over an existing database: kNotFound when `c` names an SQLite file
 // that is not there (nothing is created).
 absl::StatusOr<Backend> OpenExistingDb(const CommonFlags& c);

@@ -190,7 +190,8 @@ int WorkerCommand(const WorkerFlags& f) {
                              f.metrics_listen.substr(0, f.metrics_listen.rfind(':')), ":",
                              (ports.empty() ? 0 : ports.front()), "/metrics"));
   }
-  auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries});
+  auto backend = OpenDb(f.common, TransportOptions{.max_deliveries = f.max_deliveries},
+                        /*long_lived=*/true);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
   auto engine = Engine::Open(*std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));

@@ -97,7 +97,7 @@ int ServeCommand(const ServeFlags& f) {
   }
   RaiseDescriptorLimit();
   SignalWatcher signals;
-  auto backend = OpenDb(f.common);
+  auto backend = OpenDb(f.common, {}, /*long_lived=*/true);
   if (!backend.ok()) return DbOpenFailure(f.common, backend.status());
   auto engine = Engine::Open(*std::move(opts), *std::move(backend));
   if (!engine.ok()) return Failure(std::string(engine.status().message()));

@@ -1,6 +1,7 @@
 #include "store/sqlite/db.h"
 
 #include "core/status_macros.h"
+#include "store/sqlite/wal_gather_vfs.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -145,7 +146,9 @@ std::optional<absl::Time> Statement::ColumnOptionalTime(int col) const {
 absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, absl::Duration busy_timeout) {
   sqlite3* raw = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  // Every connection through the shim (wal_gather_vfs.h); only one that
+  // writes ever buffers anything.
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, WalGatherVfsName());
   if (rc != SQLITE_OK) {
     absl::Status s =
         SqliteStatus(raw, rc,

@@ -114,6 +114,8 @@ class SqliteHandle {
   // Runs a PASSIVE checkpoint on checkpointer_ every wal_checkpoint_pages
   // frames, and a RESTART one once the WAL is twice that.
   void Checkpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // SqliteOptions::preallocate_wal, at the end of Open().
+  absl::Status PreallocateWal();
   static int OnWalCommit(void* self, sqlite3* db, const char* name, int frames);
 
   // Constant after Open().
