@@ -232,7 +232,7 @@ absl::Status SqliteHandle::PreallocateWal() {
   // read; zeros never pass a frame's checksum, so recovery stops before
   // them. Writes past a file's end cost more than overwrites (block
   // allocation): measured, the p99 from enqueue to first step at 1,900
-  // runs/s fell by about a third (docs/performance.md).
+  // runs/s fell by about a fifth (docs/performance.md).
   return Write([this](WriteTxn& txn) -> absl::Status {
     sqlite3_file* wal = nullptr;
     if (sqlite3_file_control(txn.db.raw(), "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) !=
