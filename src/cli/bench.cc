@@ -89,6 +89,7 @@ int Report(const BenchFlags& f, const std::string& db, Measured m, double elapse
       {"completed", completed},
       {"steps", completed * 3},
       {"executors", f.executors},
+      {"runs_in_flight", std::max(f.executors, f.runs_in_flight)},
       {"producers", f.producers},
       {"workers", f.workers},
       {"rate_per_s", f.rate},
@@ -124,6 +125,10 @@ std::vector<pid_t> StartWorkers(const BenchFlags& f, const std::string& db) {
   if (!f.queue.empty()) {
     args.push_back("--queue");
     args.push_back(f.queue);
+  }
+  if (f.runs_in_flight > 0) {
+    args.push_back("--runs-in-flight");
+    args.push_back(absl::StrCat(f.runs_in_flight));
   }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -188,6 +193,9 @@ int BenchCommand(const BenchFlags& flags) {
                 "--producers at least 0 (0: 8 per worker process)");
     return kExitBadInput;
   }
+  if (absl::Status s = CheckRunsInFlight(flags.runs_in_flight); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
   if (!(flags.rate >= 0 && flags.rate <= 1e7)) {
     return BadInput(absl::StrCat("--rate is runs per second, from 0 (as fast as possible) to "
                                  "10000000, got ", flags.rate));
@@ -223,6 +231,7 @@ int BenchCommand(const BenchFlags& flags) {
   }
   EngineOptions eo;
   eo.executors = f.executors;
+  eo.runs_in_flight = f.runs_in_flight;
   eo.idle_poll = absl::Milliseconds(20);
   auto engine = Engine::Open(std::move(eo), *std::move(backend));
   if (!engine.ok()) {

@@ -58,6 +58,7 @@ class Fiber {
   char* stack = nullptr;  // the mapping, guard page first
   std::atomic<int> state{kRunning};
   bool done = false;
+  int suspendable = 0;  // open SuspendableRegions (only the fiber touches it)
 #if RUNLOOM_FIBER_ASAN
   void* fake_stack = nullptr;
   const void* thread_stack_bottom = nullptr;
@@ -331,6 +332,19 @@ void Suspend(absl::FunctionRef<void(const Waker&)> arm) {
 }
 
 void WakeAt(absl::Time when, Waker w) { Timers::Get().Add(when, std::move(w)); }
+
+SuspendableRegion::SuspendableRegion() : fiber_(CurrentFiber()) {
+  if (fiber_ != nullptr) ++fiber_->suspendable;
+}
+
+SuspendableRegion::~SuspendableRegion() {
+  if (fiber_ != nullptr) --fiber_->suspendable;
+}
+
+bool InSuspendableRegion() {
+  Fiber* f = CurrentFiber();
+  return f != nullptr && f->suspendable > 0;
+}
 
 void SleepUntil(absl::Time until) {
   if (!OnFiber()) {

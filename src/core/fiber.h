@@ -9,7 +9,8 @@
 // worker keeps thousands of model calls in flight on a few executor threads.
 //
 // Rules for code that may run on a fiber:
-//  - never Suspend while holding a lock;
+//  - never Suspend while holding a lock another fiber may need (a
+//    SuspendableRegion names the one exception the engine makes);
 //  - a blocking wait (a mutex, a condition variable, a subprocess) blocks the
 //    fiber's thread, not only the fiber: fine when whatever ends the wait does
 //    not need a suspended fiber to run (a store commit does not; a free
@@ -92,5 +93,29 @@ void WakeAt(absl::Time when, Waker w);
 
 // Sleeps until `until` on RealClock(): suspends a fiber, blocks a thread.
 void SleepUntil(absl::Time until);
+
+// A region of a fiber in which waits that otherwise block the thread may
+// suspend the fiber instead: a store's group commit (store/internal/
+// group_leader.h), so an executor thread runs other runs while a run's write
+// waits for its group. Whoever opens one vouches that no lock it holds there
+// can be needed by another fiber meanwhile: a run's own RunWriter holds its
+// write lock across the commit, which only that run's fiber and its parallel
+// branches (threads, not fibers) take. A blocked thread needs no other fiber
+// to run; a suspended fiber holding a lock that every executor thread then
+// blocks on would never be resumed, so waits outside a region keep blocking.
+// Nests; off a fiber it does nothing.
+class SuspendableRegion {
+ public:
+  SuspendableRegion();
+  ~SuspendableRegion();
+  SuspendableRegion(const SuspendableRegion&) = delete;
+  SuspendableRegion& operator=(const SuspendableRegion&) = delete;
+
+ private:
+  Fiber* const fiber_;
+};
+
+// True on a fiber inside a SuspendableRegion.
+bool InSuspendableRegion();
 
 }  // namespace runloom::fiber

@@ -1,6 +1,7 @@
 #include "engine/run/run_writer.h"
 
 #include "core/crash_point.h"
+#include "core/fiber.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -39,8 +40,15 @@ bool RunWriter::releasing() const {
 }
 
 absl::Status RunWriter::Write(RunWrite write, bool defer) {
-  runloom::MutexLock l(&write_mu_);
-  if (lease_lost_) return absl::AbortedError("lease lost");
+  write_mu_.Lock();
+  // One write of this run at a time (parallel branches write through this
+  // writer), in the order they got here; write_mu_ itself is not held across
+  // the commit, which may suspend this run's fiber (below).
+  while (writing_) write_done_.Wait(&write_mu_);
+  if (lease_lost_) {
+    write_mu_.Unlock();
+    return absl::AbortedError("lease lost");
+  }
   // Before anything is kept: deferred records are written later, as they are.
   if (scrubber_ != nullptr) scrubber_->Scrub(write);
   if (defer) {
@@ -51,6 +59,7 @@ absl::Status RunWriter::Write(RunWrite write, bool defer) {
     // runs again, as a crash just before its own commit would.
     for (StepRecord& r : write.steps) pending_.steps.push_back(std::move(r));
     for (Event& e : write.events) pending_.events.push_back(std::move(e));
+    write_mu_.Unlock();
     return absl::OkStatus();
   }
   RunWrite pending = std::move(pending_);
@@ -72,7 +81,21 @@ absl::Status RunWriter::Write(RunWrite write, bool defer) {
     write.lease_token = lease_.token;
     if (releases) releasing_ = true;
   }
-  absl::Status s = take_lease ? WriteTakingLeaseLocked(l, write) : store_->Commit(write);
+  writing_ = true;
+  write_mu_.Unlock();
+  absl::Status s;
+  bool lost = false;  // the lease is lost, or was never this write's to take
+  {
+    // The commit may suspend this run's fiber while it waits for its group
+    // (store/internal/group_leader.h): no lock is held here, and the only
+    // other writers of this run wait on writing_ above.
+    fiber::SuspendableRegion suspendable;
+    s = take_lease ? WriteTakingLease(write, &lost) : store_->Commit(write);
+  }
+  runloom::MutexLock l(&write_mu_);
+  writing_ = false;
+  write_done_.SignalAll();  // a waiter that finds the lease lost returns at once
+  if (lost) lease_lost_ = true;
   if (releases && !s.ok()) {
     runloom::MutexLock ll(&lease_mu_);
     releasing_ = false;
@@ -101,7 +124,7 @@ absl::Status RunWriter::Write(RunWrite write, bool defer) {
   return s;
 }
 
-absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWrite& write) {
+absl::Status RunWriter::WriteTakingLease(RunWrite& write, bool* lost) {
   // A first execution: this write takes the lease too.
   const FirstLeaseRequest& req = *first_lease_;
   auto first = store_->AcquireLease(LeaseRequest{.run_id = run_id_,
@@ -114,7 +137,7 @@ absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWri
     runloom::MutexLock l(&lease_mu_);
     lease_pending_ = false;
     lease_error_ = first.status();
-    lease_lost_ = true;
+    *lost = true;
     root_.RequestStop(StopReason::kLeaseLost);
     return absl::AbortedError(
         absl::StrCat("run ", run_id_, " could not be leased: ", first.status().message()));
@@ -131,7 +154,7 @@ absl::Status RunWriter::WriteTakingLeaseLocked(const runloom::MutexLock&, RunWri
   if (needs_records) {
     // Leased, but someone ran the run in between: stop writing; the
     // caller goes on with this lease and the recorded steps.
-    lease_lost_ = true;
+    *lost = true;
     root_.RequestStop(StopReason::kLeaseLost);
     return absl::AbortedError("the run was leased before: read its records first");
   }

@@ -18,7 +18,9 @@
 // without touching the store.
 //
 // Thread-safety: every method is thread-safe. Writes are serialised by
-// write_mu_ (parallel branches of one run write through one RunWriter);
+// writing_ under write_mu_ (parallel branches of one run write through one
+// RunWriter; the lock is not held across a commit, which may suspend a
+// fiber: core/fiber.h, SuspendableRegion);
 // lease_mu_ guards the lease, which the lease keeper reads from its thread.
 #pragma once
 
@@ -84,9 +86,10 @@ class RunWriter {
   bool releasing() const ABSL_LOCKS_EXCLUDED(lease_mu_);
 
  private:
-  // The first write of a first execution: takes the lease with it.
-  absl::Status WriteTakingLeaseLocked(const runloom::MutexLock& write_lock, RunWrite& write)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The first write of a first execution: takes the lease with it. Sets
+  // *lost when nothing more may be written (not leased, or leased but not
+  // first). Called with writing_ set, without write_mu_.
+  absl::Status WriteTakingLease(RunWrite& write, bool* lost) ABSL_LOCKS_EXCLUDED(write_mu_);
 
   // Constant after construction.
   Store* const store_;
@@ -102,7 +105,11 @@ class RunWriter {
   bool lease_needs_records_ ABSL_GUARDED_BY(lease_mu_) = false;
   bool releasing_ ABSL_GUARDED_BY(lease_mu_) = false;
 
-  runloom::Mutex write_mu_;  // orders this run's writes (parallel branches)
+  runloom::Mutex write_mu_;
+  // Orders this run's writes (parallel branches): set while one commits,
+  // without write_mu_ held (its fiber may suspend there); the next waits.
+  bool writing_ ABSL_GUARDED_BY(write_mu_) = false;
+  runloom::CondVar write_done_;
   bool lease_lost_ ABSL_GUARDED_BY(write_mu_) = false;
   RunWrite pending_ ABSL_GUARDED_BY(write_mu_);  // deferred records and events
 };

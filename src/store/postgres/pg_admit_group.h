@@ -20,6 +20,8 @@
 
 #include "runloom/mutex.h"
 
+#include "store/internal/group_leader.h"
+
 #include "store/postgres/pg_handle.h"
 #include "store/write_checks.h"
 
@@ -75,7 +77,7 @@ class PgAdmitGroup {
     explicit Writer(PgAdmission* a) : admission(a) {}
     PgAdmission* admission;
     bool done = false;  // guarded by PgAdmitGroup::mu_
-    runloom::CondVar cv;
+    TurnSignal cv;
   };
 
   // Runs `group` in one transaction; on a failure that is not the

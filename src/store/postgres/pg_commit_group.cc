@@ -50,21 +50,35 @@ void PgCommitGroup::Run(PgGroupOp* op) {
   WakeNextLeaderLocked();
   mu_.Unlock();
 
-  RunGroup(group);
+  while (true) {
+    RunGroup(group);
 
-  mu_.Lock();
-  for (Writer* g : group) {
-    in_flight_.erase(g->op->run_id());
-    g->done = true;
-    g->cv.Signal();  // the leader's own writer is not waiting: a no-op
+    mu_.Lock();
+    for (Writer* g : group) {
+      in_flight_.erase(g->op->run_id());
+      g->done = true;
+      g->cv.Signal();  // the leader's own writer is not waiting: a no-op
+    }
+    --leaders_;
+    // A suspended fiber at the front is not handed the lead (group_leader.h,
+    // TurnSignal): this thread leads its group.
+    if (writers_.empty() || !writers_.front()->cv.suspends() || !can_lead_front()) break;
+    ++leaders_;
+    group = TakeGroupLocked();
+    mu_.Unlock();
   }
-  --leaders_;
   WakeNextLeaderLocked();
   mu_.Unlock();
 }
 
+bool PgCommitGroup::can_lead_front() const {
+  return leaders_ < kMaxLeaders && !in_flight_.contains(writers_.front()->op->run_id());
+}
+
 void PgCommitGroup::WakeNextLeaderLocked() {
-  if (!writers_.empty() && leaders_ < kMaxLeaders) writers_.front()->cv.Signal();
+  if (!writers_.empty() && leaders_ < kMaxLeaders && !writers_.front()->cv.suspends()) {
+    writers_.front()->cv.Signal();
+  }
 }
 
 std::vector<PgCommitGroup::Writer*> PgCommitGroup::TakeGroupLocked() {

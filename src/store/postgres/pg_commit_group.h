@@ -27,6 +27,8 @@
 #include "runloom/mutex.h"
 #include "runloom/store.h"
 
+#include "store/internal/group_leader.h"
+
 #include "store/postgres/pg_handle.h"
 #include "store/postgres/pg_write_batch.h"
 #include "store/write_checks.h"
@@ -84,14 +86,18 @@ class PgCommitGroup {
     explicit Writer(PgGroupOp* o) : op(o) {}
     PgGroupOp* op;
     bool done = false;  // guarded by PgCommitGroup::mu_
-    runloom::CondVar cv;
+    TurnSignal cv;
   };
 
   // Removes the next group from writers_ (at most one op per run, none on
   // a run in flight; their runs become in flight), in run id order.
   std::vector<Writer*> TakeGroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Signals the front writer when it may lead.
+  // Signals the front writer when it may lead (never a suspended fiber:
+  // group_leader.h, TurnSignal).
   void WakeNextLeaderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the front writer's group may start now.
+  // REQUIRES: writers_ is not empty.
+  bool can_lead_front() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `group` and sets each op's status.
   void RunGroup(const std::vector<Writer*>& group);
   // The group's transaction. Sets *apart when the group must be applied one

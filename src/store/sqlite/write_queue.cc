@@ -61,7 +61,7 @@ absl::Status WriteQueue::Write(WriteOp op) {
   // This thread leads. It keeps leading while writers are queued (up to
   // kMaxRounds groups): it is running already, whereas handing over means
   // waking a sleeping thread first.
-  for (int round = 0; round < kMaxRounds; ++round) {
+  for (int round = 0;; ++round) {
     // The previous group's writers usually come straight back with their
     // next write but wake one by one; a few yields let them join this group.
     for (int i = 0; i < kMaxJoinYields && writers_.size() < last_group_size_; ++i) {
@@ -73,6 +73,9 @@ absl::Status WriteQueue::Write(WriteOp op) {
     }
     RunNextGroupLocked();
     if (writers_.empty()) break;
+    // Past kMaxRounds this thread hands over, but not to a suspended fiber
+    // (group_leader.h, TurnSignal): it leads that one's group itself.
+    if (round + 1 >= kMaxRounds && !writers_.front()->cv.suspends()) break;
   }
   leader_active_ = false;
   if (!writers_.empty()) writers_.front()->cv.Signal();  // the next leader

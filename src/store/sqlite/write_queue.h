@@ -19,6 +19,8 @@
 
 #include "runloom/mutex.h"
 
+#include "store/internal/group_leader.h"
+
 #include "store/sqlite/db.h"
 
 #include "absl/base/thread_annotations.h"
@@ -90,7 +92,7 @@ class WriteQueue {
     bool ran = false;       // op executed (status is its own result)
     bool produced = false;  // op kept a produced queue message
     bool done = false;      // guarded by WriteQueue::mu_
-    runloom::CondVar cv;
+    TurnSignal cv;
   };
 
   // Takes the group at the front of writers_, runs it (releasing mu_

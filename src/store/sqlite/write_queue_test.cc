@@ -3,7 +3,10 @@
 #include "store/sqlite/wal_gather_vfs.h"
 
 #include "runloom/clock.h"
+#include "runloom/mutex.h"
 
+#include "core/fiber.h"
+#include "testing/fiber_host.h"
 #include "testing/status_matchers.h"
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +15,8 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -224,6 +229,123 @@ TEST_F(WriteQueueTest, ManyThreadsAllCommitInFewerTransactions) {
   EXPECT_EQ(Rows().size(), static_cast<size_t>(kThreads * kPerThread));
   EXPECT_EQ(queue_->TEST_ops(), static_cast<uint64_t>(kThreads * kPerThread));
   EXPECT_EQ(static_cast<uint64_t>(commits_.load()), queue_->TEST_groups());
+}
+
+// Whether queued fibers suspend (store/internal/group_leader.h): a leader
+// thread holds the queue until `want` writers are queued behind it or
+// `patience` has passed, while `fibers` fibers on ONE host thread each insert
+// a row, inside a fiber::SuspendableRegion or not. Returns how many writers
+// the leader saw queued behind it.
+size_t QueuedBehindALeader(WriteQueue& queue, int fibers, bool region, absl::Duration patience,
+                           const std::function<absl::Status(int64_t)>& insert) {
+  const size_t want = static_cast<size_t>(fibers);
+  std::atomic<size_t> seen{0};
+  std::thread leader([&] {
+    EXPECT_OK(queue.Write([&](WriteTxn&) -> absl::Status {
+      const absl::Time give_up = RealClock()->Now() + patience;
+      while (queue.TEST_QueueLength() < want + 1 && RealClock()->Now() < give_up) {
+        RealClock()->SleepFor(absl::Milliseconds(1));
+      }
+      seen = queue.TEST_QueueLength() - 1;
+      return absl::OkStatus();
+    }));
+  });
+  while (queue.TEST_QueueLength() < 1) RealClock()->SleepFor(absl::Milliseconds(1));
+  runloom::testing::FiberHost host;
+  for (int i = 0; i < fibers; ++i) {
+    host.Spawn([&, i] {
+      std::optional<fiber::SuspendableRegion> suspendable;
+      if (region) suspendable.emplace();
+      EXPECT_OK(insert(100 + i));
+    });
+  }
+  host.Run(/*threads=*/1);
+  leader.join();
+  return seen;
+}
+
+TEST_F(WriteQueueTest, FibersInASuspendableRegionQueueUpOnOneThreadAndShareAGroup) {
+  constexpr int kFibers = 10;
+  // Suspended, each fiber gives the one thread to the next, so all ten queue
+  // up behind the leader (blocked, the first would hold the thread: see below).
+  EXPECT_EQ(QueuedBehindALeader(*queue_, kFibers, /*region=*/true, absl::Seconds(30),
+                                [this](int64_t x) { return Insert(x); }),
+            static_cast<size_t>(kFibers));
+  EXPECT_EQ(Rows().size(), static_cast<size_t>(kFibers));
+  EXPECT_EQ(queue_->TEST_groups(), 2u);  // the leader's, then all ten fibers' in one
+  EXPECT_EQ(queue_->TEST_ops(), static_cast<uint64_t>(kFibers + 1));
+}
+
+TEST_F(WriteQueueTest, AFiberOutsideASuspendableRegionBlocksItsThread) {
+  // Outside a region (a lock another fiber may need could be held) the first
+  // fiber's wait blocks the host's only thread: the second never queues
+  // while the leader waits, and each fiber then commits alone.
+  EXPECT_EQ(QueuedBehindALeader(*queue_, 2, /*region=*/false, absl::Milliseconds(300),
+                                [this](int64_t x) { return Insert(x); }),
+            1u);
+  EXPECT_EQ(Rows().size(), 2u);
+  EXPECT_EQ(queue_->TEST_groups(), 3u);
+}
+
+// A leader never hands the lead to a suspended fiber (group_leader.h,
+// TurnSignal). Here it would deadlock: a leader thread runs kMaxRounds (8)
+// groups of one writer each; as the 8th runs, a fiber F queues (suspended),
+// then a thread T behind it, while the fiber host's only thread is blocked by
+// another fiber G until T's write is done (as a parallel step blocks its
+// executor until its branch threads have committed). Handed the lead, F would
+// wait for that thread forever; G gives up after 10 s, so the test fails
+// instead of hanging.
+TEST_F(WriteQueueTest, ALeaderNeverHandsTheLeadToASuspendedFiber) {
+  runloom::Notification round8;       // the 8th group's op is running
+  runloom::Notification t_committed;  // T's write is done
+  std::atomic<bool> g_gave_up{false};
+  runloom::testing::FiberHost host;
+  host.Spawn([&] {  // F: waits (blocking the host thread) for the 8th group, then queues
+    round8.WaitForNotification();
+    fiber::SuspendableRegion suspendable;
+    EXPECT_OK(Insert(900));
+  });
+  host.Spawn([&] {  // G: blocks the host thread until T has committed
+    if (!t_committed.WaitForNotificationWithTimeout(absl::Seconds(10))) g_gave_up = true;
+  });
+  std::thread host_thread([&] { host.Run(/*threads=*/1); });
+
+  std::vector<std::thread> chain;
+  std::thread t;
+  // The op of the k-th group: starts the next writer and waits until it is
+  // queued behind this group (queue length: this group's writer + it).
+  std::function<absl::Status(int)> write_chained = [&](int k) -> absl::Status {
+    return queue_->Write([&, k](WriteTxn& txn) -> absl::Status {
+      auto wait_queued = [&](size_t n) {
+        while (queue_->TEST_QueueLength() < n) RealClock()->SleepFor(absl::Milliseconds(1));
+      };
+      if (k < 8) {
+        chain.emplace_back([&, k] { EXPECT_OK(write_chained(k + 1)); });
+        wait_queued(2);
+      } else {
+        round8.Notify();
+        wait_queued(2);  // F
+        t = std::thread([&] {
+          EXPECT_OK(Insert(901));
+          t_committed.Notify();
+        });
+        wait_queued(3);  // T, behind F
+      }
+      absl::StatusOr<Statement> st = txn.db.Prepare("INSERT INTO t (x) VALUES (?1)");
+      if (!st.ok()) return st.status();
+      st->BindInt(1, k);
+      return st->Run();
+    });
+  };
+  std::thread leader([&] { EXPECT_OK(write_chained(1)); });
+  leader.join();
+  // chain grows only inside ops, which have all run once the leader's
+  // write returned and the chain's writers were joined in order.
+  for (size_t i = 0; i < chain.size(); ++i) chain[i].join();
+  host_thread.join();
+  if (t.joinable()) t.join();
+  EXPECT_FALSE(g_gave_up) << "the lead went to the suspended fiber, whose thread was blocked";
+  EXPECT_EQ(Rows().size(), 10u);  // eight chained, F's and T's
 }
 
 // The WAL shim (wal_gather_vfs.h): every connection Db::Open makes goes
