@@ -12,10 +12,15 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace runloom::store_internal {
 namespace {
+
+// How often a leader that goes on leading yields to let the previous group's
+// writers rejoin.
+constexpr int kMaxJoinYields = 4;
 
 // The fence columns of PgLockFence, then the id, then the id of the run's
 // queue message (NULL: none; a message of a locked run only changes under
@@ -63,6 +68,18 @@ void PgCommitGroup::Run(PgGroupOp* op) {
     // A suspended fiber at the front is not handed the lead (group_leader.h,
     // TurnSignal): this thread leads its group.
     if (writers_.empty() || !writers_.front()->cv.suspends() || !can_lead_front()) break;
+    // The group's fibers usually come straight back with their next write
+    // once an executor resumed them: a few yields let them join this group,
+    // as a hand-over's wake-up would have (store/sqlite/write_queue.cc).
+    const size_t last = group.size();
+    for (int i = 0; i < kMaxJoinYields && writers_.size() < last; ++i) {
+      const size_t before = writers_.size();
+      mu_.Unlock();
+      std::this_thread::yield();
+      mu_.Lock();
+      if (writers_.size() == before) break;
+    }
+    if (writers_.empty() || !can_lead_front()) break;
     ++leaders_;
     group = TakeGroupLocked();
     mu_.Unlock();
