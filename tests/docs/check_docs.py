@@ -303,6 +303,18 @@ def read_line(proc, pattern, deadline):
     raise RuntimeError(f"the process never printed /{pattern}/")
 
 
+def stop(proc):
+    """SIGTERM, then up to 30 s for the process to end. One that does not is
+    killed, so no test leaves it behind, and the timeout still fails the check."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
 def exported(runloom, expected):
     """{process: {family: type}} of a running serve and worker, after each ran a workflow.
     `expected`: {process: families the docs say it exports}, waited for."""
@@ -340,8 +352,7 @@ def exported(runloom, expected):
                 found = families(scrape(url, deadline))
             out["worker"] = found
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            stop(worker)
         port = free_port()
         serve = subprocess.Popen([runloom, "serve", "--db", db, "--config", config,
                                   "--listen", f"127.0.0.1:{port}", "--insecure-no-auth"], env=env, stdout=subprocess.DEVNULL,
@@ -352,8 +363,7 @@ def exported(runloom, expected):
             scrape(base + "/api/v1/runs", deadline)
             out["serve"] = families(scrape(base + "/metrics", deadline))
         finally:
-            serve.terminate()
-            serve.wait(timeout=30)
+            stop(serve)
     return out
 
 
