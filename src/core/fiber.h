@@ -97,12 +97,12 @@ void SleepUntil(absl::Time until);
 // A region of a fiber in which waits that otherwise block the thread may
 // suspend the fiber instead: a store's group commit (store/internal/
 // group_leader.h), so an executor thread runs other runs while a run's write
-// waits for its group. Whoever opens one vouches that no lock it holds there
-// can be needed by another fiber meanwhile: a run's own RunWriter holds its
-// write lock across the commit, which only that run's fiber and its parallel
-// branches (threads, not fibers) take. A blocked thread needs no other fiber
-// to run; a suspended fiber holding a lock that every executor thread then
-// blocks on would never be resumed, so waits outside a region keep blocking.
+// waits for its group. Whoever opens one vouches that it holds no lock there
+// (an absl::Mutex must also be released on the thread that took it, and the
+// fiber may resume on another): RunWriter::Write releases its own before the
+// commit. A blocked thread needs no other fiber to run; a suspended fiber
+// holding a lock that every executor thread then blocks on would never be
+// resumed, so waits outside a region keep blocking.
 // Nests; off a fiber it does nothing.
 class SuspendableRegion {
  public:

@@ -11,8 +11,10 @@
 
 #include "core/fiber.h"
 
+#include <cstddef>
 #include <deque>
 #include <optional>
+#include <thread>
 
 namespace runloom::store_internal {
 
@@ -82,6 +84,25 @@ bool QueueAndAwaitTurn(runloom::Mutex& mu, std::deque<Writer*>& writers, Writer&
   // group a leader is running.
   while (!w.done && (&w != writers.front() || !can_lead())) w.cv.Wait(&mu);
   return !w.done;
+}
+
+// Before a leader that goes on leading takes its next group: the last
+// group's `last` writers usually come straight back with their next write but
+// wake one by one, so while fewer are queued the leader yields (releasing
+// `mu`) up to kMaxJoinYields times, stopping at a yield that brought nobody.
+// Not analysed, as QueueAndAwaitTurn.
+inline constexpr int kMaxJoinYields = 4;
+template <typename Writer>
+void YieldForRejoiningWriters(runloom::Mutex& mu, const std::deque<Writer*>& writers,
+                              size_t last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  for (int i = 0; i < kMaxJoinYields && writers.size() < last; ++i) {
+    const size_t before = writers.size();
+    mu.Unlock();
+    std::this_thread::yield();
+    mu.Lock();
+    if (writers.size() == before) break;
+  }
 }
 
 }  // namespace runloom::store_internal

@@ -12,15 +12,10 @@
 #include <algorithm>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 namespace runloom::store_internal {
 namespace {
-
-// How often a leader that goes on leading yields to let the previous group's
-// writers rejoin.
-constexpr int kMaxJoinYields = 4;
 
 // The fence columns of PgLockFence, then the id, then the id of the run's
 // queue message (NULL: none; a message of a locked run only changes under
@@ -43,9 +38,7 @@ void PgCommitGroup::Run(PgGroupOp* op) {
   mu_.Lock();
   // The front op leads while fewer than kMaxLeaders groups run, unless its
   // run is in one of them (it then waits for that group to end).
-  auto can_lead = [this, &w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return leaders_ < kMaxLeaders && !in_flight_.contains(w.op->run_id());
-  };
+  auto can_lead = [this, &w]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CanLeadLocked(w); };
   if (!QueueAndAwaitTurn(mu_, writers_, w, can_lead)) {
     mu_.Unlock();
     return;
@@ -67,19 +60,14 @@ void PgCommitGroup::Run(PgGroupOp* op) {
     --leaders_;
     // A suspended fiber at the front is not handed the lead (group_leader.h,
     // TurnSignal): this thread leads its group.
-    if (writers_.empty() || !writers_.front()->cv.suspends() || !can_lead_front()) break;
-    // The group's fibers usually come straight back with their next write
-    // once an executor resumed them: a few yields let them join this group,
-    // as a hand-over's wake-up would have (store/sqlite/write_queue.cc).
-    const size_t last = group.size();
-    for (int i = 0; i < kMaxJoinYields && writers_.size() < last; ++i) {
-      const size_t before = writers_.size();
-      mu_.Unlock();
-      std::this_thread::yield();
-      mu_.Lock();
-      if (writers_.size() == before) break;
+    if (writers_.empty() || !writers_.front()->cv.suspends() ||
+        !CanLeadLocked(*writers_.front())) {
+      break;
     }
-    if (writers_.empty() || !can_lead_front()) break;
+    // The group's fibers rejoin the next one, as a hand-over's wake-up let
+    // them (group_leader.h).
+    YieldForRejoiningWriters(mu_, writers_, group.size());
+    if (writers_.empty() || !CanLeadLocked(*writers_.front())) break;
     ++leaders_;
     group = TakeGroupLocked();
     mu_.Unlock();
@@ -88,8 +76,8 @@ void PgCommitGroup::Run(PgGroupOp* op) {
   mu_.Unlock();
 }
 
-bool PgCommitGroup::can_lead_front() const {
-  return leaders_ < kMaxLeaders && !in_flight_.contains(writers_.front()->op->run_id());
+bool PgCommitGroup::CanLeadLocked(const Writer& w) const {
+  return leaders_ < kMaxLeaders && !in_flight_.contains(w.op->run_id());
 }
 
 void PgCommitGroup::WakeNextLeaderLocked() {

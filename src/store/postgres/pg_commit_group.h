@@ -95,9 +95,9 @@ class PgCommitGroup {
   // Signals the front writer when it may lead (never a suspended fiber:
   // group_leader.h, TurnSignal).
   void WakeNextLeaderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True when the front writer's group may start now.
-  // REQUIRES: writers_ is not empty.
-  bool can_lead_front() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when `w`, at the front, may start a group now: fewer than
+  // kMaxLeaders run and none holds its run.
+  bool CanLeadLocked(const Writer& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `group` and sets each op's status.
   void RunGroup(const std::vector<Writer*>& group);
   // The group's transaction. Sets *apart when the group must be applied one

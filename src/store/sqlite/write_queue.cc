@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 namespace runloom::store_internal {
@@ -19,8 +18,6 @@ constexpr char kRollback[] = "ROLLBACK";
 constexpr char kSavepoint[] = "SAVEPOINT runloom_write";
 constexpr char kReleaseSavepoint[] = "RELEASE runloom_write";
 constexpr char kRollbackTo[] = "ROLLBACK TO runloom_write";
-// How often a new leader yields to let the previous group's writers rejoin.
-constexpr int kMaxJoinYields = 4;
 // Groups one leader runs before handing over.
 constexpr int kMaxRounds = 8;
 }  // namespace
@@ -62,15 +59,8 @@ absl::Status WriteQueue::Write(WriteOp op) {
   // kMaxRounds groups): it is running already, whereas handing over means
   // waking a sleeping thread first.
   for (int round = 0;; ++round) {
-    // The previous group's writers usually come straight back with their
-    // next write but wake one by one; a few yields let them join this group.
-    for (int i = 0; i < kMaxJoinYields && writers_.size() < last_group_size_; ++i) {
-      const size_t before = writers_.size();
-      mu_.Unlock();
-      std::this_thread::yield();
-      mu_.Lock();
-      if (writers_.size() == before) break;
-    }
+    // The previous group's writers rejoin this one (group_leader.h).
+    YieldForRejoiningWriters(mu_, writers_, last_group_size_);
     RunNextGroupLocked();
     if (writers_.empty()) break;
     // Past kMaxRounds this thread hands over, but not to a suspended fiber

@@ -83,6 +83,38 @@ class WriteQueueTest : public ::testing::Test {
     return out;
   }
 
+  // Whether queued fibers suspend (store/internal/group_leader.h): a leader
+  // thread holds the queue until `fibers` writers are queued behind it or
+  // `patience` has passed, while `fibers` fibers on ONE host thread each
+  // insert a row, inside a fiber::SuspendableRegion or not. Returns how many
+  // writers the leader saw queued behind it.
+  size_t QueuedBehindALeader(int fibers, bool region, absl::Duration patience) {
+    const size_t want = static_cast<size_t>(fibers);
+    std::atomic<size_t> seen{0};
+    std::thread leader([&] {
+      EXPECT_OK(queue_->Write([&](WriteTxn&) -> absl::Status {
+        const absl::Time give_up = RealClock()->Now() + patience;
+        while (queue_->TEST_QueueLength() < want + 1 && RealClock()->Now() < give_up) {
+          RealClock()->SleepFor(absl::Milliseconds(1));
+        }
+        seen = queue_->TEST_QueueLength() - 1;
+        return absl::OkStatus();
+      }));
+    });
+    while (queue_->TEST_QueueLength() < 1) RealClock()->SleepFor(absl::Milliseconds(1));
+    runloom::testing::FiberHost host;
+    for (int i = 0; i < fibers; ++i) {
+      host.Spawn([&, i] {
+        std::optional<fiber::SuspendableRegion> suspendable;
+        if (region) suspendable.emplace();
+        EXPECT_OK(Insert(100 + i));
+      });
+    }
+    host.Run(/*threads=*/1);
+    leader.join();
+    return seen;
+  }
+
   // Blocks the queue with a leader until `n` more writers are queued behind
   // it, so that they run as one group. Returns the leader's thread.
   std::thread BlockUntilQueued(size_t n) {
@@ -231,45 +263,11 @@ TEST_F(WriteQueueTest, ManyThreadsAllCommitInFewerTransactions) {
   EXPECT_EQ(static_cast<uint64_t>(commits_.load()), queue_->TEST_groups());
 }
 
-// Whether queued fibers suspend (store/internal/group_leader.h): a leader
-// thread holds the queue until `want` writers are queued behind it or
-// `patience` has passed, while `fibers` fibers on ONE host thread each insert
-// a row, inside a fiber::SuspendableRegion or not. Returns how many writers
-// the leader saw queued behind it.
-size_t QueuedBehindALeader(WriteQueue& queue, int fibers, bool region, absl::Duration patience,
-                           const std::function<absl::Status(int64_t)>& insert) {
-  const size_t want = static_cast<size_t>(fibers);
-  std::atomic<size_t> seen{0};
-  std::thread leader([&] {
-    EXPECT_OK(queue.Write([&](WriteTxn&) -> absl::Status {
-      const absl::Time give_up = RealClock()->Now() + patience;
-      while (queue.TEST_QueueLength() < want + 1 && RealClock()->Now() < give_up) {
-        RealClock()->SleepFor(absl::Milliseconds(1));
-      }
-      seen = queue.TEST_QueueLength() - 1;
-      return absl::OkStatus();
-    }));
-  });
-  while (queue.TEST_QueueLength() < 1) RealClock()->SleepFor(absl::Milliseconds(1));
-  runloom::testing::FiberHost host;
-  for (int i = 0; i < fibers; ++i) {
-    host.Spawn([&, i] {
-      std::optional<fiber::SuspendableRegion> suspendable;
-      if (region) suspendable.emplace();
-      EXPECT_OK(insert(100 + i));
-    });
-  }
-  host.Run(/*threads=*/1);
-  leader.join();
-  return seen;
-}
-
 TEST_F(WriteQueueTest, FibersInASuspendableRegionQueueUpOnOneThreadAndShareAGroup) {
   constexpr int kFibers = 10;
   // Suspended, each fiber gives the one thread to the next, so all ten queue
   // up behind the leader (blocked, the first would hold the thread: see below).
-  EXPECT_EQ(QueuedBehindALeader(*queue_, kFibers, /*region=*/true, absl::Seconds(30),
-                                [this](int64_t x) { return Insert(x); }),
+  EXPECT_EQ(QueuedBehindALeader(kFibers, /*region=*/true, absl::Seconds(30)),
             static_cast<size_t>(kFibers));
   EXPECT_EQ(Rows().size(), static_cast<size_t>(kFibers));
   EXPECT_EQ(queue_->TEST_groups(), 2u);  // the leader's, then all ten fibers' in one
@@ -280,9 +278,7 @@ TEST_F(WriteQueueTest, AFiberOutsideASuspendableRegionBlocksItsThread) {
   // Outside a region (a lock another fiber may need could be held) the first
   // fiber's wait blocks the host's only thread: the second never queues
   // while the leader waits, and each fiber then commits alone.
-  EXPECT_EQ(QueuedBehindALeader(*queue_, 2, /*region=*/false, absl::Milliseconds(300),
-                                [this](int64_t x) { return Insert(x); }),
-            1u);
+  EXPECT_EQ(QueuedBehindALeader(2, /*region=*/false, absl::Milliseconds(300)), 1u);
   EXPECT_EQ(Rows().size(), 2u);
   EXPECT_EQ(queue_->TEST_groups(), 3u);
 }
