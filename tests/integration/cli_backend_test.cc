@@ -276,13 +276,15 @@ TEST(Cli, DeadLettersAreListedAndRedrivenToCompletion) {
 // stops the child. Without --db there is nothing to share: exit 2.
 TEST(CliBench, WorkerProcessesShareTheRunsOfADatabase) {
   const std::string dir = MakeTempDir("benchworkers");
+  // --runs-in-flight is this process's and the child's (passed on).
   Result r = RunCli({"bench", "--runs", "40", "--executors", "4", "--producers", "2", "--workers",
-                     "2", "--db", dir + "/b.db", "--json"},
+                     "2", "--runs-in-flight", "8", "--db", dir + "/b.db", "--json"},
                     In(dir));
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json out = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(out["completed"], 40);
   EXPECT_EQ(out["workers"], 2);
+  EXPECT_EQ(out["runs_in_flight"], 8);
 
   Result no_db = RunCli({"bench", "--runs", "1", "--workers", "2"}, In(dir));
   EXPECT_EQ(no_db.code, 2) << no_db.out;
@@ -338,7 +340,7 @@ TEST(CliBench, WaitingRefusesWhatItCannotMeasure) {
 // (the sampled peak is far above the executors), and all complete. The wall
 // time is a benchmark's figure (docs/performance.md), not checked here.
 // Bad values of --runs-in-flight and --llm-latency are refused with nothing
-// opened, on bench, worker and serve alike.
+// opened, on bench (with --llm and without), worker and serve alike.
 TEST(CliBench, LlmRunsWaitingOnModelCallsHoldNoExecutor) {
   const std::string dir = MakeTempDir("benchllm");
   Result r = RunCli({"bench", "--llm", "--runs", "40", "--llm-latency", "300ms", "--executors",
@@ -350,9 +352,12 @@ TEST(CliBench, LlmRunsWaitingOnModelCallsHoldNoExecutor) {
   EXPECT_EQ(out["runs_in_flight"], 40);
   EXPECT_GT(out["peak_runs_held"].get<int>(), 2) << out.dump();
   for (const char* bad : {"-1", "20001", "1e9", "$(id)"}) {
-    for (const char* cmd : {"bench", "worker", "serve"}) {
+    for (const char* cmd : {"bench --llm", "bench", "worker", "serve"}) {
       std::vector<std::string> args = {cmd, "--runs-in-flight", bad, "--db", dir + "/x.db"};
-      if (std::string(cmd) == "bench") args.insert(args.begin() + 1, "--llm");
+      if (std::string(cmd) == "bench --llm") {
+        args[0] = "bench";
+        args.insert(args.begin() + 1, "--llm");
+      }
       Result refused = RunCli(args, In(dir));
       EXPECT_EQ(refused.code, 2) << cmd << " " << bad << ": " << refused.out;
       EXPECT_NE(refused.out.find("--runs-in-flight"), std::string::npos)
