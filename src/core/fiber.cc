@@ -8,6 +8,17 @@
 // kSuspended -> queued, or kRunning -> kWoken; Resume, once the fiber has
 // switched out, moves kRunning -> kSuspended, or finds kWoken and queues the
 // fiber itself. Either way each wake queues the fiber once.
+//
+// The switch: on x86-64, a few lines of assembly below (kFastSwitch); on other
+// machines, swapcontext. glibc's swapcontext makes an rt_sigprocmask system
+// call on every switch, to save and restore a signal mask fibers never change:
+// measured 11 per 3-step run (strace -c over `runloom bench`), each costly on a
+// virtual machine. Boost.Context switches without one, but the embedded
+// engine's link closure has no Boost by contract (src/engine/CMakeLists.txt,
+// cmake/LinkClosure.cmake), so the switch is written here: it saves what the
+// System V ABI asks a callee to keep (rbx, rbp, r12-r15, the SSE control and
+// status word and the x87 control word) on the stack it leaves, stores the
+// stack pointer, loads the other and restores the same from it.
 #include "core/fiber.h"
 
 #include "core/check.h"
@@ -25,18 +36,81 @@
 #include <queue>
 #include <sys/mman.h>
 #include <thread>
-#include <ucontext.h>
 #include <unistd.h>
+
+#if defined(__x86_64__) && defined(__linux__)
+#define RUNLOOM_FIBER_FAST_SWITCH 1
+#else
+#include <ucontext.h>
+#endif
 #include <utility>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define RUNLOOM_FIBER_ASAN 1
 #endif
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define RUNLOOM_FIBER_TSAN 1
+#endif
+
+#if RUNLOOM_FIBER_FAST_SWITCH
+// runloom_fiber_switch(void** save, void* load): pushes the callee-saved
+// registers and the two control words, stores the stack pointer in *save,
+// switches to `load` (a stack pointer stored the same way, or a new fiber's
+// first frame, below) and pops the same from it; its `ret` returns where that
+// stack left off. runloom_fiber_start: where a new fiber's first frame
+// returns to; calls rbx(r12) (Entry(fiber)) on a 16-byte-aligned stack and
+// never returns (Entry ends by switching out for good).
+asm(R"(
+  .text
+  .p2align 4
+  .globl runloom_fiber_switch
+  .hidden runloom_fiber_switch
+  .type runloom_fiber_switch, @function
+runloom_fiber_switch:
+  .cfi_startproc
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $16, %rsp
+  stmxcsr 8(%rsp)
+  fnstcw 12(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr 8(%rsp)
+  fldcw 12(%rsp)
+  addq $16, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .cfi_endproc
+  .size runloom_fiber_switch, .-runloom_fiber_switch
+
+  .p2align 4
+  .globl runloom_fiber_start
+  .hidden runloom_fiber_start
+  .type runloom_fiber_start, @function
+runloom_fiber_start:
+  .cfi_startproc
+  .cfi_undefined rip
+  movq %r12, %rdi
+  callq *%rbx
+  ud2
+  .cfi_endproc
+  .size runloom_fiber_start, .-runloom_fiber_start
+)");
+extern "C" void runloom_fiber_switch(void** save, void* load);
+extern "C" void runloom_fiber_start();
 #endif
 
 namespace runloom::fiber {
@@ -51,8 +125,13 @@ class Fiber {
  public:
   enum State : int { kRunning, kSuspended, kWoken };
 
+#if RUNLOOM_FIBER_FAST_SWITCH
+  void* sp = nullptr;         // the fiber's stack pointer, while switched out
+  void* thread_sp = nullptr;  // the resuming thread's, while the fiber runs
+#else
   ucontext_t context;
   ucontext_t* thread_context = nullptr;  // the resuming thread's, while running
+#endif
   std::function<void()> fn;
   Host* host = nullptr;
   char* stack = nullptr;  // the mapping, guard page first
@@ -146,7 +225,11 @@ void SwitchIn(Fiber* f) {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f->stack + PageSize(), kStackBytes);
 #endif
+#if RUNLOOM_FIBER_FAST_SWITCH
+  runloom_fiber_switch(&f->thread_sp, f->sp);
+#else
   RUNLOOM_CHECK(swapcontext(f->thread_context, &f->context) == 0);
+#endif
 #if RUNLOOM_FIBER_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -162,15 +245,17 @@ void SwitchOut(Fiber* f) {
   __sanitizer_start_switch_fiber(f->done ? nullptr : &f->fake_stack, f->thread_stack_bottom,
                                  f->thread_stack_size);
 #endif
+#if RUNLOOM_FIBER_FAST_SWITCH
+  runloom_fiber_switch(&f->sp, f->thread_sp);
+#else
   RUNLOOM_CHECK(swapcontext(&f->context, f->thread_context) == 0);
+#endif
 #if RUNLOOM_FIBER_ASAN
   __sanitizer_finish_switch_fiber(f->fake_stack, &f->thread_stack_bottom, &f->thread_stack_size);
 #endif
 }
 
-// makecontext passes ints: the fiber's address in two halves.
-void Entry(unsigned int hi, unsigned int lo) {
-  Fiber* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
+void RunFiber(Fiber* f) {
 #if RUNLOOM_FIBER_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &f->thread_stack_bottom, &f->thread_stack_size);
 #endif
@@ -188,6 +273,13 @@ void Entry(unsigned int hi, unsigned int lo) {
   SwitchOut(f);
   std::abort();  // an ended fiber is never resumed
 }
+
+#if !RUNLOOM_FIBER_FAST_SWITCH
+// makecontext passes ints: the fiber's address in two halves.
+void Entry(unsigned int hi, unsigned int lo) {
+  RunFiber(reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo));
+}
+#endif
 
 // The timer thread of WakeAt: a heap of (when, waker) on RealClock().
 class Timers {
@@ -253,6 +345,32 @@ Fiber* Create(std::function<void()> fn, Host* host) {
   f->fn = std::move(fn);
   f->host = host;
   f->stack = TakeStack();
+#if RUNLOOM_FIBER_ASAN
+  // A pooled stack's last fiber left from frames that never returned: their
+  // redzones are still poisoned, and would be reported as this one's.
+  __asan_unpoison_memory_region(f->stack + PageSize(), kStackBytes);
+#endif
+#if RUNLOOM_FIBER_FAST_SWITCH
+  // The first frame, as runloom_fiber_switch leaves one: the control words,
+  // r15..r12, rbx, rbp, then the address its `ret` goes to. r12 = the fiber,
+  // rbx = what runloom_fiber_start calls; `ret` leaves the stack pointer
+  // 16-byte aligned for that call, as the ABI wants.
+  auto* top = reinterpret_cast<uint64_t*>(f->stack + PageSize() + kStackBytes);  // 16-aligned
+  uint64_t* frame = top - 3 - 8;  // frame[8] (the return address) at top - 24
+  uint32_t mxcsr = 0;
+  uint16_t fpu_cw = 0;
+  asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fpu_cw));
+  frame[0] = 0;
+  frame[1] = static_cast<uint64_t>(mxcsr) | (static_cast<uint64_t>(fpu_cw) << 32);
+  frame[2] = 0;                                      // r15
+  frame[3] = 0;                                      // r14
+  frame[4] = 0;                                      // r13
+  frame[5] = reinterpret_cast<uint64_t>(f);          // r12
+  frame[6] = reinterpret_cast<uint64_t>(&RunFiber);  // rbx
+  frame[7] = 0;                                      // rbp
+  frame[8] = reinterpret_cast<uint64_t>(&runloom_fiber_start);
+  f->sp = frame;
+#else
   RUNLOOM_CHECK(getcontext(&f->context) == 0);
   f->context.uc_stack.ss_sp = f->stack + PageSize();
   f->context.uc_stack.ss_size = kStackBytes;
@@ -260,6 +378,7 @@ Fiber* Create(std::function<void()> fn, Host* host) {
   const auto addr = reinterpret_cast<uintptr_t>(f);
   makecontext(&f->context, reinterpret_cast<void (*)()>(&Entry), 2,
               static_cast<unsigned int>(addr >> 32), static_cast<unsigned int>(addr & 0xffffffffu));
+#endif
 #if RUNLOOM_FIBER_TSAN
   f->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -268,13 +387,17 @@ Fiber* Create(std::function<void()> fn, Host* host) {
 
 bool Resume(Fiber* f) {
   RUNLOOM_CHECK(CurrentFiber() == nullptr);  // fibers do not resume fibers
+#if !RUNLOOM_FIBER_FAST_SWITCH
   ucontext_t here;
   f->thread_context = &here;
+#endif
   f->state.store(Fiber::kRunning, std::memory_order_relaxed);
   SetCurrentFiber(f);
   SwitchIn(f);
   SetCurrentFiber(nullptr);
+#if !RUNLOOM_FIBER_FAST_SWITCH
   f->thread_context = nullptr;
+#endif
   if (f->done) return true;
   // Switched out by Suspend: now a wake may queue it; one that came while it
   // was still running left kWoken, and it is queued here instead.

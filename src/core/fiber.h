@@ -21,9 +21,11 @@
 // it the same way on either, and RealClock()'s sleeps suspend a fiber.
 //
 // Why hand-written: the engine library links no Boost (an embedder's link
-// line stays small), so not Boost.Context; what a pool of fibers needs beyond
-// glibc's ucontext stack switch is a stack with a guard page, the hand-over
-// rule below and the sanitizers' fiber annotations, all in fiber.cc.
+// line stays small), so not Boost.Context; what a pool of fibers needs is a
+// stack switch (on x86-64 a few lines of assembly, since glibc's swapcontext
+// makes a system call each time; swapcontext elsewhere), a stack with a guard
+// page, the hand-over rule below and the sanitizers' fiber annotations, all in
+// fiber.cc.
 //
 // Thread-safety: Waker::Wake and WakeAt from any thread; Resume of one fiber
 // by one thread at a time (a Host's ready queue hands each woken fiber to one

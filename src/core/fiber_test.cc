@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfenv>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -47,6 +48,35 @@ TEST(Fiber, AThousandWaitsShareTwoThreads) {
   EXPECT_EQ(resumed.load(), kFibers);
   EXPECT_EQ(off_fiber.load(), 0);
   EXPECT_FALSE(OnFiber());
+}
+
+TEST(Fiber, EachFiberKeepsItsOwnFloatingPointControlWords) {
+  // The switch keeps the SSE and x87 control words with the registers: three
+  // fibers on one thread each set a rounding mode, all wait at once, and each
+  // finds its own mode when it resumes (without that, all would find the
+  // last one set).
+  const int modes[] = {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+  FiberHost host;
+  runloom::Mutex mu;
+  std::vector<Waker> wakers;  // guarded by mu
+  std::atomic<int> kept{0};
+  for (int mode : modes) {
+    host.Spawn([&, mode] {
+      ASSERT_EQ(std::fesetround(mode), 0);
+      Suspend([&](const Waker& w) {
+        runloom::MutexLock l(&mu);
+        wakers.push_back(w);
+        if (wakers.size() == std::size(modes)) {
+          for (const Waker& x : wakers) x.Wake();
+        }
+      });
+      if (std::fegetround() == mode) ++kept;
+      std::fesetround(FE_TONEAREST);
+    });
+  }
+  host.Run(1);
+  EXPECT_EQ(kept.load(), 3);
+  EXPECT_EQ(std::fegetround(), FE_TONEAREST);
 }
 
 TEST(Fiber, AWakeRacingTheSwitchResumesTheFiberOnce) {

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include <mutex>
 #include <utility>
 
 namespace runloom::store_internal {
@@ -143,7 +144,25 @@ std::optional<absl::Time> Statement::ColumnOptionalTime(int col) const {
 
 // ---- Db ----
 
+namespace {
+
+// SQLite counts every allocation it makes in process-wide statistics, under one
+// process-wide mutex (SQLITE_CONFIG_MEMSTATUS, on by default): with a writer,
+// readers and executors all in SQLite at once, about a third of a bench's
+// futex calls were that mutex (perf, `syscalls:sys_enter_futex`). runloom
+// reads none of these statistics (nor sets a heap limit, which needs them), so
+// they are off. Only possible before SQLite initialises: in a process that has
+// already used SQLite (an embedder), sqlite3_config refuses and its setting
+// stays.
+void TurnOffMemoryStatisticsOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path, absl::Duration busy_timeout) {
+  TurnOffMemoryStatisticsOnce();
   sqlite3* raw = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   // Every connection through the shim (wal_gather_vfs.h); only one that
