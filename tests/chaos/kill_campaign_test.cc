@@ -395,8 +395,18 @@ class Workers {
       Instance* i = Current(s);
       if (!i->alive) continue;
       kill(i->pid, SIGCONT);
-      kill(i->pid, SIGTERM);
-      ReapInstance(*i, 0);
+      // A worker spawned just before the stop may not have set up its signal
+      // handling yet: SIGTERM's default action would end it with 143 (seen
+      // once, with an empty log). It logs only after that set-up: wait, a
+      // bounded time, for its first line or its end.
+      const absl::Time until = absl::Now() + absl::Seconds(10);
+      while (ReadFile(i->log).empty() && absl::Now() < until && !ReapInstance(*i, WNOHANG)) {
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+      if (i->alive) {
+        kill(i->pid, SIGTERM);
+        ReapInstance(*i, 0);
+      }
       if (i->exit_code == 2 && i->partitioned &&
           absl::StrContains(ReadFile(i->log), "cannot connect")) {
         std::cerr << "campaign: worker " << i->label
