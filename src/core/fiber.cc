@@ -9,7 +9,7 @@
 // switched out, moves kRunning -> kSuspended, or finds kWoken and queues the
 // fiber itself. Either way each wake queues the fiber once.
 //
-// The switch: on x86-64, a few lines of assembly below (kFastSwitch); on other
+// The switch: on x86-64, a few lines of assembly below (runloom_fiber_switch); on other
 // machines, swapcontext. glibc's swapcontext makes an rt_sigprocmask system
 // call on every switch, to save and restore a signal mask fibers never change:
 // measured 11 per 3-step run (strace -c over `runloom bench`), each costly on a
@@ -62,8 +62,8 @@
 // switches to `load` (a stack pointer stored the same way, or a new fiber's
 // first frame, below) and pops the same from it; its `ret` returns where that
 // stack left off. runloom_fiber_start: where a new fiber's first frame
-// returns to; calls rbx(r12) (Entry(fiber)) on a 16-byte-aligned stack and
-// never returns (Entry ends by switching out for good).
+// returns to; calls rbx(r12) (RunFiber(fiber)) on a 16-byte-aligned stack and
+// never returns (RunFiber ends by switching out for good).
 asm(R"(
   .text
   .p2align 4
@@ -228,7 +228,10 @@ void SwitchIn(Fiber* f) {
 #if RUNLOOM_FIBER_FAST_SWITCH
   runloom_fiber_switch(&f->thread_sp, f->sp);
 #else
+  ucontext_t here;  // this frame lasts while the fiber runs
+  f->thread_context = &here;
   RUNLOOM_CHECK(swapcontext(f->thread_context, &f->context) == 0);
+  f->thread_context = nullptr;
 #endif
 #if RUNLOOM_FIBER_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
@@ -387,17 +390,10 @@ Fiber* Create(std::function<void()> fn, Host* host) {
 
 bool Resume(Fiber* f) {
   RUNLOOM_CHECK(CurrentFiber() == nullptr);  // fibers do not resume fibers
-#if !RUNLOOM_FIBER_FAST_SWITCH
-  ucontext_t here;
-  f->thread_context = &here;
-#endif
   f->state.store(Fiber::kRunning, std::memory_order_relaxed);
   SetCurrentFiber(f);
   SwitchIn(f);
   SetCurrentFiber(nullptr);
-#if !RUNLOOM_FIBER_FAST_SWITCH
-  f->thread_context = nullptr;
-#endif
   if (f->done) return true;
   // Switched out by Suspend: now a wake may queue it; one that came while it
   // was still running left kWoken, and it is queued here instead.

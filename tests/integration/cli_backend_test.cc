@@ -5,6 +5,7 @@
 #include "runloom/clock.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "claim_and_die.h"
 #include "cli_harness.h"
 #include "gtest/gtest.h"
@@ -352,16 +353,14 @@ TEST(CliBench, LlmRunsWaitingOnModelCallsHoldNoExecutor) {
   EXPECT_EQ(out["runs_in_flight"], 40);
   EXPECT_GT(out["peak_runs_held"].get<int>(), 2) << out.dump();
   for (const char* bad : {"-1", "20001", "1e9", "$(id)"}) {
-    for (const char* cmd : {"bench --llm", "bench", "worker", "serve"}) {
-      std::vector<std::string> args = {cmd, "--runs-in-flight", bad, "--db", dir + "/x.db"};
-      if (std::string(cmd) == "bench --llm") {
-        args[0] = "bench";
-        args.insert(args.begin() + 1, "--llm");
-      }
+    for (const std::vector<std::string>& cmd :
+         std::vector<std::vector<std::string>>{{"bench", "--llm"}, {"bench"}, {"worker"}, {"serve"}}) {
+      std::vector<std::string> args = cmd;
+      args.insert(args.end(), {"--runs-in-flight", bad, "--db", dir + "/x.db"});
       Result refused = RunCli(args, In(dir));
-      EXPECT_EQ(refused.code, 2) << cmd << " " << bad << ": " << refused.out;
-      EXPECT_NE(refused.out.find("--runs-in-flight"), std::string::npos)
-          << cmd << " " << bad << ": " << refused.out;
+      const std::string what = absl::StrCat(absl::StrJoin(cmd, " "), " ", bad, ": ", refused.out);
+      EXPECT_EQ(refused.code, 2) << what;
+      EXPECT_NE(refused.out.find("--runs-in-flight"), std::string::npos) << what;
     }
   }
   for (const char* bad : {"-1s", "11m", "soon"}) {
