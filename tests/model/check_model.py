@@ -21,6 +21,7 @@ failure) holds; 1 otherwise, with what differed on stderr. Written in Python,
 like scripts/check_layering.py: it drives spin and gcc and reads text.
 """
 
+import concurrent.futures
 import os
 import re
 import shutil
@@ -173,6 +174,17 @@ def static_check(model, rows, workdir):
     return problems
 
 
+def model_jobs():
+    """How many configurations (or, with --mutants, mutants) are searched side
+    by side: RUNLOOM_MODEL_JOBS, default 2. Each search is one process (spin's
+    pan, up to about 1.1 GB); the test command's model check took 318-380 s
+    one at a time on a 2-core machine, beside the rest of the Release tests."""
+    try:
+        return max(1, int(os.environ.get("RUNLOOM_MODEL_JOBS", "2")))
+    except ValueError:
+        return 1
+
+
 def full_check():
     """RUNLOOM_MODEL_FULL=1: every claim in every configuration (see CONFIGS)."""
     return os.environ.get("RUNLOOM_MODEL_FULL") == "1"
@@ -298,7 +310,6 @@ def model_check(model, golden, workdir, defines=()):
     if problems:
         return False, "the model and the golden table differ:\n  " + "\n  ".join(problems)
     report.append(f"the model writes the {len(rows)} rows of the golden table, no other")
-    # The small configurations first: a mutant they catch is caught in seconds.
     model_claims = claims_of(open(local_model, encoding="utf-8").read())
     checked = {c for _, _, claims in CONFIGS for c in claims}
     if set(model_claims) != checked:
@@ -309,15 +320,53 @@ def model_check(model, golden, workdir, defines=()):
     # configuration reaches it; with mutants (defines) not counted.
     unreached = None if defines else {
         n for n, text in enumerate(src, 1) if re.search(r"\bstore_write\(\s*[A-Z]", text)}
-    order = list(reversed(CONFIGS))
     hint = next((MUTANT_CAUGHT_IN[d] for d in defines if d in MUTANT_CAUGHT_IN), (None, None))
-    order.sort(key=lambda c: c[0] != hint[0])  # stable: the hinted configuration first
-    for name, config, claims in order:
-        report.append(f"configuration '{name}' ({' '.join(config) or 'the model defaults'}):")
-        ok, why = search(local_model, workdir, defines, config, report, claims, unreached,
-                         hint[1] if name == hint[0] else None, name)
+    jobs = 1 if defines else model_jobs()
+    if jobs == 1:
+        # The small configurations first: a mutant they catch is caught in seconds.
+        order = list(reversed(CONFIGS))
+        order.sort(key=lambda c: c[0] != hint[0])  # stable: the hinted configuration first
+    else:
+        # Side by side, the longest first (CONFIGS is about largest first), so
+        # that the last to start are the short ones.
+        order = list(CONFIGS)
+
+    def one(item):
+        """One configuration in a folder of its own (spin and gcc write there)."""
+        name, config, claims = item
+        sub = os.path.join(workdir, re.sub(r"[^a-z0-9]+", "_", name))
+        os.makedirs(sub, exist_ok=True)
+        shutil.copy(local_model, sub)
+        shutil.copy(os.path.join(workdir, "transitions.pml"), sub)
+        lines = [f"configuration '{name}' ({' '.join(config) or 'the model defaults'}):"]
+        mine = None if unreached is None else set(unreached)
+        ok, why = search(os.path.join(sub, os.path.basename(local_model)), sub, defines, config,
+                         lines, claims, mine, hint[1] if name == hint[0] else None, name)
+        return ok, why, lines, mine
+
+    results = {}
+    if jobs == 1:
+        for item in order:
+            results[item[0]] = one(item)
+            if not results[item[0]][0]:
+                break
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(one, item): item[0] for item in order}
+            for f in concurrent.futures.as_completed(futures):
+                results[futures[f]] = f.result()
+                if not results[futures[f]][0]:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    break
+    for name, _, _ in order:  # reported in a fixed order, whatever finished first
+        if name not in results:
+            continue
+        ok, why, lines, mine = results[name]
+        report.extend(lines)
         if not ok:
             return False, f"configuration '{name}': {why}"
+        if unreached is not None:
+            unreached &= mine
     if unreached:
         return False, "store_write sites no configuration reached:\n  " + "\n  ".join(
             f"line {n}: {src[n - 1].strip()}" for n in sorted(unreached))
@@ -344,17 +393,23 @@ def main(argv):
         return 0 if ok else fail("the model check failed")
     if mode == "--mutants":
         bad = 0
-        for m in mutants_of(model):
+        mutants = mutants_of(model)
+        for m in mutants:
             if m not in MUTANT_CAUGHT_IN:
                 print(f"{m}: not in MUTANT_CAUGHT_IN; searched in configuration order",
                       file=sys.stderr)
-            ok, report = model_check(model, golden, os.path.join(workdir, m.lower()), [m])
-            first = report.splitlines()[0] if report else ""
-            if ok:
-                bad += 1
-                print(f"{m}: NOT caught\n{report}", file=sys.stderr)
-            else:
-                print(f"{m}: caught: {first}")
+        # Each mutant in a folder of its own, model_jobs() of them side by side.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=model_jobs()) as pool:
+            checked = pool.map(lambda m: model_check(model, golden,
+                                                     os.path.join(workdir, m.lower()), [m]),
+                               mutants)
+            for m, (ok, report) in zip(mutants, checked):
+                first = report.splitlines()[0] if report else ""
+                if ok:
+                    bad += 1
+                    print(f"{m}: NOT caught\n{report}", file=sys.stderr)
+                else:
+                    print(f"{m}: caught: {first}")
         return fail(f"{bad} mutant(s) not caught") if bad else 0
     if mode == "--drift":
         rows = open(golden, encoding="utf-8").read().splitlines()
