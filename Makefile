@@ -8,7 +8,8 @@
 #                                    (each test runs once in `make test`)
 #                test-headers        build/: each public header compiled alone
 #                test-thread-safety  clang -Wthread-safety -Werror over build/'s
-#                                    translation units (syntax only)
+#                                    translation units (syntax only; test
+#                                    units only where they name a lock)
 #                test-asan           build-asan/ (ASan+UBSan, RUNLOOM_TESTING):
 #                                    unit, conformance and chaos tests but the
 #                                    long KillCampaign ones (Release runs
@@ -189,8 +190,9 @@ test-headers:
 	$(call cmake_configure,$(BUILD_DIR),$(TEST_FLAGS))
 	cmake --build $(BUILD_DIR) --target checkheaders -j$(JOBS)
 
-# Clang's thread-safety analysis, -Werror, over every translation unit of
+# Clang's thread-safety analysis, -Werror, over the translation units of
 # build/ (its compile_commands.json), syntax only: no clang build directory.
+# Test units that name no lock are not checked (scripts/thread_safety.py).
 test-thread-safety:
 	$(call cmake_configure,$(BUILD_DIR),$(TEST_FLAGS))
 	python3 scripts/thread_safety.py $(BUILD_DIR) $(JOBS)

@@ -21,10 +21,20 @@ on what an earlier file of its unit included is no longer caught here; it
 would fail only a build with -DCMAKE_UNITY_BUILD=OFF (the default is on, for
 embedders too), and the public headers are still compiled alone (`make
 test-headers`).
+
+A test binary's unit (a `<name>_test` target) is checked only when one of
+its source files names a lock or a thread-safety annotation (LOCK_WORDS).
+The analysis warns only in a function that touches a guarded member, calls
+an annotated function or takes a lock, and test code can do none of these
+without naming them; what such a unit uses from a header is analysed where
+the header's own library unit compiles it. The other test units are left to
+GCC's -Wall -Wextra -Werror (both builds). Measured: 41 of the 53 test units,
+214 s of the step's 515 s of CPU (259 s wall at 2 jobs), named no lock.
 """
 import concurrent.futures
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,6 +64,30 @@ def clang_command(entry, clang):
     return out + EXTRA
 
 
+# Any of these in a test unit's sources has it checked (broader than the
+# analysis needs: std::mutex and friends are not annotated, but cost little).
+LOCK_WORDS = re.compile(r"Mutex|mutex|CondVar|Notification|GUARDED|LOCK|REQUIRES|ACQUIRE|RELEASE|"
+                        r"THREAD_SAFETY|lock_guard|unique_lock|scoped_lock")
+UNITY_INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+
+
+def names_a_lock(entry):
+    """Whether a test unit's source files (a unity unit's included files) name a lock."""
+    path = os.path.join(entry["directory"], entry["file"])
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    sources = UNITY_INCLUDE.findall(text) if "/Unity/" in path else []
+    for src in sources or [path]:
+        with open(os.path.join(os.path.dirname(path), src), encoding="utf-8") as f:
+            if LOCK_WORDS.search(f.read()):
+                return True
+    return False
+
+
+def is_test_unit(entry):
+    return re.search(r"_test\.dir/", entry["file"]) is not None
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -64,6 +98,8 @@ def main():
         sys.exit("thread_safety.py: clang++ not found (Debian: apt-get install clang)")
     with open(os.path.join(build, "compile_commands.json")) as f:
         entries = json.load(f)
+    skipped = [e for e in entries if is_test_unit(e) and not names_a_lock(e)]
+    entries = [e for e in entries if e not in skipped]
     start = time.monotonic()
 
     def check(entry):
@@ -86,7 +122,7 @@ def main():
             print(f"  {os.path.relpath(p)}")
         return 1
     print(f"thread-safety: {len(entries)} translation units pass {name} -Wthread-safety -Werror "
-          f"({secs:.0f} s)")
+          f"({secs:.0f} s); {len(skipped)} test units that name no lock not checked")
     return 0
 
 
