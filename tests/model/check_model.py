@@ -344,20 +344,16 @@ def model_check(model, golden, workdir, defines=()):
                          lines, claims, mine, hint[1] if name == hint[0] else None, name)
         return ok, why, lines, mine
 
+    # One worker runs them in `order`; either way the first failure cancels
+    # the configurations not yet started.
     results = {}
-    if jobs == 1:
-        for item in order:
-            results[item[0]] = one(item)
-            if not results[item[0]][0]:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(one, item): item[0] for item in order}
+        for f in concurrent.futures.as_completed(futures):
+            results[futures[f]] = f.result()
+            if not results[futures[f]][0]:
+                pool.shutdown(wait=True, cancel_futures=True)
                 break
-    else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(one, item): item[0] for item in order}
-            for f in concurrent.futures.as_completed(futures):
-                results[futures[f]] = f.result()
-                if not results[futures[f]][0]:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    break
     for name, _, _ in order:  # reported in a fixed order, whatever finished first
         if name not in results:
             continue
