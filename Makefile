@@ -22,7 +22,10 @@
 #                                    copy of its checked-in corpus
 #                test-setup          scripts/test-setup.sh: `setup.sh demo` in
 #                                    a fresh clone without the test-only tools
-#                and prints each step's time.
+#                and prints each step's time. The builds of test-asan,
+#                test-tsan and test-fuzz (make build-asan, build-tsan,
+#                build-fuzz) run in the background from the start, at idle
+#                CPU priority (scripts/prebuild.sh); those steps wait for them.
 #   make bench   build Release and print the benchmark as JSON
 #   make bench-waiting  build Release and measure 100,000 runs waiting at once
 #                (timers and signals) as JSON
@@ -99,9 +102,15 @@ FUZZ_OPTIONS := -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=512 -timeout=5 -ma
   -print_final_stats=1
 # Each step of `make test`, in order; each builds its configuration once.
 TEST_STEPS := test-release test-headers test-thread-safety test-asan test-tsan test-fuzz test-setup
+# In `make test`, these builds run in the background at the lowest CPU
+# priority from the start (scripts/prebuild.sh: they take only the CPU the
+# steps in front leave idle); test-asan, test-tsan and test-fuzz wait for
+# theirs. Run alone, those steps build as before.
+PREBUILT := build-asan build-tsan build-fuzz
+PREBUILD_DIR ?= build-prebuild
 CTEST_SUMMARY := tests passed, [0-9]+ tests? failed out of|No tests were found
 
-.PHONY: bootstrap bootstrap-test configure build cli demo package bench bench-waiting bench-fairness bench-http bench-compare test $(TEST_STEPS) clean
+.PHONY: bootstrap bootstrap-test configure build cli $(PREBUILT) demo package bench bench-waiting bench-fairness bench-http bench-compare test $(TEST_STEPS) clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -171,6 +180,8 @@ bench-compare: cli
 
 test: bootstrap-test
 	rm -f $(BUILD_DIR)/test-steps.log
+	bash scripts/prebuild.sh start $(PREBUILD_DIR) $(PREBUILT); \
+	trap 'bash scripts/prebuild.sh stop $(PREBUILD_DIR)' EXIT; \
 	for step in $(TEST_STEPS); do \
 	  start=$$(date +%s); \
 	  $(MAKE) --no-print-directory $$step; \
@@ -182,6 +193,8 @@ test: bootstrap-test
 	@grep -hE '$(CTEST_SUMMARY)' $(BUILD_DIR)/ctest.log $(ASAN_DIR)/ctest.log $(TSAN_DIR)/ctest.log
 	@echo "== time per step"
 	@cat $(BUILD_DIR)/test-steps.log
+	@echo "== builds run in the background at idle priority (scripts/prebuild.sh), overlapping the steps"
+	@cat $(PREBUILD_DIR)/times.log
 
 # --no-tests=error: a run that finds no test fails instead of passing silently.
 test-release:
@@ -205,9 +218,13 @@ test-thread-safety:
 # about 1.5 minutes a backend in Release) runs in test-release only: a
 # SIGKILLed process leaves ASan nothing to report, and it cost the ASan step
 # minutes.
-test-asan:
+build-asan:
 	$(call cmake_configure,$(ASAN_DIR),$(ASAN_FLAGS))
 	cmake --build $(ASAN_DIR) --target asan_tests -j$(JOBS)
+
+test-asan:
+	bash scripts/prebuild.sh wait $(PREBUILD_DIR) build-asan
+	$(MAKE) --no-print-directory build-asan
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" \
 	  ctest --test-dir $(ASAN_DIR) -L '$(ASAN_LABELS)' --output-on-failure --no-tests=error \
 	    -j$(JOBS) 2>&1 | tee $(ASAN_DIR)/ctest.log
@@ -216,9 +233,13 @@ test-asan:
 # cmake/RunloomHelpers.cmake, ctest label `tsan`). runloom::Mutex is the
 # TSan-visible stand-in there (include/runloom/mutex.h); tests/tsan.supp holds
 # the suppressions, each for third-party internals only.
-test-tsan:
+build-tsan:
 	$(call cmake_configure,$(TSAN_DIR),$(TSAN_FLAGS))
 	cmake --build $(TSAN_DIR) --target tsan_tests -j$(JOBS)
+
+test-tsan:
+	bash scripts/prebuild.sh wait $(PREBUILD_DIR) build-tsan
+	$(MAKE) --no-print-directory build-tsan
 	TSAN_OPTIONS="$${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1} suppressions=$(CURDIR)/tests/tsan.supp" \
 	  ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure --no-tests=error -j$(JOBS) 2>&1 | tee $(TSAN_DIR)/ctest.log
 
@@ -229,9 +250,13 @@ test-tsan:
 # The targets run side by side, one process each (libFuzzer uses one core):
 # each still fuzzes FUZZ_SECONDS, and the step takes FUZZ_SECONDS once, not
 # once per target.
-test-fuzz:
+build-fuzz:
 	$(call cmake_configure,$(FUZZ_DIR),$(FUZZ_FLAGS))
 	cmake --build $(FUZZ_DIR) --target $(FUZZ_TARGETS:%=%_fuzz) -j$(JOBS)
+
+test-fuzz:
+	bash scripts/prebuild.sh wait $(PREBUILD_DIR) build-fuzz
+	$(MAKE) --no-print-directory build-fuzz
 	pids=(); \
 	for t in $(FUZZ_TARGETS); do \
 	  rm -rf $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
@@ -263,4 +288,4 @@ test-setup:
 	bash scripts/test-setup.sh $(BUILD_DIR)/setup-test
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR) $(PREBUILD_DIR)

@@ -109,16 +109,21 @@ function(runloom_cc_test)
     set(RL_TIMEOUT 120)
   endif()
   include(GoogleTest)
+  # Listing a binary's tests takes well under a second, but `make test`
+  # builds the sanitizer configurations at idle CPU priority
+  # (scripts/prebuild.sh), where a listing can wait minutes for a core while
+  # the step in front keeps both busy (the thread-safety check: ~3 minutes).
+  set(_discovery_timeout 300)
   if(RL_SERVERS)
     # Needs the PostgreSQL and Redis that the `servers` fixture starts
     # (tests/CMakeLists.txt); RUNLOOM_TEST_SERVERS tells it where they are.
     gtest_discover_tests(${_t}
       PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT} FIXTURES_REQUIRED servers
         ENVIRONMENT "RUNLOOM_TEST_SERVERS=${RUNLOOM_TEST_SERVERS_DIR}"
-      DISCOVERY_TIMEOUT 60)
+      DISCOVERY_TIMEOUT ${_discovery_timeout})
   else()
     gtest_discover_tests(${_t}
       PROPERTIES LABELS "${RL_LABELS}" TIMEOUT ${RL_TIMEOUT}
-      DISCOVERY_TIMEOUT 60)
+      DISCOVERY_TIMEOUT ${_discovery_timeout})
   endif()
 endfunction()
