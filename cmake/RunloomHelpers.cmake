@@ -33,6 +33,43 @@ if(RUNLOOM_BUILD_TESTS)
   add_custom_target(asan_tests)
 endif()
 
+# One precompiled header for every test binary (each compiles as one unity
+# unit): the standard library, GoogleTest and GoogleMock, nlohmann/json and
+# Abseil's strings and status, parsed once per build directory instead of
+# once per test binary (~2.7 s of engine_rules_test's 14.4 s unit in
+# Release). GCC uses a precompiled header only when the macros it tested
+# are defined alike, and -Winvalid-pch with -Werror turns a mismatch into an
+# error: so it holds only third-party and standard headers (no runloom
+# header: RUNLOOM_TSAN changes runloom/mutex.h), the test binaries define
+# _FILE_OFFSET_BITS=64 alike (libpq's flags bring it to some of them; on
+# 64-bit Linux it changes nothing) and the donor below takes the test
+# binaries' flags (runloom_cc_test). The top-level CMakeLists.txt calls this
+# once GoogleTest is found.
+function(runloom_test_pch)
+  file(WRITE ${PROJECT_BINARY_DIR}/test_pch/pch.cc "// The precompiled header's own unit (cmake/RunloomHelpers.cmake).\n")
+  add_library(runloom_test_pch OBJECT ${PROJECT_BINARY_DIR}/test_pch/pch.cc)
+  target_link_libraries(runloom_test_pch PRIVATE GTest::gtest GTest::gmock)
+  runloom_test_flags(runloom_test_pch)
+  target_precompile_headers(runloom_test_pch PRIVATE
+    <algorithm> <atomic> <chrono> <filesystem> <fstream> <functional> <map> <memory> <optional>
+    <set> <sstream> <string> <string_view> <thread> <utility> <vector>
+    <gtest/gtest.h> <gmock/gmock.h> <nlohmann/json.hpp>
+    <absl/status/status.h> <absl/status/statusor.h> <absl/strings/str_cat.h>
+    <absl/strings/match.h> <absl/strings/str_join.h>)
+endfunction()
+
+# The compile flags every test binary's unit has, and the precompiled
+# header's donor with it.
+function(runloom_test_flags target)
+  runloom_unoptimized_test_code(${target})
+  # Where tests find the sources (examples/) and the CLI binary; the
+  # environment variables of the same names override these.
+  target_compile_definitions(${target} PRIVATE
+    RUNLOOM_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
+    RUNLOOM_BINARY_DEFAULT="${PROJECT_BINARY_DIR}/runloom"
+    _FILE_OFFSET_BITS=64)
+endfunction()
+
 # After every target exists (the top-level CMakeLists.txt calls it): what the
 # ASan run's tests start besides their own binaries.
 function(runloom_asan_extras)
@@ -86,12 +123,8 @@ function(runloom_cc_test)
   endif()
   target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(${_t} PRIVATE ${RL_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  runloom_unoptimized_test_code(${_t})
-  # Where tests find the sources (examples/) and the CLI binary; the
-  # environment variables of the same names override these.
-  target_compile_definitions(${_t} PRIVATE
-    RUNLOOM_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
-    RUNLOOM_BINARY_DEFAULT="${PROJECT_BINARY_DIR}/runloom")
+  runloom_test_flags(${_t})
+  target_precompile_headers(${_t} REUSE_FROM runloom_test_pch)
   if(_asan_set)
     add_dependencies(asan_tests ${_t})
   endif()
