@@ -25,6 +25,14 @@ cmd="$1"
 state="$2"
 shift 2
 
+# Whether PID is still the background job: a pid file left by a `make test`
+# that was killed outright may name a process that reused the number.
+alive() {
+  local cmdline
+  { cmdline="$(tr '\0' ' ' <"/proc/$1/cmdline")"; } 2>/dev/null || return 1
+  [[ $cmdline == *" prebuild $state "* ]]
+}
+
 # The job is its own process group (job control, `set -m`), so `stop` ends
 # make and every compiler under it. Not its own session (setsid): with the
 # kernel's autogroup scheduling (sched_autogroup_enabled, on in Debian's
@@ -35,7 +43,9 @@ stop() {
   local pid
   [[ -s "$state/pid" ]] || return 0
   pid="$(cat "$state/pid")"
-  kill -TERM -- "-$pid" 2>/dev/null || true
+  if alive "$pid"; then
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  fi
   rm -f "$state/pid"
 }
 
@@ -74,7 +84,7 @@ case "$cmd" in
     [[ -s "$state/pid" ]] || exit 0
     pid="$(cat "$state/pid")"
     start=$SECONDS
-    while [[ ! -f "$state/$t.rc" ]] && kill -0 "$pid" 2>/dev/null; do
+    while [[ ! -f "$state/$t.rc" ]] && alive "$pid"; do
       sleep 1
     done
     if [[ -f "$state/$t.rc" ]]; then
