@@ -46,7 +46,10 @@ endif()
 # binaries' flags (runloom_cc_test). The top-level CMakeLists.txt calls this
 # once GoogleTest is found.
 function(runloom_test_pch)
-  file(WRITE ${PROJECT_BINARY_DIR}/test_pch/pch.cc "// The precompiled header's own unit (cmake/RunloomHelpers.cmake).\n")
+  # CONFIGURE writes only when the text differs: a reconfigure leaves the
+  # file's time alone and so does not recompile it.
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/test_pch/pch.cc
+       CONTENT "// The precompiled header's own unit (cmake/RunloomHelpers.cmake).\n")
   add_library(runloom_test_pch OBJECT ${PROJECT_BINARY_DIR}/test_pch/pch.cc)
   target_link_libraries(runloom_test_pch PRIVATE GTest::gtest GTest::gmock)
   runloom_test_flags(runloom_test_pch)
