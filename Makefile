@@ -9,7 +9,8 @@
 #                test-headers        build/: each public header compiled alone
 #                test-thread-safety  clang -Wthread-safety -Werror over build/'s
 #                                    translation units (syntax only; test
-#                                    units only where they name a lock)
+#                                    units only where they name an
+#                                    annotated lock)
 #                test-asan           build-asan/ (ASan+UBSan, RUNLOOM_TESTING):
 #                                    unit, conformance and chaos tests but the
 #                                    long KillCampaign ones (Release runs
@@ -209,7 +210,8 @@ test-headers:
 
 # Clang's thread-safety analysis, -Werror, over the translation units of
 # build/ (its compile_commands.json), syntax only: no clang build directory.
-# Test units that name no lock are not checked (scripts/thread_safety.py).
+# Test units that name no annotated lock, and public headers a checked unit
+# compiled, are not checked again (scripts/thread_safety.py).
 test-thread-safety:
 	$(call cmake_configure,$(BUILD_DIR),$(TEST_FLAGS))
 	python3 scripts/thread_safety.py $(BUILD_DIR) $(JOBS)
