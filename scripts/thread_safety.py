@@ -25,10 +25,11 @@ embedders too), and the public headers are still compiled alone (`make
 test-headers`).
 
 A test binary's unit (a `<name>_test` target) is checked only when one of
-its source files, or a header of src/testing/ they include (test-only
-headers, whose inline code no library unit compiles), names an annotated
-lock type (runloom::Mutex and its locks, CondVar) or a thread-safety
-annotation (LOCK_WORDS). The analysis warns only in a function that touches
+its source files names an annotated lock type (runloom::Mutex and its locks,
+CondVar) or a thread-safety annotation (LOCK_WORDS), or includes a header of
+src/testing/ that does (test-only headers, with inline code no library unit
+may compile) which no unit checked before it compiled: once is enough for a
+header's inline code. The analysis warns only in a function that touches
 a guarded member, calls an annotated function or takes an annotated lock,
 and test code can do none of these without naming them; std::mutex and
 absl::Notification carry no annotations. What such a unit uses from a
