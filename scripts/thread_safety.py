@@ -42,11 +42,12 @@ wall at 2 jobs), named no lock; 5 more (45 s of CPU, store_conformance_test's
 The public headers' own units (cmake/CheckHeaders.cmake: each header
 compiled alone, for `make test-headers`) are not checked again when the
 build's dependency log (`ninja -t deps`) shows the header compiled in a
-checked library unit: its inline code is analysed there, and parsing each
+checked unit: its inline code is analysed there, and parsing each
 header alone cost 73 s of CPU. Without the log (nothing built yet, or
 another generator) they are checked.
 """
 import concurrent.futures
+import functools
 import json
 import os
 import re
@@ -109,6 +110,13 @@ def unit_sources(entry):
     return [os.path.join(os.path.dirname(path), s) for s in sources] or [path]
 
 
+@functools.lru_cache(maxsize=None)
+def file_names_a_lock(path):
+    """Whether a file names an annotated lock (read once per run)."""
+    with open(path, encoding="utf-8") as f:
+        return LOCK_WORDS.search(f.read()) is not None
+
+
 def lock_reasons(entry, source_dir):
     """(whether the unit's own sources name an annotated lock, the
     src/testing/ headers they include that name one)."""
@@ -119,9 +127,8 @@ def lock_reasons(entry, source_dir):
         own = own or LOCK_WORDS.search(code) is not None
         for header in TESTING_INCLUDE.findall(code):
             path = os.path.normpath(os.path.join(source_dir, "src", header))
-            with open(path, encoding="utf-8") as f:
-                if LOCK_WORDS.search(f.read()):
-                    headers.add(path)
+            if file_names_a_lock(path):
+                headers.add(path)
     return own, headers
 
 
@@ -227,9 +234,6 @@ def main():
         sys.exit(__doc__)
     build = args[0]
     jobs = int(args[1]) if len(args) > 1 else os.cpu_count() or 1
-    clang = shutil.which("clang++") or shutil.which("clang++-14")
-    if clang is None:
-        sys.exit("thread_safety.py: clang++ not found (Debian: apt-get install clang)")
     with open(os.path.join(build, "compile_commands.json")) as f:
         entries = json.load(f)
     checked, skipped, headers_seen = select_units(build, entries)
@@ -239,6 +243,9 @@ def main():
         print(f"{len(checked)} units to check; not checked: {len(skipped)} test units, "
               f"{headers_seen} public headers' own units")
         return 0
+    clang = shutil.which("clang++") or shutil.which("clang++-14")
+    if clang is None:
+        sys.exit("thread_safety.py: clang++ not found (Debian: apt-get install clang)")
     entries = checked
     start = time.monotonic()
 
